@@ -1,0 +1,39 @@
+# Two entry points for a fresh clone: `make demo` and `make test`. Both install into .venv.
+# torch is pinned through constraints.txt: 2.13.0 is the CPU build on the machine, any other
+# request pulls gigabytes of CUDA packages.
+
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed-stamp
+PYTHON  ?= python3
+
+.PHONY: install demo test lint bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	@echo "== stoker allocate: the paper's static case (Sec. II-D) under every policy =="
+	$(BIN)/stoker allocate configs/requests/paper-static.json --compare
+	@echo
+	@echo "== the same request, machine-readable, with the exact optimum =="
+	$(BIN)/stoker allocate configs/requests/paper-static.json --policy optimal
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest
+
+bench: install
+	$(BIN)/python -m bench.bench_allocator
+	$(BIN)/python -m bench.bench_tpm_fit
+
+clean:
+	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache .pytest_cache .hypothesis

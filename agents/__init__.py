@@ -1,0 +1,1 @@
+"""Application masters: one process per training job (torch lives here and nowhere else)."""

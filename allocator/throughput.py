@@ -1,0 +1,75 @@
+"""Formulas 5 and 7 of A-Dloader evaluated on a request: what a split of workers yields.
+
+A job with d workers per GPU on n GPUs runs n*d loader processes. With eta = eta(D) for the
+node's total D, it loads lambda = d*eta/(b*c) mini-batches per GPU per second, so its
+throughput is T = B * min(mu, lambda) = min(B/step_time, n*d*eta/c) samples per second.
+"""
+
+import math
+from collections.abc import Sequence
+
+from allocator.types import AllocationPlan, AllocationRequest, JobAllocation, JobSpec
+
+# Rounding guard for ceilings of worker counts computed in floating point.
+_CEIL_TOLERANCE = 1e-9
+
+
+def job_samples_per_s(job: JobSpec, workers_per_gpu: int, efficiency: float) -> float:
+    """T_i in samples per second for d workers per GPU at contention efficiency eta."""
+    loading = job.gpus * workers_per_gpu * efficiency / job.sample_cost_s
+    return min(job.max_samples_per_s, loading)
+
+
+def workers_to_keep_up(job: JobSpec, efficiency: float) -> float:
+    """d' solving mu = lambda(d'): the fractional workers per GPU that just feed the GPU."""
+    return job.batch_size_per_gpu * job.sample_cost_s / (job.step_time_s * efficiency)
+
+
+def ceil_workers(fractional: float) -> int:
+    """Ceiling of a fractional worker count, at least one, tolerant of rounding noise."""
+    return max(1, math.ceil(fractional - _CEIL_TOLERANCE))
+
+
+def loader_processes(request: AllocationRequest, workers: Sequence[int]) -> int:
+    """D = sum of n_i * d_i."""
+    return sum(job.gpus * d for job, d in zip(request.jobs, workers, strict=True))
+
+
+def predicted_total(request: AllocationRequest, workers: Sequence[int]) -> float:
+    """Sum of T_i with eta taken at the split's own total D."""
+    efficiency = request.node.contention.efficiency(loader_processes(request, workers))
+    return sum(
+        job_samples_per_s(job, d, efficiency) for job, d in zip(request.jobs, workers, strict=True)
+    )
+
+
+def make_plan(
+    policy: str, request: AllocationRequest, workers: Sequence[int], notes: Sequence[str] = ()
+) -> AllocationPlan:
+    """Wrap a split of workers per GPU (request order) into a plan with its predictions."""
+    processes = loader_processes(request, workers)
+    efficiency = request.node.contention.efficiency(processes) if processes else 1.0
+    allocations = {
+        job.id: JobAllocation(
+            workers_per_gpu=d, predicted_samples_per_s=job_samples_per_s(job, d, efficiency)
+        )
+        for job, d in zip(request.jobs, workers, strict=True)
+    }
+    over_capacity = request.floor_processes > request.node.cpu_workers
+    all_notes = list(notes)
+    if over_capacity:
+        all_notes.append(
+            f"one worker per GPU needs {request.floor_processes} loader processes but the node "
+            f"allows {request.node.cpu_workers}; every job is held at the floor of 1 and the "
+            "node is oversubscribed until jobs finish or wait"
+        )
+    return AllocationPlan(
+        policy=policy,
+        allocations=allocations,
+        loader_processes=processes,
+        cpu_workers=request.node.cpu_workers,
+        efficiency=efficiency,
+        predicted_total_samples_per_s=sum(a.predicted_samples_per_s for a in allocations.values()),
+        over_capacity=over_capacity,
+        notes=tuple(all_notes),
+    )

@@ -1,0 +1,157 @@
+"""The one input and the one output every allocation policy shares."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from allocator.contention import ContentionCurve
+from allocator.errors import InvalidRequest
+
+DecodeMode = Literal["cpu", "device"]
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One training job as the allocator sees it: already-predicted rates, no raw features.
+
+    Rates follow the paper: mu = 1 / step_time_s mini-batches per second per GPU, and one
+    loader worker spends sample_cost_s (c = 1/R + 1/U) seconds per sample without contention.
+    """
+
+    id: str
+    gpus: int
+    batch_size: int  # global batch B; each GPU gets B / gpus
+    model_params: float
+    step_time_s: float
+    sample_cost_s: float
+    device_sample_cost_s: float | None = None  # augmentation-only cost when a decoder decodes
+    current_workers_per_gpu: int | None = None  # what the job runs with now, if it runs
+
+    def __post_init__(self) -> None:
+        where = f"jobs[{self.id}]"
+        if not self.id:
+            raise InvalidRequest("jobs[].id", "must be a non-empty string")
+        if self.gpus < 1:
+            raise InvalidRequest(f"{where}.gpus", f"must be at least 1 (got {self.gpus})")
+        if self.batch_size < self.gpus:
+            raise InvalidRequest(
+                f"{where}.batch_size",
+                f"global batch {self.batch_size} must be at least one sample per GPU "
+                f"({self.gpus} GPUs)",
+            )
+        for name in ("model_params", "step_time_s", "sample_cost_s"):
+            value = getattr(self, name)
+            if not value > 0.0 or value == float("inf"):
+                raise InvalidRequest(f"{where}.{name}", f"must be a positive number (got {value})")
+        if self.device_sample_cost_s is not None and not self.device_sample_cost_s > 0.0:
+            raise InvalidRequest(
+                f"{where}.device_sample_cost_s",
+                f"must be a positive number (got {self.device_sample_cost_s})",
+            )
+        current = self.current_workers_per_gpu
+        if current is not None and current < 1:
+            raise InvalidRequest(
+                f"{where}.current_workers_per_gpu", f"must be at least 1 (got {current})"
+            )
+
+    @property
+    def batch_size_per_gpu(self) -> float:
+        """b = B / n."""
+        return self.batch_size / self.gpus
+
+    @property
+    def max_samples_per_s(self) -> float:
+        """B * mu: the throughput once loading keeps up (formula 5, first case)."""
+        return self.batch_size / self.step_time_s
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What the node offers: loader processes C, decoder capacity K, and contention eta(D)."""
+
+    cpu_workers: int
+    contention: ContentionCurve = field(default_factory=ContentionCurve.contention_free)
+    decoder_capacity: float = 0.0  # samples per second; 0 means no decoder device
+
+    def __post_init__(self) -> None:
+        if self.cpu_workers < 1:
+            raise InvalidRequest(
+                "node.cpu_workers", f"must be at least 1 loader process (got {self.cpu_workers})"
+            )
+        if not self.decoder_capacity >= 0.0:
+            raise InvalidRequest(
+                "node.decoder_capacity",
+                f"must be 0 or more samples/s (got {self.decoder_capacity})",
+            )
+
+
+@dataclass(frozen=True)
+class AllocationRequest:
+    """Everything a policy may look at. Jobs keep the caller's order, which breaks ties."""
+
+    node: NodeSpec
+    jobs: tuple[JobSpec, ...]
+    fair_floor: float = 0.8  # `fair`: no job below this fraction of its `balance` throughput
+
+    def __post_init__(self) -> None:
+        seen: set[str] = set()
+        for job in self.jobs:
+            if job.id in seen:
+                raise InvalidRequest(f"jobs[{job.id}].id", "job ids must be unique")
+            seen.add(job.id)
+        if not 0.0 <= self.fair_floor <= 1.0:
+            raise InvalidRequest("fair_floor", f"must be between 0 and 1 (got {self.fair_floor})")
+
+    @property
+    def floor_processes(self) -> int:
+        """Loader processes needed to give every GPU of every job one worker."""
+        return sum(job.gpus for job in self.jobs)
+
+
+@dataclass(frozen=True)
+class JobAllocation:
+    """One job's share of the node, and the throughput the model predicts with it."""
+
+    workers_per_gpu: int
+    predicted_samples_per_s: float
+    decoder_share: float = 0.0
+    decode_mode: DecodeMode = "cpu"
+
+
+@dataclass(frozen=True)
+class AllocationPlan:
+    """A policy's answer. `allocations` follows the request's job order."""
+
+    policy: str
+    allocations: Mapping[str, JobAllocation]
+    loader_processes: int  # sum of gpus * workers_per_gpu: what the CPU actually runs
+    cpu_workers: int
+    efficiency: float  # eta at loader_processes
+    predicted_total_samples_per_s: float
+    over_capacity: bool = False  # the floor of one worker per GPU alone exceeds cpu_workers
+    notes: tuple[str, ...] = ()
+
+    def workers(self) -> dict[str, int]:
+        """Workers per GPU by job id."""
+        return {job_id: a.workers_per_gpu for job_id, a in self.allocations.items()}
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON shape of `stoker allocate` (DESIGN.md, machine-readable contracts)."""
+        return {
+            "policy": self.policy,
+            "allocations": {
+                job_id: {
+                    "workers_per_gpu": a.workers_per_gpu,
+                    "decoder_share": a.decoder_share,
+                    "decode_mode": a.decode_mode,
+                    "predicted_samples_per_s": a.predicted_samples_per_s,
+                }
+                for job_id, a in self.allocations.items()
+            },
+            "predicted_total_samples_per_s": self.predicted_total_samples_per_s,
+            "loader_processes": self.loader_processes,
+            "cpu_workers": self.cpu_workers,
+            "efficiency": self.efficiency,
+            "over_capacity": self.over_capacity,
+            "notes": list(self.notes),
+        }

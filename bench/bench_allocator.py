@@ -1,0 +1,80 @@
+"""Decision time of `waa` and `optimal` for 10, 100 and 1,000 jobs, capacity 2 x jobs.
+
+Run: .venv/bin/python -m bench.bench_allocator [--repeats N]
+Goal (issue 2): under 1 ms at 100 jobs, under 50 ms at 1,000. Prints a table and saves
+bench/out/allocator.json.
+"""
+
+import argparse
+import random
+import statistics
+from functools import partial
+
+from allocator import AllocationRequest, ContentionCurve, JobSpec, NodeSpec, allocate
+from bench.common import save, time_call
+
+# Two node shapes: every job on one GPU (capacity exactly 2 x jobs, as the issue states), and
+# a mix of 1-, 2- and 4-GPU jobs with capacity 2 x jobs x their mean GPU count.
+SHAPES = {"1-gpu jobs": (1,), "1/2/4-gpu jobs": (1, 2, 4)}
+
+
+def make_request(jobs: int, gpu_choices: tuple[int, ...], seed: int) -> AllocationRequest:
+    """Random jobs drawn like the paper's zoo; knees of eta at 0.6 C and 1.3 C."""
+    rng = random.Random(seed)
+    specs = []
+    for index in range(jobs):
+        gpus = rng.choice(gpu_choices)
+        specs.append(
+            JobSpec(
+                id=f"job{index}",
+                gpus=gpus,
+                batch_size=rng.choice((64, 128, 256)) * gpus,
+                model_params=rng.uniform(0.9e6, 140e6),
+                step_time_s=rng.uniform(0.03, 0.4),
+                sample_cost_s=rng.uniform(0.004, 0.02),
+            )
+        )
+    mean_gpus = sum(gpu_choices) / len(gpu_choices)
+    capacity = round(2 * jobs * mean_gpus)
+    curve = ContentionCurve(((1.0, 1.0), (0.6 * capacity, 1.0), (1.3 * capacity, 0.7)))
+    return AllocationRequest(NodeSpec(cpu_workers=capacity, contention=curve), tuple(specs))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=5, help="random requests per size")
+    args = parser.parse_args()
+    rows = []
+    for shape, gpu_choices in SHAPES.items():
+        for jobs in (10, 100, 1000):
+            for policy in ("waa", "optimal"):
+                timings: list[float] = []
+                for seed in range(args.seeds):
+                    request = make_request(jobs, gpu_choices, seed)
+                    repeats = max(3, args.repeats // (10 if jobs >= 1000 else 1))
+                    timings += time_call(partial(allocate, request, policy), repeats)
+                rows.append(
+                    {
+                        "shape": shape,
+                        "jobs": jobs,
+                        "policy": policy,
+                        "median_ms": statistics.median(timings) * 1e3,
+                        "p95_ms": sorted(timings)[int(0.95 * (len(timings) - 1))] * 1e3,
+                        "max_ms": max(timings) * 1e3,
+                        "calls": len(timings),
+                    }
+                )
+                row = rows[-1]
+                print(
+                    f"{shape:>15} {jobs:>5} jobs {policy:>8}: median {row['median_ms']:8.3f} ms"
+                    f"  p95 {row['p95_ms']:8.3f} ms  max {row['max_ms']:8.3f} ms"
+                )
+    path = save(
+        "allocator", {"goal": "waa and optimal < 1 ms at 100 jobs, < 50 ms at 1000", "rows": rows}
+    )
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()

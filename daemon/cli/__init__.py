@@ -1,0 +1,19 @@
+"""The `stoker` command line.
+
+Each command group lives in its own module; this one only assembles them. Output meant for
+machines is one JSON object on stdout; diagnostics go to stderr.
+"""
+
+import typer
+
+from daemon.cli.allocate import register_allocate
+from daemon.cli.tpm_commands import tpm_app
+
+app = typer.Typer(
+    name="stoker",
+    help="Split a GPU node's data-loader workers among its training jobs.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(tpm_app, name="tpm")
+register_allocate(app)

@@ -1,0 +1,1 @@
+"""Host side of the hardware JPEG decoder, and its emulator."""

@@ -1,0 +1,1 @@
+"""Workload generator, trace replay and the node simulator."""
