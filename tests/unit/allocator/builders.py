@@ -5,7 +5,8 @@ import itertools
 import numpy as np
 from hypothesis import strategies as st
 
-from allocator import AllocationRequest, ContentionCurve, JobSpec, NodeSpec
+from allocator import AllocationPlan, AllocationRequest, ContentionCurve, JobSpec, NodeSpec
+from allocator.throughput import job_samples_per_s
 
 PAPER_CONTENTION = ((1.0, 1.0), (11.0, 1.0), (24.0, 0.75))
 
@@ -109,3 +110,12 @@ def brute_force_best(request: AllocationRequest) -> tuple[float, int]:
     best = float(totals.max())
     near = totals >= best - 1e-9 * max(best, 1.0)
     return best, int(processes[near].min())
+
+
+def assert_every_last_worker_counts(request: AllocationRequest, plan: AllocationPlan) -> None:
+    """No job holds a worker per GPU that adds nothing at the plan's own efficiency."""
+    for job in request.jobs:
+        d = plan.workers()[job.id]
+        if d > 1:
+            fewer = job_samples_per_s(job, d - 1, plan.efficiency)
+            assert fewer < job_samples_per_s(job, d, plan.efficiency), job.id

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given, settings
 
 from allocator import POLICIES, AllocationRequest, allocate
-from allocator.throughput import job_samples_per_s, predicted_total
-from tests.unit.allocator.builders import requests
+from allocator.throughput import predicted_total
+from tests.unit.allocator.builders import assert_every_last_worker_counts, requests
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))
@@ -30,13 +30,7 @@ def test_capacity_floor_and_determinism(policy: str, request: AllocationRequest)
 @settings(max_examples=200, deadline=None)
 @given(request=requests(max_jobs=6, max_capacity=40))
 def test_waa_gives_no_job_a_worker_it_cannot_use(request: AllocationRequest) -> None:
-    plan = allocate(request, "waa")
-    for job in request.jobs:
-        d = plan.workers()[job.id]
-        if d > 1:
-            assert job_samples_per_s(job, d - 1, plan.efficiency) < job_samples_per_s(
-                job, d, plan.efficiency
-            )
+    assert_every_last_worker_counts(request, allocate(request, "waa"))
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,6 +1,9 @@
 from allocator import allocate
-from allocator.throughput import job_samples_per_s
-from tests.unit.allocator.builders import make_job, make_request
+from tests.unit.allocator.builders import (
+    assert_every_last_worker_counts,
+    make_job,
+    make_request,
+)
 
 FREE = ()  # a contention-free node: eta = 1 everywhere
 
@@ -76,10 +79,4 @@ def test_surplus_left_by_decrements_is_handed_back() -> None:
         cpu_workers=14,
         contention=((1.0, 1.0), (4.0, 1.0), (30.0, 0.4)),
     )
-    plan = allocate(request, "waa")
-    for job in request.jobs:
-        d = plan.workers()[job.id]
-        if d > 1:
-            assert job_samples_per_s(job, d - 1, plan.efficiency) < job_samples_per_s(
-                job, d, plan.efficiency
-            )
+    assert_every_last_worker_counts(request, allocate(request, "waa"))

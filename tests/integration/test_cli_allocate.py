@@ -1,0 +1,124 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from allocator import POLICIES
+from tests.integration.cli import REPO, stoker
+
+PAPER_STATIC = REPO / "configs" / "requests" / "paper-static.json"
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_prints_the_contract_for_every_policy(policy: str) -> None:
+    run = stoker("allocate", PAPER_STATIC, "--policy", policy)
+    assert run.code == 0, run.stderr
+    plan = run.json()
+    assert plan["policy"] == policy
+    allocations = plan["allocations"]
+    assert isinstance(allocations, dict)
+    assert list(allocations) == ["Resnet18", "mdResnet12", "smResnet20"]
+    total = 0.0
+    for allocation in allocations.values():
+        assert set(allocation) == {
+            "workers_per_gpu",
+            "decoder_share",
+            "decode_mode",
+            "predicted_samples_per_s",
+        }
+        assert isinstance(allocation["workers_per_gpu"], int)
+        assert allocation["workers_per_gpu"] >= 1
+        assert allocation["decode_mode"] == "cpu"
+        total += allocation["predicted_samples_per_s"]
+    assert plan["predicted_total_samples_per_s"] == pytest.approx(total)
+    processes = plan["loader_processes"]
+    assert isinstance(processes, int)
+    assert processes <= 18
+
+
+def test_compare_shows_every_policy_side_by_side() -> None:
+    run = stoker("allocate", PAPER_STATIC, "--compare")
+    assert run.code == 0, run.stderr
+    header = run.stdout.splitlines()[1]
+    for policy in POLICIES:
+        assert policy in header
+    assert "vs balance" in run.stdout
+
+
+def write(tmp_path: Path, payload: object) -> Path:
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def paper_request() -> dict[str, object]:
+    loaded = json.loads(PAPER_STATIC.read_text())
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_bad_field_names_the_field(tmp_path: Path) -> None:
+    request = paper_request()
+    request["jobs"][1]["sample_cost_s"] = -1  # type: ignore[index]
+    run = stoker("allocate", write(tmp_path, request))
+    assert run.code == 2
+    assert "jobs[1].sample_cost_s" in run.stderr
+    assert "greater than 0" in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_misspelt_field_is_refused(tmp_path: Path) -> None:
+    request = paper_request()
+    request["jobs"][0]["step_time"] = 0.1  # type: ignore[index]
+    run = stoker("allocate", write(tmp_path, request))
+    assert run.code == 2
+    assert "jobs[0].step_time" in run.stderr
+
+
+def test_missing_rates_without_a_tpm_say_what_to_give(tmp_path: Path) -> None:
+    request = paper_request()
+    del request["jobs"][2]["step_time_s"]  # type: ignore[index]
+    run = stoker("allocate", write(tmp_path, request))
+    assert run.code == 2
+    assert "jobs[2].step_time_s" in run.stderr
+    assert "--tpm" in run.stderr
+
+
+def test_unknown_policy_lists_the_choices() -> None:
+    run = stoker("allocate", PAPER_STATIC, "--policy", "fastest")
+    assert run.code == 2
+    assert "unknown policy 'fastest'" in run.stderr
+    assert "optimal" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ("{not json", "not valid JSON at line 1"),
+        ('{"node": {"cpu_workers": 4}}', "jobs: Field required"),
+        (
+            '{"node": {"cpu_workers": 4, "contention": [[2, 0.5], [1, 0.9]]}, "jobs": []}',
+            "node.contention[1]",
+        ),
+    ],
+)
+def test_malformed_requests(tmp_path: Path, content: str, words: str) -> None:
+    path = tmp_path / "request.json"
+    path.write_text(content)
+    run = stoker("allocate", path)
+    assert run.code == 2
+    assert words in run.stderr
+
+
+def test_missing_file() -> None:
+    run = stoker("allocate", "nowhere.json")
+    assert run.code == 2
+    assert "nowhere.json: no such request file" in run.stderr
+
+
+def test_duplicate_job_ids(tmp_path: Path) -> None:
+    request = paper_request()
+    request["jobs"][1]["id"] = "Resnet18"  # type: ignore[index]
+    run = stoker("allocate", write(tmp_path, request))
+    assert run.code == 2
+    assert "unique" in run.stderr
