@@ -9,6 +9,9 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from allocator.errors import InvalidRequest
 
 
@@ -77,6 +80,19 @@ class ContentionCurve:
         right = bisect.bisect_right(ds, processes)
         (d0, e0), (d1, e1) = self.points[right - 1], self.points[right]
         return e0 + (e1 - e0) * (processes - d0) / (d1 - d0)
+
+    def efficiencies(self, processes: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        """eta(D) for many totals at once, the same values as `efficiency`."""
+        totals = np.asarray(processes, dtype=np.float64)
+        if not self.points:
+            return np.ones_like(totals)
+        ds = np.array([d for d, _ in self.points])
+        etas = np.array([eta for _, eta in self.points])
+        inside = np.interp(totals, ds, etas)
+        saturated: npt.NDArray[np.float64] = np.where(
+            totals > ds[-1], etas[-1] * ds[-1] / np.maximum(totals, 1e-300), inside
+        )
+        return saturated
 
     def capacity(self, processes: float) -> float:
         """D * eta(D): the node's loading capacity in contention-free worker equivalents."""

@@ -48,28 +48,32 @@ def best_steps(steps: Steps, budget: int) -> IntArray:
         return np.zeros(jobs, dtype=np.int64)
     sizes = [int(size) for size in np.unique(steps.weights)]
     if len(sizes) == 1:
-        return _greedy(steps, budget // sizes[0])
+        return _greedy(steps, sizes[0], budget // sizes[0])
     if all(larger % smaller == 0 for smaller, larger in pairwise(sizes)):
         return _merge_divisible(steps, budget, sizes)
     return _dynamic_programme(steps, budget)
 
 
-def _items(steps: Steps) -> tuple[FloatArray, IntArray, IntArray]:
-    """Every step as one item: (gain, owning job, weight); full steps first, in job order."""
-    jobs = np.arange(len(steps.weights))
-    has_partial = steps.partial_gain > 0.0
-    gains = np.concatenate(
-        (np.repeat(steps.full_gain, steps.full_count), steps.partial_gain[has_partial])
-    )
-    owners = np.concatenate((np.repeat(jobs, steps.full_count), jobs[has_partial]))
-    return gains, owners, steps.weights[owners]
+def _best_of_size(steps: Steps, size: int, limit: int) -> tuple[FloatArray, IntArray]:
+    """The `limit` largest-gain steps of the jobs of weight `size`, gain descending, as
+    (gains, owning jobs). Ties keep job order, and a job's full steps come before its partial
+    one. No choice can use more steps of one size than the budget holds, and whatever a
+    choice uses of a size is a prefix of this order, so the rest never matter."""
+    jobs = np.flatnonzero(steps.weights == size)
+    run_gain = np.concatenate((steps.full_gain[jobs], steps.partial_gain[jobs]))
+    run_count = np.concatenate((steps.full_count[jobs], steps.partial_gain[jobs] > 0.0))
+    run_owner = np.concatenate((jobs, jobs))
+    order = np.argsort(-run_gain, kind="stable")
+    counts = run_count[order].astype(np.int64)
+    before = np.cumsum(counts) - counts
+    counts = np.clip(limit - before, 0, counts)
+    return np.repeat(run_gain[order], counts), np.repeat(run_owner[order], counts)
 
 
-def _greedy(steps: Steps, count: int) -> IntArray:
+def _greedy(steps: Steps, size: int, count: int) -> IntArray:
     """Equal weights: the `count` largest gains, a job's steps in order."""
-    gains, owners, _ = _items(steps)
-    order = np.argsort(-gains, kind="stable")[:count]
-    return np.bincount(owners[order], minlength=len(steps.weights))
+    _, owners = _best_of_size(steps, size, count)
+    return np.bincount(owners, minlength=len(steps.weights))
 
 
 @dataclass(frozen=True)
@@ -82,20 +86,19 @@ class _Level:
 
 
 def _merge_divisible(steps: Steps, budget: int, sizes: list[int]) -> IntArray:
-    gains, owners, weights = _items(steps)
     chosen_bundles: list[tuple[int, IntArray]] = []  # (level, bundle indices taken there)
     chosen_jobs: list[IntArray] = []
     levels: list[_Level] = []
     carried = np.zeros(0)
     for position, size in enumerate(sizes):
-        native = weights == size
-        values = np.concatenate((carried, gains[native]))
-        is_bundle = np.concatenate((np.ones(len(carried), bool), np.zeros(native.sum(), bool)))
-        ref = np.concatenate((np.arange(len(carried)), owners[native]))
+        budget -= budget % size  # what no item of this size or larger can use
+        native_gains, native_owners = _best_of_size(steps, size, budget // size)
+        values = np.concatenate((carried, native_gains))
+        is_bundle = np.concatenate((np.ones(len(carried), bool), np.zeros(len(native_gains), bool)))
+        ref = np.concatenate((np.arange(len(carried)), native_owners))
         # Stable: equal gains keep their order, so a job's steps are taken in order.
         order = np.argsort(-values, kind="stable")
         values, is_bundle, ref = values[order], is_bundle[order], ref[order]
-        budget -= budget % size  # what no item of this size or larger can use
         last = position == len(sizes) - 1
         take = budget // size if last else (budget % sizes[position + 1]) // size
         chosen_jobs.append(ref[:take][~is_bundle[:take]])

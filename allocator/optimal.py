@@ -22,16 +22,23 @@ from allocator.types import AllocationPlan, AllocationRequest
 
 # Two totals closer than this (relative) are the same prediction; the fewer processes win.
 _RELATIVE_TIE = 1e-9
+# Intervals of totals with at most this many (total x job) cells get per-total bounds.
+_EXPAND_CELLS = 20_000
 
-MinimumWorkers = Callable[[float], list[int]]  # eta -> the least workers per GPU of each job
+# Efficiencies (M,) -> the least workers per GPU of each job at each of them (M, jobs).
+MinimumWorkers = Callable[[FloatArray], IntArray]
 
 
 def optimal(request: AllocationRequest) -> AllocationPlan:
     """The split that maximises the predicted total, fewest processes among equals."""
     if request.node.cpu_workers <= request.floor_processes:
         return floor_plan("optimal", request, NO_SPARE_NOTE)
-    ones = [1] * len(request.jobs)
-    return make_plan("optimal", request, _search(request, lambda _eta: ones, ones))
+    jobs = len(request.jobs)
+
+    def one_each(efficiencies: FloatArray) -> IntArray:
+        return np.ones((len(efficiencies), jobs), dtype=np.int64)
+
+    return make_plan("optimal", request, _search(request, one_each, [1] * jobs))
 
 
 def fair(request: AllocationRequest) -> AllocationPlan:
@@ -43,12 +50,15 @@ def fair(request: AllocationRequest) -> AllocationPlan:
         request.fair_floor * fair_share.allocations[job.id].predicted_samples_per_s
         for job in request.jobs
     ]
-    costs = np.array([job.sample_cost_s / job.gpus for job in request.jobs])
-    wanted = np.array(floors)
+    workers_at_full_efficiency = np.array(floors) * np.array(
+        [job.sample_cost_s / job.gpus for job in request.jobs]
+    )
 
-    def minimum(efficiency: float) -> list[int]:
+    def minimum(efficiencies: FloatArray) -> IntArray:
         # Smallest d with n*d*eta/c >= floor; the floor never exceeds the job's B*mu.
-        return [max(1, int(v)) for v in np.ceil(wanted * costs / efficiency - 1e-9)]
+        needed = np.ceil(workers_at_full_efficiency / efficiencies[:, None] - 1e-9)
+        floors: IntArray = np.maximum(1, needed).astype(np.int64)
+        return floors
 
     start = [fair_share.allocations[job.id].workers_per_gpu for job in request.jobs]
     notes = [f"each job keeps at least {request.fair_floor:.0%} of its balance throughput"]
@@ -88,41 +98,59 @@ def _search(
         nonlocal best, best_value, best_processes
         processes = int(jobs.gpus @ workers)
         efficiency = contention.efficiency(processes)
-        if np.any(workers < minimum(efficiency)):
+        if np.any(workers < _floors(minimum, efficiency)):
             return  # chosen at a higher eta than its own total gives: misses a floor
         value = _total(jobs, workers, efficiency)
         tie = abs(value - best_value) <= _RELATIVE_TIE * max(best_value, 1.0)
         if (value > best_value and not tie) or (tie and processes < best_processes):
             best, best_value, best_processes = workers, value, processes
 
-    # Heap of intervals [low, high] of the total, best bound first. A fresh interval carries
-    # the cheap fractional bound; when it comes up, it is tightened to the exact knapsack
-    # optimum at eta(low) with budget high (whose split is also a candidate), and split only
-    # if it still comes up after that.
+    # Heap of intervals [low, high] of the total, best bound first. A wide interval carries
+    # the cheap fractional bound at eta(low) with budget high; when it comes up it is first
+    # tightened to the exact knapsack optimum there (whose split is also a candidate), and
+    # split in halves only if it still comes up after that. A small interval is expanded
+    # into its single totals, each with its own fractional bound, in one vectorised call.
     low, high = request.floor_processes, request.node.cpu_workers
     # The split at full capacity is usually close to the best: a strong first incumbent
     # lets the bounds discard most intervals without solving them.
     at_capacity = _split_at(jobs, minimum, contention.efficiency(high), budget_total=high)
     if at_capacity is not None:
         consider(at_capacity)
-    heap = [(-_bound(jobs, minimum, contention.efficiency(low), high), low, high, False)]
+    first = _bounds(jobs, minimum, contention.efficiencies([low]), np.array([high]))[0]
+    heap = [(-first, low, high, False)]
     while heap:
         negative_bound, low, high, tightened = heapq.heappop(heap)
         if -negative_bound < best_value * (1.0 - _RELATIVE_TIE):
             break  # best-first: every interval left is bounded lower still
-        if not tightened:
+        if low == high:
+            workers = _split_at(jobs, minimum, contention.efficiency(low), budget_total=low)
+            if workers is not None:
+                consider(workers)
+        elif (high - low + 1) * len(request.jobs) <= _EXPAND_CELLS:
+            totals = np.arange(low, high + 1)
+            efficiencies = contention.efficiencies(totals)
+            for total, bound in zip(
+                totals, _bounds(jobs, minimum, efficiencies, totals), strict=True
+            ):
+                if bound >= best_value * (1.0 - _RELATIVE_TIE):
+                    heapq.heappush(heap, (-bound, int(total), int(total), True))
+        elif not tightened:
             workers = _split_at(jobs, minimum, contention.efficiency(low), budget_total=high)
-            if workers is None:
-                continue
-            consider(workers)
-            if low < high:
+            if workers is not None:
+                consider(workers)
                 exact = _total(jobs, workers, contention.efficiency(low))
                 heapq.heappush(heap, (-exact, low, high, True))
-            continue
-        middle = (low + high) // 2
-        for part_low, part_high in ((low, middle), (middle + 1, high)):
-            bound = _bound(jobs, minimum, contention.efficiency(part_low), part_high)
-            heapq.heappush(heap, (-bound, part_low, part_high, False))
+        else:
+            middle = (low + high) // 2
+            parts = ((low, middle), (middle + 1, high))
+            bounds = _bounds(
+                jobs,
+                minimum,
+                contention.efficiencies([part_low for part_low, _ in parts]),
+                np.array([part_high for _, part_high in parts]),
+            )
+            for (part_low, part_high), bound in zip(parts, bounds, strict=True):
+                heapq.heappush(heap, (-bound, part_low, part_high, False))
     return [int(d) for d in best]
 
 
@@ -131,7 +159,7 @@ def _split_at(
 ) -> IntArray | None:
     """The best split using at most `budget_total` processes, valued at a fixed
     `efficiency`; None if the floors alone exceed the budget."""
-    floors = np.array(minimum(efficiency), dtype=np.int64)
+    floors = _floors(minimum, efficiency)
     budget = budget_total - int(jobs.gpus @ floors)
     if budget < 0:
         return None
@@ -156,16 +184,24 @@ def _total(jobs: _Jobs, workers: IntArray, efficiency: float) -> float:
     return float(np.minimum(jobs.peak, jobs.gpus * workers * efficiency / jobs.cost).sum())
 
 
-def _bound(jobs: _Jobs, minimum: MinimumWorkers, efficiency: float, total: int) -> float:
-    """Fractional relaxation at `efficiency` with `total` processes: fill the cheapest jobs'
-    spare processes first, each worth eta/c samples per second up to the job's peak."""
-    floors = np.array(minimum(efficiency), dtype=float)
-    floor_processes = jobs.gpus * floors
-    budget = total - floor_processes.sum()
-    if budget < 0:
-        return -np.inf
-    rate = efficiency / jobs.cost
-    at_floor = np.minimum(jobs.peak, floor_processes * rate)
-    room = (jobs.peak - at_floor)[jobs.by_cost] / rate[jobs.by_cost]  # processes to the peak
-    filled = np.clip(budget - (np.cumsum(room) - room), 0.0, room)
-    return float(at_floor.sum() + (filled * rate[jobs.by_cost]).sum())
+def _floors(minimum: MinimumWorkers, efficiency: float) -> IntArray:
+    """The least workers per GPU of each job at one efficiency."""
+    floors: IntArray = minimum(np.array([efficiency]))[0]
+    return floors
+
+
+def _bounds(
+    jobs: _Jobs, minimum: MinimumWorkers, efficiencies: FloatArray, totals: IntArray
+) -> FloatArray:
+    """For each (eta, total) pair, the fractional relaxation: every job at its floor, then
+    the cheapest jobs' spare processes first, each worth eta/c samples/s up to the job's
+    peak. -inf where the floors alone exceed the total."""
+    efficiency = efficiencies[:, None]
+    floor_processes = minimum(efficiencies) * jobs.gpus
+    budget = totals - floor_processes.sum(axis=1)
+    rate = (efficiency / jobs.cost)[:, jobs.by_cost]
+    at_floor = np.minimum(jobs.peak, floor_processes * efficiency / jobs.cost)[:, jobs.by_cost]
+    room = (jobs.peak[jobs.by_cost] - at_floor) / rate  # processes to each job's peak
+    filled = np.clip(budget[:, None] - (np.cumsum(room, axis=1) - room), 0.0, room)
+    value = at_floor.sum(axis=1) + (filled * rate).sum(axis=1)
+    return np.where(budget >= 0, value, -np.inf)

@@ -108,7 +108,7 @@ class AllocationRequest:
         return sum(job.gpus for job in self.jobs)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobAllocation:
     """One job's share of the node, and the throughput the model predicts with it."""
 
