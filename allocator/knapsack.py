@@ -8,9 +8,10 @@ a job's steps are taken in that order. Maximise the total gain within the budget
 
 With every job's weight equal this is plain greedy. With different GPU counts it is a
 knapsack, where greedy is not exact. When the distinct weights divide one another (1, 2, 4, 8
-GPUs) we use the classical merge algorithm for divisible item sizes, O(k log k) for k steps:
-the budget's remainder modulo the next size can only be filled by the smallest items, so the
-best of those are taken; the rest are bundled in sorted runs into items of the next size.
+GPUs) we use the classical merge algorithm for divisible item sizes: the budget's remainder
+modulo the next size can only be filled by the smallest items, so the best of those are
+taken; the rest are bundled in sorted runs into items of the next size. Only the best
+budget // size steps of each size can ever be used, so only those are expanded and sorted.
 Other weight sets fall back to a dynamic programme over the budget.
 """
 

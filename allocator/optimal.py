@@ -2,11 +2,13 @@
 
 For a fixed eta every T_i is concave and piecewise linear in d_i, so the split of a budget of
 processes is a knapsack solved exactly in `allocator.knapsack`. eta depends on the total D,
-so we search D from the floor to the capacity by branch and bound: over an interval
-[lo, hi] no split can beat the fractional relaxation at eta(lo) with budget hi (eta never
-rises with D and the relaxation only gains from a larger budget), so intervals whose bound
-is below the best split found are dropped. Among splits with the same predicted total the
-one with the fewest processes wins, so workers that raise nothing stay idle.
+so we search D from the floor to the capacity by branch and bound. Over an interval
+[lo, hi] of totals no split beats the knapsack optimum at eta(lo) with budget hi, nor the
+cheaper fractional relaxation of it (eta never rises with D, and both only gain from a
+larger budget), so intervals bounded below the best split found are dropped. A split chosen
+at eta(lo) is also a candidate, valued at its own total. Among splits with the same
+predicted total the one with the fewest processes wins, so workers that raise nothing stay
+idle.
 """
 
 import heapq
