@@ -1,0 +1,1 @@
+"""The scheduler core: pure state + event -> commands, no sockets, threads or clocks."""

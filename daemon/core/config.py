@@ -1,0 +1,36 @@
+"""Settings of the scheduler core."""
+
+from dataclasses import dataclass
+
+from allocator import POLICIES, InvalidRequest
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """How the core plans and waits. Windows of 0 serve arrivals or completions at once."""
+
+    policy: str = "waa"
+    arrival_window_s: float = 30.0  # paper Sec. III-C: both buffers at 30 s
+    completion_window_s: float = 30.0
+    pause_timeout_s: float = 60.0  # then jobs still pausing keep their old allocation
+    heartbeat_timeout_s: float = 10.0  # then a running job is lost
+    gate: bool = True  # reallocation gate on: change a running job only when it pays
+    gate_hysteresis: float = 0.2  # the time saved must beat the pause cost by this much
+    default_pause_cost_s: float = 16.0  # before a job has been paused once (paper Sec. IV-B)
+    fair_floor: float = 0.8
+
+    def __post_init__(self) -> None:
+        if self.policy not in POLICIES:
+            raise InvalidRequest(
+                "scheduler.policy", f"unknown policy {self.policy!r}; one of {', '.join(POLICIES)}"
+            )
+        for name in (
+            "arrival_window_s",
+            "completion_window_s",
+            "pause_timeout_s",
+            "heartbeat_timeout_s",
+            "gate_hysteresis",
+            "default_pause_cost_s",
+        ):
+            if getattr(self, name) < 0:
+                raise InvalidRequest(f"scheduler.{name}", "must not be negative")

@@ -1,0 +1,29 @@
+"""Errors of the scheduler core, rooted in `SchedulerError`."""
+
+from dataclasses import dataclass
+
+
+class SchedulerError(Exception):
+    """Base class for what the scheduler core refuses."""
+
+
+@dataclass
+class IllegalTransition(SchedulerError):
+    """A job was asked to move between two states the transition table does not link."""
+
+    job_id: str
+    current: str
+    requested: str
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: cannot go from {self.current} to {self.requested}"
+
+
+@dataclass
+class UnknownJob(SchedulerError):
+    """An event names a job the scheduler has never seen."""
+
+    job_id: str
+
+    def __str__(self) -> str:
+        return f"no job {self.job_id!r}"

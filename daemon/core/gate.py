@@ -1,0 +1,78 @@
+"""The reallocation gate: is changing a running job worth pausing it?
+
+Pausing costs a job its measured pause cost (checkpoint, worker teardown and start-up). A
+change pays when the time it saves over the job's remaining work beats that cost by the
+hysteresis margin. Changes that capacity forces (a running job must shrink so that the plan
+fits) are always made: arrivals and completions are always served.
+"""
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from allocator import AllocationPlan, JobSpec
+from allocator.throughput import job_samples_per_s
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """What the gate needs to know of a running job the plan would change."""
+
+    spec: JobSpec
+    current_workers_per_gpu: int
+    remaining_samples: float
+    pause_cost_s: float
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """Which changed jobs keep their allocation, and why each changed job went the way it did."""
+
+    kept: frozenset[str]
+    reasons: Mapping[str, str]
+
+
+def decide(
+    plan: AllocationPlan, changed: Sequence[RunningJob], capacity: int, hysteresis: float
+) -> GateDecision:
+    """Keep every change that does not pay, then give back kept shrinks while over capacity."""
+    reasons: dict[str, str] = {}
+    kept: dict[str, RunningJob] = {}
+    for job in changed:
+        planned = plan.allocations[job.spec.id]
+        saved_s = _time_saved_s(job, planned.workers_per_gpu, plan.efficiency)
+        needed_s = job.pause_cost_s * (1.0 + hysteresis)
+        if saved_s > needed_s:
+            reasons[job.spec.id] = f"saves {saved_s:.1f} s > pause cost {needed_s:.1f} s"
+        else:
+            kept[job.spec.id] = job
+            reasons[job.spec.id] = f"kept: saves {saved_s:.1f} s <= pause cost {needed_s:.1f} s"
+    processes = plan.loader_processes + sum(
+        job.spec.gpus * (job.current_workers_per_gpu - plan.allocations[job_id].workers_per_gpu)
+        for job_id, job in kept.items()
+    )
+    # Largest shrink first: the fewest forced pauses bring the plan back within capacity.
+    shrinking = sorted(
+        (job for job in kept.values() if _shrink(plan, job) > 0),
+        key=lambda job: -_shrink(plan, job),
+    )
+    for job in shrinking:
+        if processes <= capacity:
+            break
+        del kept[job.spec.id]
+        processes -= _shrink(plan, job)
+        reasons[job.spec.id] = "forced: the plan does not fit unless it shrinks"
+    return GateDecision(frozenset(kept), reasons)
+
+
+def _shrink(plan: AllocationPlan, job: RunningJob) -> int:
+    """Processes the plan takes from the job."""
+    planned = plan.allocations[job.spec.id].workers_per_gpu
+    return job.spec.gpus * (job.current_workers_per_gpu - planned)
+
+
+def _time_saved_s(job: RunningJob, planned_workers: int, efficiency: float) -> float:
+    """Seconds the planned allocation saves over the job's remaining samples (negative when
+    it slows the job down)."""
+    before = job_samples_per_s(job.spec, job.current_workers_per_gpu, efficiency)
+    after = job_samples_per_s(job.spec, planned_workers, efficiency)
+    return job.remaining_samples / before - job.remaining_samples / after

@@ -1,0 +1,440 @@
+"""`Scheduler.handle(event, now) -> commands`: the whole decision loop, with no I/O.
+
+Submissions wait in an arrival buffer and completions in a completion buffer, each with its
+own window (paper Sec. III-C). When a window closes, a round starts: plan every job with the
+configured policy, pause the running jobs whose allocation changes (those the reallocation
+gate lets through), and once they have all reported `paused`, or the pause timeout passed,
+launch the new jobs and resume the paused ones. Only one round runs at a time; windows that
+close meanwhile are served when it ends. Every plan has a generation number that its commands
+carry; messages from an older generation are recorded and ignored.
+"""
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from allocator import AllocationPlan, AllocationRequest, JobSpec, NodeSpec, allocate
+from daemon.core.config import SchedulerConfig
+from daemon.core.errors import SchedulerError, UnknownJob
+from daemon.core.gate import RunningJob, decide
+from daemon.core.messages import (
+    AgentHello,
+    Allocation,
+    Cancel,
+    Command,
+    Event,
+    Failed,
+    Finished,
+    Heartbeat,
+    JobCancelled,
+    JobRequest,
+    JobSubmitted,
+    Launch,
+    Pause,
+    Paused,
+    Record,
+    Resume,
+    Resumed,
+    Tick,
+)
+from daemon.core.rates import RateModel
+from daemon.core.states import JobState, check_transition
+
+# Weight of the newest measured pause gap in a job's pause cost estimate.
+_PAUSE_COST_SMOOTHING = 0.5
+
+
+@dataclass
+class _Job:
+    """The core's own mutable record of a job; never handed out."""
+
+    request: JobRequest
+    spec: JobSpec
+    state: JobState = JobState.SUBMITTED
+    allocation: Allocation | None = None  # what the job runs with
+    planned: Allocation | None = None  # what the current round gives it
+    iteration: int = 0
+    last_heard: float = 0.0
+    pause_cost_s: float | None = None
+    measured_samples_per_s: float | None = None
+    checkpoint: str = ""
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A read-only snapshot of one job for adapters and tests."""
+
+    id: str
+    state: JobState
+    allocation: Allocation | None
+    iteration: int
+    predicted_samples_per_s: float | None
+    measured_samples_per_s: float | None
+    pause_cost_s: float | None
+
+
+@dataclass
+class _Round:
+    gen: int
+    deadline: float
+    waiting: set[str] = field(default_factory=set)  # told to pause, not yet paused
+    paused: list[str] = field(default_factory=list)
+    launches: list[str] = field(default_factory=list)
+
+
+class Scheduler:
+    """The decision loop. Feed it events in time order; carry out the commands it returns."""
+
+    def __init__(self, node: NodeSpec, rates: RateModel, config: SchedulerConfig) -> None:
+        self._node = node
+        self._rates = rates
+        self._config = config
+        self._jobs: dict[str, _Job] = {}
+        self._arrivals: list[str] = []
+        self._arrivals_due: float | None = None
+        self._completions: list[str] = []
+        self._completions_due: float | None = None
+        self._round: _Round | None = None
+        self._generation = 0
+        self._plan: AllocationPlan | None = None
+
+    # ---- reading -------------------------------------------------------------------------
+
+    @property
+    def generation(self) -> int:
+        return self._generation
+
+    def status(self, job_id: str) -> JobStatus:
+        job = self._job(job_id)
+        predicted = None
+        if self._plan is not None and job_id in self._plan.allocations:
+            predicted = self._plan.allocations[job_id].predicted_samples_per_s
+        return JobStatus(
+            id=job_id,
+            state=job.state,
+            allocation=job.allocation,
+            iteration=job.iteration,
+            predicted_samples_per_s=predicted,
+            measured_samples_per_s=job.measured_samples_per_s,
+            pause_cost_s=job.pause_cost_s,
+        )
+
+    def jobs(self) -> Mapping[str, JobStatus]:
+        return {job_id: self.status(job_id) for job_id in self._jobs}
+
+    def next_deadline(self) -> float | None:
+        """The earliest time at which a Tick would change something, if any."""
+        times = [t for t in (self._arrivals_due, self._completions_due) if t is not None]
+        if self._round is not None:
+            times.append(self._round.deadline)
+        times.extend(
+            job.last_heard + self._config.heartbeat_timeout_s
+            for job in self._jobs.values()
+            if job.state is JobState.RUNNING
+        )
+        return min(times, default=None)
+
+    # ---- the one entry point -------------------------------------------------------------
+
+    def handle(self, event: Event, now: float) -> list[Command]:
+        """Apply one event at time `now`; return what the adapters must do."""
+        out: list[Command] = []
+        match event:
+            case JobSubmitted(job=request):
+                self._submit(request, now, out)
+            case JobCancelled(job_id=job_id):
+                self._cancel(job_id, now, out)
+            case AgentHello():
+                self._hello(event, now, out)
+            case Heartbeat():
+                self._heartbeat(event, now, out)
+            case Paused():
+                self._paused(event, now, out)
+            case Resumed():
+                self._resumed(event, now, out)
+            case Finished(job_id=job_id):
+                self._ended(job_id, JobState.COMPLETED, now, out, "finished")
+            case Failed(job_id=job_id, error=error):
+                self._ended(job_id, JobState.FAILED, now, out, error)
+            case Tick():
+                self._tick(now, out)
+        self._maybe_start_round(now, out)
+        return out
+
+    # ---- events ----------------------------------------------------------------------------
+
+    def _submit(self, request: JobRequest, now: float, out: list[Command]) -> None:
+        if request.id in self._jobs:
+            raise SchedulerError(f"job {request.id!r} was submitted already")
+        spec = self._rates.job_spec(request)
+        self._jobs[request.id] = _Job(request=request, spec=spec, last_heard=now)
+        out.append(Record("submitted", request.id, {"gpus": request.gpus}))
+        self._arrivals.append(request.id)
+        if self._arrivals_due is None:
+            self._arrivals_due = now + self._config.arrival_window_s
+
+    def _cancel(self, job_id: str, now: float, out: list[Command]) -> None:
+        job = self._job(job_id)
+        if job.state.final:
+            return
+        held = job.state.holds_resources
+        self._move(job, JobState.CANCELLED, out)
+        if held:
+            out.append(Cancel(job_id))
+        if job_id in self._arrivals:
+            self._arrivals.remove(job_id)
+        self._leave_round(job_id, now, out)
+        if held:
+            self._completed(job_id, now)
+
+    def _hello(self, event: AgentHello, now: float, out: list[Command]) -> None:
+        job = self._job(event.job_id)
+        job.last_heard = now
+        job.iteration = max(job.iteration, event.iteration)
+        if job.state is JobState.STARTING:
+            job.allocation = job.planned
+            self._move(job, JobState.RUNNING, out)
+        else:
+            out.append(Record("hello", job.request.id, {"gen": event.gen, "state": job.state}))
+
+    def _heartbeat(self, event: Heartbeat, now: float, out: list[Command]) -> None:
+        job = self._job(event.job_id)
+        if job.state.final:
+            out.append(Record("stale", event.job_id, {"message": "heartbeat", "gen": event.gen}))
+            return
+        job.last_heard = now
+        job.iteration = max(job.iteration, event.iteration)
+        job.measured_samples_per_s = event.samples_per_s
+
+    def _paused(self, event: Paused, now: float, out: list[Command]) -> None:
+        job = self._job(event.job_id)
+        job.last_heard = now
+        job.iteration = max(job.iteration, event.iteration)
+        job.checkpoint = event.checkpoint or job.checkpoint
+        current = self._round
+        if job.state is JobState.PAUSING and current is not None and event.gen == current.gen:
+            self._move(job, JobState.PAUSED, out)
+            current.waiting.discard(job.request.id)
+            current.paused.append(job.request.id)
+            if not current.waiting:
+                self._finish_round(now, out)
+            return
+        out.append(Record("stale", job.request.id, {"message": "paused", "gen": event.gen}))
+        if job.state is JobState.RUNNING and job.allocation is not None:
+            # A straggler that paused after its round gave up on it: resume it as it was.
+            self._move(job, JobState.RESUMING, out)
+            out.append(Resume(job.request.id, self._generation, job.allocation))
+
+    def _resumed(self, event: Resumed, now: float, out: list[Command]) -> None:
+        job = self._job(event.job_id)
+        job.last_heard = now
+        if job.state is not JobState.RESUMING:
+            out.append(Record("stale", job.request.id, {"message": "resumed", "gen": event.gen}))
+            return
+        job.allocation = job.planned or job.allocation
+        job.pause_cost_s = (
+            event.gap_s
+            if job.pause_cost_s is None
+            else _PAUSE_COST_SMOOTHING * event.gap_s
+            + (1.0 - _PAUSE_COST_SMOOTHING) * job.pause_cost_s
+        )
+        self._move(job, JobState.RUNNING, out)
+
+    def _ended(
+        self, job_id: str, state: JobState, now: float, out: list[Command], why: str
+    ) -> None:
+        job = self._job(job_id)
+        if job.state.final:
+            out.append(Record("stale", job_id, {"message": state.value}))
+            return
+        self._move(job, state, out, why)
+        self._leave_round(job_id, now, out)
+        self._completed(job_id, now)
+
+    def _tick(self, now: float, out: list[Command]) -> None:
+        current = self._round
+        if current is not None and now >= current.deadline and current.waiting:
+            self._give_up_on_stragglers(current, now, out)
+        for job in list(self._jobs.values()):
+            lost = now - job.last_heard > self._config.heartbeat_timeout_s
+            if job.state is JobState.RUNNING and lost:
+                self._ended(job.request.id, JobState.FAILED, now, out, "lost: no heartbeat")
+
+    # ---- rounds ----------------------------------------------------------------------------
+
+    def _maybe_start_round(self, now: float, out: list[Command]) -> None:
+        if self._round is not None:
+            return
+        arrivals_due = self._arrivals_due is not None and now >= self._arrivals_due
+        completions_due = self._completions_due is not None and now >= self._completions_due
+        if not (arrivals_due or completions_due):
+            return
+        arriving = self._arrivals if arrivals_due else []
+        if arrivals_due:
+            self._arrivals, self._arrivals_due = [], None
+        if completions_due:
+            self._completions, self._completions_due = [], None
+        for job_id in arriving:
+            self._move(self._jobs[job_id], JobState.PENDING, out)
+        planned = [
+            job for job in self._jobs.values() if job.state in (JobState.RUNNING, JobState.PENDING)
+        ]
+        if not planned:
+            return
+        self._start_round(planned, now, out)
+
+    def _start_round(self, planned: list[_Job], now: float, out: list[Command]) -> None:
+        request = AllocationRequest(
+            node=self._node,
+            jobs=tuple(
+                _with_current(job.spec, job.allocation if job.state is JobState.RUNNING else None)
+                for job in planned
+            ),
+            fair_floor=self._config.fair_floor,
+        )
+        plan = allocate(request, self._config.policy)
+        self._generation += 1
+        self._plan = plan
+        current = _Round(gen=self._generation, deadline=now + self._config.pause_timeout_s)
+        self._round = current
+        changed = [
+            job
+            for job in planned
+            if job.state is JobState.RUNNING
+            and job.allocation is not None
+            and job.allocation.workers_per_gpu != plan.allocations[job.request.id].workers_per_gpu
+        ]
+        kept = self._gate(plan, changed, out)
+        out.append(Record("plan", None, {"gen": self._generation, **plan.to_dict()}))
+        for job in planned:
+            target = Allocation(plan.allocations[job.request.id].workers_per_gpu)
+            if job.state is JobState.PENDING:
+                job.planned = target
+                current.launches.append(job.request.id)
+            elif job in changed and job.request.id not in kept:
+                job.planned = target
+                self._move(job, JobState.PAUSING, out)
+                out.append(Pause(job.request.id, current.gen))
+                current.waiting.add(job.request.id)
+        if not current.waiting:
+            self._finish_round(now, out)
+
+    def _gate(self, plan: AllocationPlan, changed: list[_Job], out: list[Command]) -> set[str]:
+        if not self._config.gate or not changed:
+            return set()
+        decision = decide(
+            plan,
+            [
+                RunningJob(
+                    spec=job.spec,
+                    current_workers_per_gpu=_workers(job.allocation),
+                    remaining_samples=max(0, job.request.iterations - job.iteration)
+                    * job.request.batch_size,
+                    pause_cost_s=(
+                        job.pause_cost_s
+                        if job.pause_cost_s is not None
+                        else self._config.default_pause_cost_s
+                    ),
+                )
+                for job in changed
+            ],
+            capacity=self._node.cpu_workers,
+            hysteresis=self._config.gate_hysteresis,
+        )
+        out.append(Record("gate", None, {"gen": self._generation, **decision.reasons}))
+        return set(decision.kept)
+
+    def _finish_round(self, now: float, out: list[Command]) -> None:
+        current = self._round
+        assert current is not None
+        self._round = None
+        for job_id in current.launches:
+            job = self._jobs[job_id]
+            if job.state is JobState.PENDING and job.planned is not None:
+                self._move(job, JobState.STARTING, out)
+                job.last_heard = now
+                out.append(Launch(job_id, current.gen, job.planned, job.checkpoint))
+        for job_id in current.paused:
+            job = self._jobs[job_id]
+            if job.state is JobState.PAUSED and job.planned is not None:
+                self._move(job, JobState.RESUMING, out)
+                out.append(Resume(job_id, current.gen, job.planned))
+
+    def _give_up_on_stragglers(self, current: _Round, now: float, out: list[Command]) -> None:
+        """Jobs still pausing at the timeout keep their old allocation; the jobs of the round
+        that are flexible (paused or new) are re-planned on the processes left over."""
+        stragglers = [self._jobs[job_id] for job_id in sorted(current.waiting)]
+        current.waiting.clear()
+        for job in stragglers:
+            job.planned = job.allocation
+            self._move(job, JobState.RUNNING, out, "pause timed out: keeps its allocation")
+        flexible = [self._jobs[j] for j in (*current.paused, *current.launches)]
+        fixed = sum(
+            job.spec.gpus * _workers(job.allocation)
+            for job in self._jobs.values()
+            if job.state is JobState.RUNNING
+        )
+        if flexible:
+            node = NodeSpec(
+                cpu_workers=max(1, self._node.cpu_workers - fixed),
+                contention=self._node.contention,
+                decoder_capacity=self._node.decoder_capacity,
+            )
+            request = AllocationRequest(node, tuple(job.spec for job in flexible))
+            replan = allocate(request, self._config.policy)
+            for job in flexible:
+                job.planned = Allocation(replan.allocations[job.request.id].workers_per_gpu)
+            out.append(Record("replan", None, {"gen": current.gen, **replan.to_dict()}))
+        self._finish_round(now, out)
+
+    def _leave_round(self, job_id: str, now: float, out: list[Command]) -> None:
+        current = self._round
+        if current is None:
+            return
+        if job_id in current.launches:
+            current.launches.remove(job_id)
+        if job_id in current.paused:
+            current.paused.remove(job_id)
+        if job_id in current.waiting:
+            current.waiting.discard(job_id)
+            if not current.waiting:
+                self._finish_round(now, out)
+
+    def _completed(self, job_id: str, now: float) -> None:
+        self._completions.append(job_id)
+        if self._completions_due is None:
+            self._completions_due = now + self._config.completion_window_s
+
+    # ---- helpers ---------------------------------------------------------------------------
+
+    def _job(self, job_id: str) -> _Job:
+        try:
+            return self._jobs[job_id]
+        except KeyError:
+            raise UnknownJob(job_id) from None
+
+    def _move(self, job: _Job, new: JobState, out: list[Command], why: str = "") -> None:
+        check_transition(job.request.id, job.state, new)
+        data: dict[str, object] = {"from": job.state.value, "to": new.value}
+        if why:
+            data["why"] = why
+        out.append(Record("state", job.request.id, data))
+        job.state = new
+
+
+def _workers(allocation: Allocation | None) -> int:
+    return allocation.workers_per_gpu if allocation is not None else 1
+
+
+def _with_current(spec: JobSpec, allocation: Allocation | None) -> JobSpec:
+    if allocation is None:
+        return spec
+    return JobSpec(
+        id=spec.id,
+        gpus=spec.gpus,
+        batch_size=spec.batch_size,
+        model_params=spec.model_params,
+        step_time_s=spec.step_time_s,
+        sample_cost_s=spec.sample_cost_s,
+        device_sample_cost_s=spec.device_sample_cost_s,
+        current_workers_per_gpu=allocation.workers_per_gpu,
+    )

@@ -1,0 +1,69 @@
+"""Builders for scheduler-core tests: literal jobs, a node, and command filters."""
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+from allocator import ContentionCurve, NodeSpec
+from daemon.core.config import SchedulerConfig
+from daemon.core.messages import Command, JobRequest, Record
+from daemon.core.rates import RateModel
+from daemon.core.scheduler import Scheduler
+
+C = TypeVar("C")
+
+
+def job(
+    job_id: str,
+    *,
+    gpus: int = 1,
+    batch_size: int = 100,
+    iterations: int = 10_000,
+    step_time_s: float = 0.1,
+    sample_cost_s: float = 0.01,
+) -> JobRequest:
+    """A job that states its rates, so no throughput model is needed. Alone on a
+    contention-free node it keeps up with batch * cost / step workers per GPU (10 here)."""
+    return JobRequest(
+        id=job_id,
+        gpus=gpus,
+        batch_size=batch_size,
+        iterations=iterations,
+        model_params=11.7e6,
+        step_time_s=step_time_s,
+        sample_cost_s=sample_cost_s,
+    )
+
+
+def scheduler(
+    *,
+    cpu_workers: int = 12,
+    policy: str = "waa",
+    window_s: float = 0.0,
+    completion_window_s: float | None = None,
+    gate: bool = False,
+    pause_timeout_s: float = 60.0,
+    default_pause_cost_s: float = 16.0,
+) -> Scheduler:
+    """A core on a contention-free node with `cpu_workers` loader processes."""
+    return Scheduler(
+        NodeSpec(cpu_workers=cpu_workers, contention=ContentionCurve.contention_free()),
+        RateModel(),
+        SchedulerConfig(
+            policy=policy,
+            arrival_window_s=window_s,
+            completion_window_s=window_s if completion_window_s is None else completion_window_s,
+            gate=gate,
+            pause_timeout_s=pause_timeout_s,
+            default_pause_cost_s=default_pause_cost_s,
+        ),
+    )
+
+
+def only(commands: Sequence[Command], kind: type[C]) -> list[C]:
+    """The commands of one type, in order."""
+    return [command for command in commands if isinstance(command, kind)]
+
+
+def records(commands: Sequence[Command], kind: str) -> list[Record]:
+    """The Record commands of one kind."""
+    return [c for c in commands if isinstance(c, Record) and c.kind == kind]

@@ -1,0 +1,225 @@
+"""The scheduler core driven with literal events and a hand-held clock."""
+
+import pytest
+
+from daemon.core.errors import SchedulerError, UnknownJob
+from daemon.core.messages import (
+    AgentHello,
+    Cancel,
+    Failed,
+    Finished,
+    Heartbeat,
+    JobCancelled,
+    JobSubmitted,
+    Launch,
+    Pause,
+    Paused,
+    Resume,
+    Resumed,
+    Tick,
+)
+from daemon.core.scheduler import Scheduler
+from daemon.core.states import JobState
+from tests.unit.daemon.builders import job, only, records, scheduler
+
+
+def workers(core: Scheduler, job_id: str) -> int:
+    """Workers per GPU the job runs with now."""
+    allocation = core.status(job_id).allocation
+    assert allocation is not None
+    return allocation.workers_per_gpu
+
+
+def start(core: Scheduler, job_id: str, now: float, iterations: int = 10_000) -> Launch:
+    """Submit a job with window 0, return its Launch and say hello as its agent."""
+    launches = only(core.handle(JobSubmitted(job(job_id, iterations=iterations)), now), Launch)
+    assert [launch.job_id for launch in launches] == [job_id]
+    core.handle(AgentHello(job_id, launches[0].gen, 0), now)
+    return launches[0]
+
+
+def start_second(
+    core: Scheduler, first: str, second: str, now: float, step_time_s: float = 0.1
+) -> None:
+    """Submit `second` while `first` runs alone with all it wants: `first` pauses and shrinks,
+    `second` launches; both agents answer."""
+    out = core.handle(JobSubmitted(job(second, step_time_s=step_time_s)), now)
+    (pause,) = only(out, Pause)
+    out = core.handle(Paused(first, pause.gen, 0), now)
+    (launch,) = only(out, Launch)
+    (resume,) = only(out, Resume)
+    core.handle(AgentHello(second, launch.gen, 0), now)
+    core.handle(Resumed(first, resume.gen, resume.allocation.workers_per_gpu, 0.5), now)
+
+
+def test_window_zero_launches_at_once_with_the_plan() -> None:
+    core = scheduler(cpu_workers=64)
+    out = core.handle(JobSubmitted(job("a")), now=0.0)
+    (launch,) = only(out, Launch)
+    assert launch.gen == 1
+    assert launch.allocation.workers_per_gpu == 10  # 100 * 0.01 / 0.1
+    assert core.status("a").state is JobState.STARTING
+    core.handle(AgentHello("a", 1, 0), now=1.0)
+    assert core.status("a").state is JobState.RUNNING
+    assert core.status("a").allocation == launch.allocation
+
+
+def test_arrivals_in_one_window_are_planned_together() -> None:
+    core = scheduler(cpu_workers=12, window_s=30.0)
+    assert only(core.handle(JobSubmitted(job("a")), now=0.0), Launch) == []
+    assert only(core.handle(JobSubmitted(job("b")), now=10.0), Launch) == []
+    assert only(core.handle(Tick(), now=29.9), Launch) == []
+    assert core.next_deadline() == pytest.approx(30.0)
+    launches = only(core.handle(Tick(), now=30.0), Launch)
+    assert {launch.job_id for launch in launches} == {"a", "b"}
+    assert {launch.gen for launch in launches} == {1}
+    assert sum(launch.allocation.workers_per_gpu for launch in launches) == 12
+
+
+def test_an_arrival_makes_a_running_job_shrink_through_pause_and_resume() -> None:
+    core = scheduler(cpu_workers=12)
+    start(core, "a", 0.0)
+    assert workers(core, "a") == 10
+    out = core.handle(JobSubmitted(job("b")), now=5.0)
+    assert only(out, Pause) == [Pause("a", 2)]
+    assert only(out, Launch) == []  # b waits until a has paused
+    assert core.status("b").state is JobState.PENDING
+    out = core.handle(Paused("a", 2, iteration=40), now=6.0)
+    (launch,) = only(out, Launch)
+    (resume,) = only(out, Resume)
+    assert (launch.job_id, launch.gen) == ("b", 2)
+    assert (resume.job_id, resume.gen) == ("a", 2)
+    assert launch.allocation.workers_per_gpu + resume.allocation.workers_per_gpu <= 12
+    core.handle(Resumed("a", 2, resume.allocation.workers_per_gpu, gap_s=3.0), now=9.0)
+    status = core.status("a")
+    assert status.state is JobState.RUNNING
+    assert status.allocation == resume.allocation
+    assert status.pause_cost_s == 3.0
+
+
+def test_completions_wait_for_their_window_then_grow_the_others() -> None:
+    core = scheduler(cpu_workers=12, window_s=0.0)
+    start(core, "a", 0.0)
+    start_second(core, "a", "b", 0.5)
+    assert workers(core, "a") < 10
+    out = core.handle(Finished("b"), now=50.0)
+    assert only(out, Pause) == [Pause("a", 3)]
+    out = core.handle(Paused("a", 3, 0), now=51.0)
+    assert only(out, Resume)[0].allocation.workers_per_gpu == 10
+
+
+def test_completion_window_holds_the_replan() -> None:
+    core = scheduler(cpu_workers=12, window_s=0.0, completion_window_s=30.0)
+    start(core, "a", 0.0)
+    start_second(core, "a", "b", 0.5)
+    assert only(core.handle(Finished("b"), now=50.0), Pause) == []
+    core.handle(Heartbeat("a", 2, 100, 200.0, 0.4, 6), now=75.0)
+    assert only(core.handle(Tick(), now=79.0), Pause) == []
+    assert core.next_deadline() == pytest.approx(80.0)
+    assert only(core.handle(Tick(), now=80.0), Pause) == [Pause("a", 3)]
+
+
+def test_stale_pause_is_recorded_and_ignored() -> None:
+    core = scheduler(cpu_workers=12)
+    start(core, "a", 0.0)
+    core.handle(JobSubmitted(job("b")), now=1.0)
+    out = core.handle(Paused("a", 1, 0), now=2.0)  # gen 1 is not the round's gen 2
+    assert records(out, "stale")
+    assert only(out, Launch) == []
+    assert core.status("a").state is JobState.PAUSING
+
+
+def test_straggler_keeps_its_allocation_and_the_rest_fit_around_it() -> None:
+    core = scheduler(cpu_workers=12, pause_timeout_s=20.0)
+    start(core, "a", 0.0)
+    core.handle(JobSubmitted(job("b")), now=1.0)
+    core.handle(Heartbeat("a", 1, 10, 500.0, 0.0, 10), now=15.0)
+    out = core.handle(Tick(), now=21.0)
+    assert core.status("a").state is JobState.RUNNING
+    assert workers(core, "a") == 10
+    (launch,) = only(out, Launch)
+    assert launch.job_id == "b"
+    assert launch.allocation.workers_per_gpu == 2  # what is left of 12
+    # Its pause arrives late: the core resumes it as it was.
+    out = core.handle(Paused("a", 2, 20), now=22.0)
+    (resume,) = only(out, Resume)
+    assert resume.allocation.workers_per_gpu == 10
+    assert core.status("a").state is JobState.RESUMING
+
+
+def test_gate_leaves_a_nearly_done_job_alone() -> None:
+    core = scheduler(cpu_workers=24, gate=True)
+    start(core, "a", 0.0, iterations=1_000)
+    start_second(core, "a", "b", 1.0, step_time_s=0.05)  # b wants 20: a must shrink
+    assert workers(core, "a") < 10
+    core.handle(Heartbeat("a", 2, 990, 100.0, 0.5, 4), now=100.0)
+    # b finishes: a could grow back to 10, but 10 iterations left are not worth a pause.
+    out = core.handle(Finished("b"), now=101.0)
+    assert only(out, Pause) == []
+    (gate,) = records(out, "gate")
+    assert "kept" in str(gate.data["a"])
+
+
+def test_gate_still_shrinks_what_capacity_forces() -> None:
+    core = scheduler(cpu_workers=12, gate=True)
+    start(core, "a", 0.0, iterations=1_000)
+    core.handle(Heartbeat("a", 1, 999, 100.0, 0.0, 10), now=10.0)
+    out = core.handle(JobSubmitted(job("b")), now=11.0)
+    assert only(out, Pause) == [Pause("a", 2)]
+    (gate,) = records(out, "gate")
+    assert "forced" in str(gate.data["a"])
+
+
+def test_lost_job_fails_and_frees_its_workers() -> None:
+    core = scheduler(cpu_workers=12)
+    start(core, "a", 0.0)
+    start_second(core, "a", "b", 1.5)
+    core.handle(Heartbeat("a", 2, 5, 100.0, 0.0, 2), now=10.0)
+    out = core.handle(Tick(), now=12.0)  # b last heard at 1.5: lost
+    assert core.status("b").state is JobState.FAILED
+    assert only(out, Pause) == [Pause("a", 3)]
+
+
+def test_cancel_while_pausing_lets_the_round_finish() -> None:
+    core = scheduler(cpu_workers=12)
+    start(core, "a", 0.0)
+    core.handle(JobSubmitted(job("b")), now=1.0)
+    out = core.handle(JobCancelled("a"), now=2.0)
+    assert only(out, Cancel) == [Cancel("a")]
+    assert [launch.job_id for launch in only(out, Launch)] == ["b"]
+    assert core.status("a").state is JobState.CANCELLED
+
+
+def test_cancel_before_the_window_closes_drops_the_arrival() -> None:
+    core = scheduler(window_s=30.0)
+    core.handle(JobSubmitted(job("a")), now=0.0)
+    out = core.handle(JobCancelled("a"), now=1.0)
+    assert only(out, Cancel) == []  # nothing ran
+    assert only(core.handle(Tick(), now=31.0), Launch) == []
+
+
+def test_messages_about_ended_jobs_do_not_crash_and_are_recorded() -> None:
+    core = scheduler()
+    start(core, "a", 0.0)
+    core.handle(Finished("a"), now=5.0)
+    assert records(core.handle(Finished("a"), now=6.0), "stale")
+    assert records(core.handle(Failed("a", "late"), now=6.0), "stale")
+    assert records(core.handle(Heartbeat("a", 1, 3, 1.0, 0.0, 1), now=6.0), "stale")
+
+
+def test_unknown_and_duplicate_jobs_are_refused() -> None:
+    core = scheduler()
+    with pytest.raises(UnknownJob):
+        core.handle(Finished("ghost"), now=0.0)
+    core.handle(JobSubmitted(job("a")), now=0.0)
+    with pytest.raises(SchedulerError):
+        core.handle(JobSubmitted(job("a")), now=1.0)
+
+
+def test_every_command_carries_the_current_generation() -> None:
+    core = scheduler(cpu_workers=12)
+    start(core, "a", 0.0)
+    out = core.handle(JobSubmitted(job("b")), now=1.0)
+    out += core.handle(Paused("a", 2, 0), now=2.0)
+    gens = {c.gen for c in out if isinstance(c, Launch | Pause | Resume)}
+    assert gens == {core.generation} == {2}
