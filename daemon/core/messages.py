@@ -23,6 +23,8 @@ class JobRequest:
     step_time_s: float | None = None
     sample_cost_s: float | None = None
     max_restarts: int = 0
+    # What the user asked for; only the `static` policy honours it (paper Table III).
+    workers_per_gpu: int | None = None
 
 
 # ---- events ------------------------------------------------------------------------------

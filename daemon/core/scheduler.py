@@ -4,9 +4,10 @@ Submissions wait in an arrival buffer and completions in a completion buffer, ea
 own window (paper Sec. III-C). When a window closes, a round starts: plan every job with the
 configured policy, pause the running jobs whose allocation changes (those the reallocation
 gate lets through), and once they have all reported `paused`, or the pause timeout passed,
-launch the new jobs and resume the paused ones. Only one round runs at a time; windows that
-close meanwhile are served when it ends. Every plan has a generation number that its commands
-carry; messages from an older generation are recorded and ignored.
+launch the new jobs and resume the paused ones. A round serves both buffers, whichever
+window closed. Only one round runs at a time; windows that close meanwhile are served when
+it ends. Every plan has a generation number that its commands carry; messages from an older
+generation are recorded and ignored.
 """
 
 from collections.abc import Mapping
@@ -56,6 +57,7 @@ class _Job:
     last_heard: float = 0.0
     pause_cost_s: float | None = None
     measured_samples_per_s: float | None = None
+    predicted_samples_per_s: float | None = None
     checkpoint: str = ""
 
 
@@ -95,7 +97,6 @@ class Scheduler:
         self._completions_due: float | None = None
         self._round: _Round | None = None
         self._generation = 0
-        self._plan: AllocationPlan | None = None
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -105,15 +106,12 @@ class Scheduler:
 
     def status(self, job_id: str) -> JobStatus:
         job = self._job(job_id)
-        predicted = None
-        if self._plan is not None and job_id in self._plan.allocations:
-            predicted = self._plan.allocations[job_id].predicted_samples_per_s
         return JobStatus(
             id=job_id,
             state=job.state,
             allocation=job.allocation,
             iteration=job.iteration,
-            predicted_samples_per_s=predicted,
+            predicted_samples_per_s=job.predicted_samples_per_s,
             measured_samples_per_s=job.measured_samples_per_s,
             pause_cost_s=job.pause_cost_s,
         )
@@ -123,9 +121,10 @@ class Scheduler:
 
     def next_deadline(self) -> float | None:
         """The earliest time at which a Tick would change something, if any."""
-        times = [t for t in (self._arrivals_due, self._completions_due) if t is not None]
-        if self._round is not None:
-            times.append(self._round.deadline)
+        if self._round is None:
+            times = [t for t in (self._arrivals_due, self._completions_due) if t is not None]
+        else:  # windows that close meanwhile are served when the round ends, not by a Tick
+            times = [self._round.deadline]
         times.extend(
             job.last_heard + self._config.heartbeat_timeout_s
             for job in self._jobs.values()
@@ -255,7 +254,7 @@ class Scheduler:
         if current is not None and now >= current.deadline and current.waiting:
             self._give_up_on_stragglers(current, now, out)
         for job in list(self._jobs.values()):
-            lost = now - job.last_heard > self._config.heartbeat_timeout_s
+            lost = now - job.last_heard >= self._config.heartbeat_timeout_s
             if job.state is JobState.RUNNING and lost:
                 self._ended(job.request.id, JobState.FAILED, now, out, "lost: no heartbeat")
 
@@ -268,32 +267,37 @@ class Scheduler:
         completions_due = self._completions_due is not None and now >= self._completions_due
         if not (arrivals_due or completions_due):
             return
-        arriving = self._arrivals if arrivals_due else []
-        if arrivals_due:
-            self._arrivals, self._arrivals_due = [], None
-        if completions_due:
-            self._completions, self._completions_due = [], None
+        # A round serves both buffers, whichever window closed: an arrival left waiting would
+        # only pause the same jobs again when its own window closes.
+        arriving = self._arrivals
+        self._arrivals, self._arrivals_due = [], None
+        self._completions, self._completions_due = [], None
         for job_id in arriving:
             self._move(self._jobs[job_id], JobState.PENDING, out)
-        planned = [
-            job for job in self._jobs.values() if job.state in (JobState.RUNNING, JobState.PENDING)
-        ]
+        # Shortest remaining work first: policies break ties in request order, so among
+        # splits of equal predicted total the jobs nearest completion get the spare workers.
+        planned = sorted(
+            (
+                job
+                for job in self._jobs.values()
+                if job.state in (JobState.RUNNING, JobState.PENDING)
+            ),
+            key=_remaining_samples,
+        )
         if not planned:
             return
         self._start_round(planned, now, out)
 
     def _start_round(self, planned: list[_Job], now: float, out: list[Command]) -> None:
         request = AllocationRequest(
-            node=self._node,
-            jobs=tuple(
-                _with_current(job.spec, job.allocation if job.state is JobState.RUNNING else None)
-                for job in planned
-            ),
+            node=self._node_left(),
+            jobs=tuple(_with_current(job.spec, self._fixed(job)) for job in planned),
             fair_floor=self._config.fair_floor,
         )
         plan = allocate(request, self._config.policy)
         self._generation += 1
-        self._plan = plan
+        for job in planned:
+            job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s
         current = _Round(gen=self._generation, deadline=now + self._config.pause_timeout_s)
         self._round = current
         changed = [
@@ -318,6 +322,33 @@ class Scheduler:
         if not current.waiting:
             self._finish_round(now, out)
 
+    def _node_left(self, also_fixed: tuple[JobState, ...] = ()) -> NodeSpec:
+        """The node less the processes of jobs no plan can change now: those starting or
+        resuming with an allocation already sent (and jobs in `also_fixed` states)."""
+        fixed = (JobState.STARTING, JobState.RESUMING, *also_fixed)
+        held = sum(
+            job.spec.gpus * _workers(_holding(job))
+            for job in self._jobs.values()
+            if job.state in fixed
+        )
+        if not held:
+            return self._node
+        return NodeSpec(
+            cpu_workers=max(1, self._node.cpu_workers - held),
+            contention=self._node.contention,
+            decoder_capacity=self._node.decoder_capacity,
+        )
+
+    def _fixed(self, job: _Job) -> Allocation | None:
+        """The allocation a policy must keep: a running job's own, and under `static` a new
+        job's requested workers."""
+        if job.state is JobState.RUNNING:
+            return job.allocation
+        requested = job.request.workers_per_gpu
+        if self._config.policy == "static" and requested is not None:
+            return Allocation(requested)
+        return None
+
     def _gate(self, plan: AllocationPlan, changed: list[_Job], out: list[Command]) -> set[str]:
         if not self._config.gate or not changed:
             return set()
@@ -327,8 +358,7 @@ class Scheduler:
                 RunningJob(
                     spec=job.spec,
                     current_workers_per_gpu=_workers(job.allocation),
-                    remaining_samples=max(0, job.request.iterations - job.iteration)
-                    * job.request.batch_size,
+                    remaining_samples=_remaining_samples(job),
                     pause_cost_s=(
                         job.pause_cost_s
                         if job.pause_cost_s is not None
@@ -368,17 +398,8 @@ class Scheduler:
             job.planned = job.allocation
             self._move(job, JobState.RUNNING, out, "pause timed out: keeps its allocation")
         flexible = [self._jobs[j] for j in (*current.paused, *current.launches)]
-        fixed = sum(
-            job.spec.gpus * _workers(job.allocation)
-            for job in self._jobs.values()
-            if job.state is JobState.RUNNING
-        )
         if flexible:
-            node = NodeSpec(
-                cpu_workers=max(1, self._node.cpu_workers - fixed),
-                contention=self._node.contention,
-                decoder_capacity=self._node.decoder_capacity,
-            )
+            node = self._node_left(also_fixed=(JobState.RUNNING,))
             request = AllocationRequest(node, tuple(job.spec for job in flexible))
             replan = allocate(request, self._config.policy)
             for job in flexible:
@@ -419,6 +440,17 @@ class Scheduler:
             data["why"] = why
         out.append(Record("state", job.request.id, data))
         job.state = new
+
+
+def _remaining_samples(job: _Job) -> int:
+    return max(0, job.request.iterations - job.iteration) * job.request.batch_size
+
+
+def _holding(job: _Job) -> Allocation | None:
+    """The allocation whose processes the job holds or is about to hold."""
+    if job.state is JobState.RUNNING:
+        return job.allocation
+    return job.planned or job.allocation
 
 
 def _workers(allocation: Allocation | None) -> int:

@@ -223,3 +223,27 @@ def test_every_command_carries_the_current_generation() -> None:
     out += core.handle(Paused("a", 2, 0), now=2.0)
     gens = {c.gen for c in out if isinstance(c, Launch | Pause | Resume)}
     assert gens == {core.generation} == {2}
+
+
+def test_a_closing_window_serves_both_buffers() -> None:
+    core = scheduler(cpu_workers=12, window_s=30.0, completion_window_s=5.0)
+    core.handle(JobSubmitted(job("a")), now=0.0)
+    core.handle(Tick(), now=30.0)
+    core.handle(AgentHello("a", 1, 0), now=31.0)
+    core.handle(Finished("a"), now=40.0)
+    core.handle(JobSubmitted(job("b")), now=41.0)  # its own window would close at 71
+    launches = only(core.handle(Tick(), now=45.0), Launch)
+    assert [launch.job_id for launch in launches] == ["b"]
+
+
+def test_windows_closing_during_a_round_wait_for_it_without_a_busy_deadline() -> None:
+    core = scheduler(cpu_workers=12, pause_timeout_s=60.0)
+    start(core, "a", 0.0)
+    core.handle(JobSubmitted(job("b")), now=5.0)  # a round: a is told to pause
+    core.handle(JobSubmitted(job("c")), now=6.0)  # window 0: due now, but a round runs
+    # The next deadline is the round's pause timeout, not the arrival already due.
+    assert core.next_deadline() == pytest.approx(65.0)
+    out = core.handle(Paused("a", 2, 10), now=7.0)
+    # The round ends (b launches, a resumes), then c's round follows at once.
+    launches = {launch.job_id: launch.gen for launch in only(out, Launch)}
+    assert launches == {"b": 2, "c": 3}
