@@ -7,7 +7,9 @@ machines is one JSON object on stdout; diagnostics go to stderr.
 import typer
 
 from daemon.cli.allocate import register_allocate
+from daemon.cli.simulate import register_simulate
 from daemon.cli.tpm_commands import tpm_app
+from daemon.cli.workload_commands import workload_app
 
 app = typer.Typer(
     name="stoker",
@@ -16,4 +18,6 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(tpm_app, name="tpm")
+app.add_typer(workload_app, name="workload")
 register_allocate(app)
+register_simulate(app)

@@ -1,0 +1,123 @@
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.unit.workloads.builders import job, workload
+from workloads.results import SimulationResult
+from workloads.simulator import simulate
+from workloads.spec import Workload, load_workload
+
+REPO = Path(__file__).resolve().parents[3]
+STATIC = load_workload(REPO / "configs" / "workloads" / "paper-static.toml")
+DYNAMIC = load_workload(REPO / "configs" / "workloads" / "paper-dynamic.toml")
+FIG3 = {"balance": 1660.0, "proportion": 1554.0, "inverse": 1928.0}  # images/s
+
+
+def busiest(result: SimulationResult) -> float:
+    """The most loader processes running at once, from the jobs' worker logs."""
+    times = sorted({t for j in result.jobs for t, _ in j.workers})
+    most = 0.0
+    for moment in times:
+        total = 0.0
+        for j in result.jobs:
+            current = [w for t, w in j.workers if t <= moment]
+            total += (current[-1] if current else 0) * j.gpus
+        most = max(most, total)
+    return most
+
+
+@pytest.mark.parametrize("policy", ["waa", "optimal", "balance", "static", "oracle"])
+def test_every_job_finishes_within_the_node(policy: str) -> None:
+    result = simulate(DYNAMIC, policy, seed=1)
+    assert [j.id for j in result.jobs] == [j.id for j in DYNAMIC.jobs]
+    for done, spec in zip(result.jobs, DYNAMIC.jobs, strict=True):
+        assert spec.arrival_s <= done.start_s < done.end_s
+        assert done.samples == spec.iterations * spec.batch_size
+    assert busiest(result) <= DYNAMIC.node.cpu_workers
+    samples = sum(j.samples for j in result.jobs)
+    assert result.throughput_samples_per_s == pytest.approx(samples / result.makespan_s)
+    assert 0.0 <= result.gpu_idle_fraction < 1.0
+
+
+def test_same_seed_same_run_other_seed_other_run() -> None:
+    first, again = simulate(STATIC, "waa", seed=3), simulate(STATIC, "waa", seed=3)
+    other = simulate(STATIC, "waa", seed=4)
+    assert first.to_dict() == again.to_dict()
+    assert other.makespan_s != first.makespan_s
+
+
+def test_static_runs_the_workers_table_three_asks_for() -> None:
+    result = simulate(DYNAMIC, "static", seed=0)
+    assert result.reallocations == 0
+    for done, spec in zip(result.jobs, DYNAMIC.jobs, strict=True):
+        assert {w for _, w in done.workers if w} == {spec.workers_per_gpu}
+
+
+def test_the_scheduler_plans_with_a_fitted_tpm_and_the_oracle_with_the_truth() -> None:
+    fitted = simulate(STATIC, "optimal", seed=0)
+    assert fitted.tpm is not None
+    assert float(fitted.tpm["training"]["candidates"]["polynomial"]["r2"]) > 0.9  # type: ignore[index]
+    assert simulate(STATIC, "oracle", seed=0).tpm is None
+
+
+def test_a_lone_job_runs_no_faster_than_its_gpu() -> None:
+    alone = workload(job("a", iterations=300, workers_per_gpu=6), node={"gpus": 1})
+    result = simulate(alone, "optimal", seed=0)
+    features = alone.jobs[0].features
+    step = alone.node_truth().step_time_s(
+        batch_size_per_gpu=64, flops=features[0], model_params=features[1], gpus=1
+    )
+    run = result.jobs[0].end_s - result.jobs[0].start_s
+    assert run >= 300 * step * 0.85  # 0.85: the job's own step noise (5 % lognormal)
+
+
+def test_jobs_wait_for_a_free_gpu_first_come_first_served() -> None:
+    queue = workload(
+        job("a", iterations=100),
+        job("b", iterations=100, arrival_s=1.0),
+        job("c", iterations=100, arrival_s=2.0),
+        node={"gpus": 1},
+    )
+    result = simulate(queue, "waa", seed=0)
+    a, b, c = result.jobs
+    assert a.end_s <= b.start_s and b.end_s <= c.start_s
+    assert result.avg_jct_s > (a.end_s - a.start_s)
+
+
+def test_the_arrival_window_batches_arrivals() -> None:
+    def first_start(window: float) -> SimulationResult:
+        jobs = (job("a"), job("b", arrival_s=5.0))
+        return simulate(workload(*jobs, scheduler={"arrival_window_s": window}), "waa", 0)
+
+    at_once, batched = first_start(0.0), first_start(30.0)
+    assert batched.jobs[0].start_s >= 30.0 > at_once.jobs[0].start_s
+    assert batched.plans == 1 and at_once.plans == 2
+
+
+def test_the_gate_saves_pauses() -> None:
+    def run(gate: bool) -> SimulationResult:
+        data = DYNAMIC.model_dump()
+        data["scheduler"] = {"gate": gate}
+        return simulate(Workload.model_validate(data), "optimal", seed=0)
+
+    gated, ungated = run(True), run(False)
+    assert gated.gated_changes > 0 == ungated.gated_changes
+    assert gated.pauses < ungated.pauses
+
+
+def test_baselines_land_within_15_percent_of_fig3() -> None:
+    """The truth's calibration (docs/simulator.md): only these three were tuned."""
+    for policy, paper in FIG3.items():
+        measured = np.mean(
+            [simulate(STATIC, policy, seed).sum_job_samples_per_s for seed in range(3)]
+        )
+        assert measured == pytest.approx(paper, rel=0.15), policy
+
+
+def test_reallocation_happens_and_is_counted() -> None:
+    result = simulate(DYNAMIC, "waa", seed=0)
+    assert result.reallocations > 0
+    assert result.pause_overhead_s > 0
+    paused = [j for j in result.jobs if j.paused_s > 0]
+    assert paused and all(any(w == 0 for _, w in j.workers[:-1]) for j in paused)

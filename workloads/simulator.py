@@ -1,0 +1,418 @@
+"""A GPU node on a virtual clock, driving the daemon's own scheduler core.
+
+Discrete events: arrivals, agents' hello / heartbeat / paused / resumed / finished, and the
+core's deadlines (window closes, pause timeouts). Between events every running job trains
+at the constant rate the node's truth gives for the current set of running jobs, so a job's
+end is computed, not stepped to. The core plans with a TPM fitted from simulated profiling
+(`workloads.profiling`), or in `oracle` mode with the truth itself.
+
+Admission, which the paper leaves to a resource manager such as Yarn (Sec. IV-C): a job with
+`gpu_indices` starts on those GPUs; any other job takes the least loaded GPUs that hold fewer
+than `node.max_jobs_per_gpu` jobs, and waits first-come first-served while none are free.
+"""
+
+import heapq
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+import numpy as np
+
+from allocator import ContentionCurve, NodeSpec, ThroughputModel
+from daemon.core.messages import (
+    AgentHello,
+    Cancel,
+    Command,
+    Event,
+    Finished,
+    Heartbeat,
+    JobRequest,
+    JobSubmitted,
+    Launch,
+    Pause,
+    Paused,
+    Record,
+    Resume,
+    Resumed,
+    Tick,
+)
+from daemon.core.rates import RateModel
+from daemon.core.scheduler import Scheduler
+from workloads.errors import SimulationError, WorkloadError
+from workloads.profiling import profile_node
+from workloads.results import JobResult, SimulationResult
+from workloads.spec import Workload, WorkloadJob
+from workloads.truth import NodeTruth, RunningJob, iteration_rates
+
+log = logging.getLogger(__name__)
+
+ORACLE = "oracle"  # plans with `optimal` on the truth's rates
+
+
+class _Phase(Enum):
+    WAITING = "waiting"  # arrived, no GPUs yet
+    SUBMITTED = "submitted"  # handed to the core, not launched
+    STARTING = "starting"
+    RUNNING = "running"
+    PAUSING = "pausing"  # stopped at an iteration boundary, writing its checkpoint
+    PAUSED = "paused"
+    RESUMING = "resuming"
+    DONE = "done"
+
+
+@dataclass
+class _Job:
+    spec: WorkloadJob
+    flops: float
+    model_params: float
+    step_time_s: float  # true, unshared, noise included
+    gpu_indices: tuple[int, ...] = ()
+    phase: _Phase = _Phase.WAITING
+    workers_per_gpu: int = 0
+    gen: int = 0
+    done_iterations: float = 0.0
+    rate: float = 0.0  # iterations per second now
+    version: int = 0  # bumps invalidate the job's scheduled finish
+    pause_started: float = 0.0
+    start_s: float | None = None
+    end_s: float | None = None
+    busy_gpu_s: float = 0.0  # GPU-seconds of computing, from the truth's step time
+    paused_s: float = 0.0
+    workers: list[list[float]] = field(default_factory=list)
+
+    @property
+    def batch_size_per_gpu(self) -> float:
+        return self.spec.batch_size / self.spec.gpus
+
+
+@dataclass(frozen=True)
+class SimulationOptions:
+    policy: str
+    seed: int = 0
+    heartbeat_s: float = 5.0  # agents' heartbeat period (the daemon's is 1 s; coarser is cheaper)
+
+
+class Simulation:
+    """One run of one workload under one policy. `run()` returns the result."""
+
+    def __init__(self, workload: Workload, options: SimulationOptions) -> None:
+        self._workload = workload
+        self._options = options
+        self._truth: NodeTruth = workload.node_truth()
+        self._oracle = options.policy == ORACLE
+        config = workload.scheduler_config("optimal" if self._oracle else options.policy)
+        # Three missed heartbeats make a job lost, whatever the period.
+        timeout = max(config.heartbeat_timeout_s, 3 * options.heartbeat_s)
+        self._config = replace(config, heartbeat_timeout_s=timeout)
+        self._rng = random.Random(options.seed)
+        self._profile_report: dict[str, object] | None = None
+        self._scheduler = Scheduler(self._node_spec(), self._rate_model(), self._config)
+        self._jobs = {job.id: self._new_job(job) for job in workload.jobs}
+        self._events: list[tuple[float, int, str, str, int]] = []
+        self._sequence = 0
+        self._now = 0.0
+        self._queue: list[str] = []  # waiting for GPUs, first come first served
+        self._gpu_jobs = [0] * workload.node.gpus
+        self._paused_gens: set[int] = set()
+        self._gated = 0
+        self._plans = 0
+        self._pauses = 0
+
+    # ---- set-up ---------------------------------------------------------------------------
+
+    def _node_spec(self) -> NodeSpec:
+        node = self._workload.node
+        if self._oracle:
+            points = self._truth.contention_points(2 * node.cpu_workers)
+        else:
+            points = self._fitted().contention_points()
+        return NodeSpec(cpu_workers=node.cpu_workers, contention=ContentionCurve(points))
+
+    def _fitted(self) -> ThroughputModel:
+        node = self._workload.node
+        profile = profile_node(self._truth, node.gpus, node.cpu_workers, self._options.seed)
+        self._profile_report = profile.report
+        return profile.model
+
+    def _rate_model(self) -> RateModel:
+        return RateModel(None if self._oracle else self._fitted())
+
+    def _new_job(self, spec: WorkloadJob) -> _Job:
+        flops, params = spec.features
+        # This job's own speed against the formula, for reasons no feature explains.
+        deviation = float(np.exp(self._rng.gauss(0.0, self._truth.step_noise)))
+        step_time_s = deviation * self._truth.step_time_s(
+            batch_size_per_gpu=spec.batch_size / spec.gpus,
+            flops=flops,
+            model_params=params,
+            gpus=spec.gpus,
+        )
+        return _Job(spec=spec, flops=flops, model_params=params, step_time_s=step_time_s)
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    def run(self) -> SimulationResult:
+        for job in self._jobs.values():
+            self._schedule(job.spec.arrival_s, "arrive", job.spec.id)
+        self._schedule(self._options.heartbeat_s, "heartbeat", "")
+        stalled_at = -1.0  # a deadline already served once at this instant
+        while self._events:
+            deadline = self._scheduler.next_deadline()
+            if deadline is not None and deadline < self._events[0][0]:
+                if deadline <= stalled_at:
+                    raise SimulationError(f"the scheduler's deadline {deadline} s does not move")
+                stalled_at = deadline if deadline <= self._now else -1.0
+                self._advance(max(deadline, self._now))
+                self._deliver(Tick())
+                continue
+            stalled_at = -1.0
+            when, _, kind, job_id, version = heapq.heappop(self._events)
+            self._advance(when)
+            self._on(kind, job_id, version)
+            if all(job.phase is _Phase.DONE for job in self._jobs.values()):
+                break
+        return self._result()
+
+    def _schedule(self, when: float, kind: str, job_id: str, version: int = 0) -> None:
+        self._sequence += 1
+        heapq.heappush(self._events, (when, self._sequence, kind, job_id, version))
+
+    def _advance(self, now: float) -> None:
+        elapsed = now - self._now
+        if elapsed > 0:
+            for job in self._jobs.values():
+                if job.phase is _Phase.RUNNING:
+                    job.done_iterations += job.rate * elapsed
+                    job.busy_gpu_s += job.rate * elapsed * job.step_time_s * job.spec.gpus
+        self._now = now
+
+    def _on(self, kind: str, job_id: str, version: int) -> None:
+        handlers: dict[str, Callable[[_Job], None]] = {
+            "arrive": self._arrive,
+            "hello": self._hello,
+            "paused": self._paused,
+            "resumed": self._resumed,
+        }
+        if kind == "heartbeat":
+            self._heartbeats()
+            return
+        job = self._jobs[job_id]
+        if kind == "finish":
+            if version == job.version and job.phase is _Phase.RUNNING:
+                self._finish(job)
+            return
+        handlers[kind](job)
+
+    # ---- agents ---------------------------------------------------------------------------
+
+    def _arrive(self, job: _Job) -> None:
+        self._queue.append(job.spec.id)
+        self._admit()
+
+    def _admit(self) -> None:
+        while self._queue:
+            job = self._jobs[self._queue[0]]
+            gpus = job.spec.gpu_indices or self._free_gpus(job.spec.gpus)
+            if gpus is None:
+                return  # first come, first served: the head waits, and so do the others
+            self._queue.pop(0)
+            job.gpu_indices = tuple(gpus)
+            for gpu in gpus:
+                self._gpu_jobs[gpu] += 1
+            job.phase = _Phase.SUBMITTED
+            self._deliver(JobSubmitted(self._request(job)))
+
+    def _free_gpus(self, count: int) -> list[int] | None:
+        limit = self._workload.node.max_jobs_per_gpu
+        open_gpus = sorted((load, gpu) for gpu, load in enumerate(self._gpu_jobs) if load < limit)
+        if len(open_gpus) < count:
+            return None
+        return sorted(gpu for _, gpu in open_gpus[:count])
+
+    def _request(self, job: _Job) -> JobRequest:
+        step_time_s = sample_cost_s = None
+        if self._oracle:
+            step_time_s = job.step_time_s * self._sharing_factor(job)
+            sample_cost_s = self._truth.cost(job.spec.pipeline)
+        return JobRequest(
+            id=job.spec.id,
+            gpus=job.spec.gpus,
+            batch_size=job.spec.batch_size,
+            iterations=job.spec.iterations,
+            model_params=job.model_params,
+            flops=job.flops,
+            pipeline=job.spec.pipeline,
+            step_time_s=step_time_s,
+            sample_cost_s=sample_cost_s,
+            workers_per_gpu=job.spec.workers_per_gpu,
+        )
+
+    def _sharing_factor(self, job: _Job) -> float:
+        """The oracle knows a shared GPU makes every step dearer."""
+        shared = any(self._gpu_jobs[gpu] > 1 for gpu in job.gpu_indices)
+        return 1.0 + self._truth.share_overhead if shared else 1.0
+
+    def _hello(self, job: _Job) -> None:
+        if job.phase is not _Phase.STARTING:
+            return
+        job.start_s = self._now
+        self._set_running(job)
+        self._deliver(AgentHello(job.spec.id, job.gen, iteration=0))
+
+    def _paused(self, job: _Job) -> None:
+        if job.phase is not _Phase.PAUSING:
+            return
+        job.phase = _Phase.PAUSED
+        self._deliver(Paused(job.spec.id, job.gen, int(job.done_iterations), "sim://checkpoint"))
+
+    def _resumed(self, job: _Job) -> None:
+        if job.phase is not _Phase.RESUMING:
+            return
+        gap = self._now - job.pause_started
+        job.paused_s += gap
+        self._set_running(job)
+        self._deliver(Resumed(job.spec.id, job.gen, job.workers_per_gpu, gap))
+
+    def _finish(self, job: _Job) -> None:
+        job.done_iterations = float(job.spec.iterations)
+        job.end_s = self._now
+        self._stop(job, _Phase.DONE)
+        for gpu in job.gpu_indices:
+            self._gpu_jobs[gpu] -= 1
+        self._deliver(Finished(job.spec.id))
+        self._admit()
+
+    def _heartbeats(self) -> None:
+        for job in list(self._jobs.values()):
+            if job.phase is not _Phase.RUNNING:
+                continue
+            noise = float(np.exp(self._rng.gauss(0.0, self._truth.rate_noise)))
+            gpu_rate = 1.0 / job.step_time_s
+            self._deliver(
+                Heartbeat(
+                    job.spec.id,
+                    job.gen,
+                    int(job.done_iterations),
+                    samples_per_s=job.rate * job.spec.batch_size * noise,
+                    idle_fraction=max(0.0, 1.0 - job.rate / gpu_rate),
+                    workers_per_gpu=job.workers_per_gpu,
+                )
+            )
+        if any(job.phase is not _Phase.DONE for job in self._jobs.values()):
+            self._schedule(self._now + self._options.heartbeat_s, "heartbeat", "")
+
+    # ---- the core and its commands --------------------------------------------------------
+
+    def _deliver(self, event: Event) -> None:
+        for command in self._scheduler.handle(event, self._now):
+            self._carry_out(command)
+
+    def _carry_out(self, command: Command) -> None:
+        match command:
+            case Launch(job_id=job_id, gen=gen, allocation=allocation):
+                job = self._jobs[job_id]
+                job.gen, job.workers_per_gpu = gen, allocation.workers_per_gpu
+                job.phase = _Phase.STARTING
+                self._after(self._truth.launch_s, "hello", job_id)
+            case Pause(job_id=job_id, gen=gen):
+                job = self._jobs[job_id]
+                job.gen, job.pause_started = gen, self._now
+                self._paused_gens.add(gen)
+                self._pauses += 1
+                self._stop(job, _Phase.PAUSING)
+                self._after(self._truth.pause_s, "paused", job_id)
+            case Resume(job_id=job_id, gen=gen, allocation=allocation):
+                job = self._jobs[job_id]
+                job.gen, job.workers_per_gpu = gen, allocation.workers_per_gpu
+                job.phase = _Phase.RESUMING
+                self._after(self._truth.resume_s, "resumed", job_id)
+            case Cancel(job_id=job_id):
+                job = self._jobs[job_id]
+                job.end_s = self._now
+                self._stop(job, _Phase.DONE)
+            case Record(kind="plan"):
+                self._plans += 1
+            case Record(kind="gate", data=data):
+                self._gated += sum(str(why).startswith("kept") for why in data.values())
+
+    def _after(self, mean_s: float, kind: str, job_id: str) -> None:
+        """The agent's answer, after a true cost drawn around `mean_s`."""
+        self._schedule(self._now + self._truth.draw(mean_s, self._rng), kind, job_id)
+
+    def _set_running(self, job: _Job) -> None:
+        job.phase = _Phase.RUNNING
+        job.workers.append([self._now, job.workers_per_gpu])
+        self._rerate()
+
+    def _stop(self, job: _Job, phase: _Phase) -> None:
+        was_running = job.phase is _Phase.RUNNING
+        job.phase = phase
+        job.version += 1
+        job.workers.append([self._now, 0])
+        if was_running:
+            self._rerate()
+
+    def _rerate(self) -> None:
+        """New true rates for all running jobs, and their new finish times."""
+        running = [job for job in self._jobs.values() if job.phase is _Phase.RUNNING]
+        processes = sum(job.spec.gpus * job.workers_per_gpu for job in running)
+        rates = iteration_rates(
+            self._truth,
+            [
+                RunningJob(
+                    job_id=job.spec.id,
+                    gpu_indices=job.gpu_indices,
+                    step_time_s=job.step_time_s,
+                    batch_size_per_gpu=job.batch_size_per_gpu,
+                    workers_per_gpu=job.workers_per_gpu,
+                    sample_cost_s=self._truth.cost(job.spec.pipeline),
+                )
+                for job in running
+            ],
+            processes,
+        )
+        for job in running:
+            job.rate = rates[job.spec.id]
+            job.version += 1
+            left = max(0.0, job.spec.iterations - job.done_iterations)
+            self._schedule(self._now + left / job.rate, "finish", job.spec.id, job.version)
+
+    # ---- the result -----------------------------------------------------------------------
+
+    def _result(self) -> SimulationResult:
+        unfinished = [job.spec.id for job in self._jobs.values() if job.end_s is None]
+        if unfinished:
+            raise WorkloadError("simulation", f"jobs never finished: {', '.join(unfinished)}")
+        jobs = [
+            JobResult(
+                id=job.spec.id,
+                arrival_s=job.spec.arrival_s,
+                start_s=job.start_s if job.start_s is not None else job.end_s or 0.0,
+                end_s=job.end_s or 0.0,
+                samples=job.spec.iterations * job.spec.batch_size,
+                gpus=job.spec.gpus,
+                gpu_indices=job.gpu_indices,
+                busy_gpu_s=job.busy_gpu_s,
+                paused_s=job.paused_s,
+                workers=job.workers,
+            )
+            for job in self._jobs.values()
+        ]
+        return SimulationResult.from_jobs(
+            policy=self._options.policy,
+            seed=self._options.seed,
+            workload=self._workload.name,
+            jobs=jobs,
+            reallocations=len(self._paused_gens),
+            pauses=self._pauses,
+            plans=self._plans,
+            gated_changes=self._gated,
+            tpm=self._profile_report,
+        )
+
+
+def simulate(workload: Workload, policy: str, seed: int = 0) -> SimulationResult:
+    """Run `workload` under `policy` (any allocator policy, or `oracle`)."""
+    return Simulation(workload, SimulationOptions(policy=policy, seed=seed)).run()

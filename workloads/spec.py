@@ -1,0 +1,159 @@
+"""Workload files: a node, optional truth and scheduler overrides, and the jobs to submit.
+
+```toml
+name = "paper-static"
+[node]
+gpus = 4
+cpu_workers = 18
+[scheduler]            # optional: SchedulerConfig fields
+arrival_window_s = 0
+[truth]                # optional: NodeTruth fields (the simulated world)
+pause_s = 9.0
+[[jobs]]
+id = "app1"
+model = "Resnet18"     # zoo name; flops and model_params may be given instead or as well
+batch_size = 128       # global batch B
+gpus = 2
+iterations = 500
+arrival_s = 0
+gpu_indices = [0, 1]   # optional; otherwise the least loaded GPUs when the job is admitted
+workers_per_gpu = 3    # optional: what the `static` policy gives it (paper Table III)
+```
+
+Files are read with tomllib and checked by pydantic (unknown keys refused); every problem
+comes back as a WorkloadError naming the file and the field.
+"""
+
+import dataclasses
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from daemon.core.config import SchedulerConfig
+from workloads.errors import WorkloadError
+from workloads.truth import NodeTruth
+from workloads.zoo import model_features
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodeConfig(_Strict):
+    gpus: int = Field(4, ge=1, description="GPUs on the node")
+    cpu_workers: int = Field(18, ge=1, description="loader processes the node may run (C)")
+    max_jobs_per_gpu: int = Field(
+        1, ge=1, description="jobs admitted per GPU when placed by count; more wait in a queue"
+    )
+
+
+class WorkloadJob(_Strict):
+    id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    model: str
+    batch_size: int = Field(ge=1, description="global batch B")
+    gpus: int = Field(ge=1)
+    iterations: int = Field(ge=1)
+    arrival_s: float = Field(0.0, ge=0.0)
+    pipeline: str = "imagenet"
+    gpu_indices: tuple[int, ...] | None = None
+    workers_per_gpu: int | None = Field(None, ge=1)
+    flops: float | None = Field(None, gt=0.0)
+    model_params: float | None = Field(None, gt=0.0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "WorkloadJob":
+        if self.batch_size < self.gpus:
+            raise ValueError(f"batch_size {self.batch_size} gives a GPU no sample; use >= gpus")
+        if self.gpu_indices is not None and len(set(self.gpu_indices)) != self.gpus:
+            raise ValueError(f"gpu_indices must name {self.gpus} distinct GPUs")
+        if self.flops is None or self.model_params is None:
+            model_features(self.model)  # raises WorkloadError for an unknown model
+        return self
+
+    @property
+    def features(self) -> tuple[float, float]:
+        """(flops, model_params): as given, else from the zoo."""
+        if self.flops is not None and self.model_params is not None:
+            return self.flops, self.model_params
+        zoo = model_features(self.model)
+        return self.flops or zoo.flops, self.model_params or zoo.model_params
+
+
+class Workload(_Strict):
+    name: str = "workload"
+    description: str = ""
+    node: NodeConfig = NodeConfig(gpus=4, cpu_workers=18, max_jobs_per_gpu=1)  # frozen: shareable
+    scheduler: dict[str, Any] = Field(default_factory=dict)
+    truth: dict[str, Any] = Field(default_factory=dict)
+    jobs: tuple[WorkloadJob, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Workload":
+        seen: set[str] = set()
+        for index, job in enumerate(self.jobs):
+            if job.id in seen:
+                raise ValueError(f"jobs[{index}].id {job.id!r} is used twice")
+            seen.add(job.id)
+            if job.gpus > self.node.gpus:
+                raise ValueError(
+                    f"jobs[{index}] ({job.id}) needs {job.gpus} GPUs, the node has {self.node.gpus}"
+                )
+            for gpu in job.gpu_indices or ():
+                if not 0 <= gpu < self.node.gpus:
+                    raise ValueError(f"jobs[{index}].gpu_indices: no GPU {gpu} on the node")
+        _overrides(NodeTruth, self.truth, "truth")
+        _overrides(SchedulerConfig, self.scheduler, "scheduler")
+        return self
+
+    def node_truth(self) -> NodeTruth:
+        return NodeTruth(**self.truth)
+
+    def scheduler_config(self, policy: str) -> SchedulerConfig:
+        return SchedulerConfig(**{**self.scheduler, "policy": policy})
+
+
+def _overrides(cls: type, given: dict[str, Any], table: str) -> None:
+    known = {f.name for f in dataclasses.fields(cls)} - {"policy"}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise ValueError(
+            f"[{table}] has unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+
+
+def parse_workload(data: dict[str, Any], source: str) -> Workload:
+    """Validate a workload's data; WorkloadError names `source` and the bad field."""
+    try:
+        workload = Workload.model_validate(data)
+        workload.node_truth()
+        workload.scheduler_config("waa")
+        return workload
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "workload"
+        problems = f" (and {error.error_count() - 1} more)" if error.error_count() > 1 else ""
+        raise WorkloadError(f"{source}: {where}", f"{first['msg']}{problems}") from None
+    except WorkloadError as error:
+        raise WorkloadError(f"{source}: {error.where}", error.message) from None
+    except ValueError as error:  # invalid values in [scheduler], e.g. an unknown policy
+        raise WorkloadError(source, str(error)) from None
+
+
+def load_workload(path: Path) -> Workload:
+    """Read and validate a workload TOML file."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise WorkloadError(str(path), "no such workload file") from None
+    except tomllib.TOMLDecodeError as error:
+        raise WorkloadError(str(path), f"not valid TOML: {error}") from None
+    return parse_workload(data, str(path))
+
+
+def dump_workload(workload: Workload) -> str:
+    """TOML text that `load_workload` reads back to the same workload."""
+    data = workload.model_dump(mode="json", exclude_none=True, exclude_defaults=False)
+    return tomli_w.dumps(data)

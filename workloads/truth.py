@@ -1,0 +1,198 @@
+"""The simulated node's ground truth: how fast jobs really train and load. NOT the TPM.
+
+The TPM (formulas 6 and 7) is a model fitted from measurements; this is the world those
+measurements come from, and it deliberately differs from the model's form:
+
+- Step time: forward and backward cost 3 x b x f multiply-accumulates at a GPU speed that
+  only reaches its peak for large batches ((b + half_batch) x f instead of b x f), plus a
+  fixed per-step cost, a weight update per parameter, and for n > 1 GPUs a ring all-reduce
+  (latency plus 2 (n-1)/n x 4 M bytes at a bus speed). Each job also runs `step_noise`
+  (lognormal) faster or slower than the formula, for reasons no feature explains.
+- Loading: one worker of pipeline p costs c_p seconds per sample alone; the node's D
+  workers together deliver capacity(D) = D x eta(D) worker-equivalents, with eta = 1 up to
+  `contention_free_workers` and then a smooth exponential approach to `saturated_capacity`:
+  no kink where the TPM's segmented fit puts its breakpoints.
+- A job's iteration rate is a soft minimum of its loading rate and its GPU rate (prefetch
+  queues do not hide jitter completely near the balance point), and jobs that share a GPU
+  share its time: each gets what it asks for if the GPU can give it, otherwise a max-min
+  fair share, and time-sharing costs `share_overhead` extra. A job spread over several GPUs
+  runs at the pace of its slowest one.
+- Pausing (finish the iteration, checkpoint), resuming (restart workers) and launching cost
+  seconds drawn around their means; measured rates carry `rate_noise`.
+"""
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from workloads.errors import WorkloadError
+
+_BYTES_PER_PARAM = 4
+_SOFT_MIN_POWER = 8.0  # the larger, the closer to a hard min(loading, GPU)
+_SHARING_PASSES = 4  # fixed-point passes of the GPU time split (converges in 2-3)
+
+
+@dataclass(frozen=True)
+class NodeTruth:
+    """Everything the simulator knows and the scheduler must learn or be told.
+
+    The defaults are the paper's testbed (4 GPUs, 18 loader processes), calibrated on the
+    three baselines of Fig. 3 only (`python -m bench.calibrate_paper`, docs/simulator.md):
+    GPU speed, sample cost and the contention curve were searched on a grid; the rest are
+    round figures for an RTX 2080 Ti server.
+    """
+
+    gpu_macs_per_s: float = 4.5e12  # sustained multiply-accumulates per second at large batch
+    half_batch: float = 24.0  # per-GPU batch at which the GPU reaches half its speed
+    step_overhead_s: float = 0.012  # kernel launches and Python per step
+    update_s_per_param: float = 2.0e-10  # optimizer step per parameter
+    allreduce_bytes_per_s: float = 6.0e9
+    allreduce_latency_s: float = 0.002
+    share_overhead: float = 0.10  # extra GPU time when several jobs time-share a GPU
+    sample_cost_s: Mapping[str, float] = field(default_factory=lambda: {"imagenet": 0.0085})
+    contention_free_workers: float = 9.0
+    saturated_capacity: float = 18.0  # worker-equivalents the node can ever deliver
+    step_noise: float = 0.05
+    rate_noise: float = 0.03
+    pause_s: float = 9.0  # finish the iteration and write the checkpoint
+    resume_s: float = 7.0  # restart the loader workers (paper: about 16 s per round)
+    launch_s: float = 10.0
+    cost_jitter: float = 0.15  # relative spread of pause, resume and launch costs
+
+    def __post_init__(self) -> None:
+        positive = (
+            "gpu_macs_per_s",
+            "allreduce_bytes_per_s",
+            "saturated_capacity",
+            "contention_free_workers",
+        )
+        for name in positive:
+            if not getattr(self, name) > 0:
+                raise WorkloadError(f"truth.{name}", "must be a positive number")
+        if self.saturated_capacity < self.contention_free_workers:
+            raise WorkloadError(
+                "truth.saturated_capacity", "must be at least contention_free_workers"
+            )
+        for pipeline, cost in self.sample_cost_s.items():
+            if not cost > 0:
+                raise WorkloadError(f"truth.sample_cost_s.{pipeline}", "must be positive")
+
+    # ---- the GPU -------------------------------------------------------------------------
+
+    def step_time_s(
+        self, *, batch_size_per_gpu: float, flops: float, model_params: float, gpus: int
+    ) -> float:
+        """Seconds per iteration on an unshared GPU with loading removed (before noise)."""
+        compute = 3.0 * (batch_size_per_gpu + self.half_batch) * flops / self.gpu_macs_per_s
+        update = model_params * self.update_s_per_param
+        allreduce = 0.0
+        if gpus > 1:
+            volume = 2.0 * (gpus - 1) / gpus * _BYTES_PER_PARAM * model_params
+            allreduce = self.allreduce_latency_s + volume / self.allreduce_bytes_per_s
+        return self.step_overhead_s + compute + update + allreduce
+
+    # ---- loading -------------------------------------------------------------------------
+
+    def cost(self, pipeline: str) -> float:
+        """c_p: one worker's seconds per sample alone."""
+        try:
+            return self.sample_cost_s[pipeline]
+        except KeyError:
+            known = ", ".join(sorted(self.sample_cost_s))
+            raise WorkloadError(
+                "jobs[].pipeline", f"unknown pipeline {pipeline!r}; the node knows {known}"
+            ) from None
+
+    def capacity(self, workers: float) -> float:
+        """D x eta(D): what D busy workers deliver, in contention-free worker equivalents."""
+        free = self.contention_free_workers
+        if workers <= free:
+            return workers
+        # Slope 1 at the knee, falling smoothly to 0: no kink anywhere, and eta <= 1.
+        headroom = self.saturated_capacity - free
+        if headroom <= 0:
+            return free
+        return free + headroom * (1.0 - math.exp(-(workers - free) / headroom))
+
+    def efficiency(self, workers: float) -> float:
+        """eta(D)."""
+        return 1.0 if workers <= 0 else self.capacity(workers) / workers
+
+    def contention_points(self, most: int) -> tuple[tuple[float, float], ...]:
+        """eta at every integer D from 1 to `most`: the exact curve as allocator points."""
+        return tuple((float(d), self.efficiency(d)) for d in range(1, max(most, 2) + 1))
+
+    # ---- costs of control ----------------------------------------------------------------
+
+    def draw(self, mean: float, rng: random.Random) -> float:
+        """A pause, resume or launch cost around its mean."""
+        return max(0.0, rng.gauss(mean, self.cost_jitter * mean))
+
+
+@dataclass(frozen=True)
+class RunningJob:
+    """What the truth needs of a job that is running: its own rates and its GPUs."""
+
+    job_id: str
+    gpu_indices: tuple[int, ...]
+    step_time_s: float  # alone on its GPUs, noise included
+    batch_size_per_gpu: float
+    workers_per_gpu: int
+    sample_cost_s: float
+
+
+def iteration_rates(
+    truth: NodeTruth, jobs: Sequence[RunningJob], loader_processes: int
+) -> dict[str, float]:
+    """True iterations per second of every running job, given all of them at once."""
+    efficiency = truth.efficiency(loader_processes)
+    loading = {
+        job.job_id: job.workers_per_gpu * efficiency / (job.sample_cost_s * job.batch_size_per_gpu)
+        for job in jobs
+    }
+    sharing: dict[int, list[RunningJob]] = {}
+    for job in jobs:
+        for gpu in job.gpu_indices:
+            sharing.setdefault(gpu, []).append(job)
+    shared = {gpu: held for gpu, held in sharing.items() if len(held) > 1}
+    sharers = {job.job_id for held in shared.values() for job in held}
+    # GPU seconds per iteration: time-sharing a GPU makes every step on it dearer.
+    cost = {
+        job.job_id: job.step_time_s * (1.0 + truth.share_overhead * (job.job_id in sharers))
+        for job in jobs
+    }
+    rates = {job.job_id: _soft_min(loading[job.job_id], 1.0 / cost[job.job_id]) for job in jobs}
+    for _ in range(_SHARING_PASSES if shared else 0):
+        limits: dict[str, float] = {}
+        for held in shared.values():
+            asked = {job.job_id: rates[job.job_id] * cost[job.job_id] for job in held}
+            for job_id, fraction in _max_min_fair(asked).items():
+                limit = fraction / cost[job_id]
+                limits[job_id] = min(limits.get(job_id, math.inf), limit)
+        rates = {
+            job.job_id: min(rates[job.job_id], limits.get(job.job_id, math.inf)) for job in jobs
+        }
+    return rates
+
+
+def _soft_min(loading: float, gpu: float) -> float:
+    return float((loading**-_SOFT_MIN_POWER + gpu**-_SOFT_MIN_POWER) ** (-1.0 / _SOFT_MIN_POWER))
+
+
+def _max_min_fair(asked: Mapping[str, float]) -> dict[str, float]:
+    """Split one unit of GPU time: small asks are met in full, the rest share equally."""
+    left, granted = 1.0, {}
+    waiting = sorted(asked, key=lambda job_id: asked[job_id])
+    while waiting:
+        level = left / len(waiting)
+        job_id = waiting[0]
+        if asked[job_id] <= level:
+            granted[job_id] = asked[job_id]
+            left -= asked[job_id]
+            waiting.pop(0)
+        else:
+            for rest in waiting:
+                granted[rest] = level
+            break
+    return granted
