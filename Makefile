@@ -22,6 +22,11 @@ demo: install
 	@echo
 	@echo "== the same request, machine-readable, with the exact optimum =="
 	$(BIN)/stoker allocate configs/requests/paper-static.json --policy optimal
+	@echo
+	@echo "== the paper's dynamic workload (Table III) on the simulated node, static vs optimal =="
+	$(BIN)/stoker simulate configs/workloads/paper-dynamic.toml --policy static
+	@echo
+	$(BIN)/stoker simulate configs/workloads/paper-dynamic.toml --policy optimal --timeline paper-dynamic-optimal.png
 
 lint: install
 	$(BIN)/ruff check .
@@ -34,6 +39,7 @@ test: lint
 bench: install
 	$(BIN)/python -m bench.bench_allocator
 	$(BIN)/python -m bench.bench_tpm_fit
+	$(BIN)/python -m bench.bench_paper
 
 clean:
 	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache .pytest_cache .hypothesis
