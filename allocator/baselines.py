@@ -25,6 +25,8 @@ NO_SPARE_NOTE = "no loader process is spare beyond one worker per GPU"
 def balance(request: AllocationRequest) -> AllocationPlan:
     """The same workers per GPU for every job; leftovers go one per GPU in request order."""
     capacity = request.node.cpu_workers
+    if not request.jobs:
+        return make_plan("balance", request, [])
     if capacity <= request.floor_processes:
         return floor_plan("balance", request, NO_SPARE_NOTE)
     even = capacity // request.floor_processes

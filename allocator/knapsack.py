@@ -10,9 +10,12 @@ With every job's weight equal this is plain greedy. With different GPU counts it
 knapsack, where greedy is not exact. When the distinct weights divide one another (1, 2, 4, 8
 GPUs) we use the classical merge algorithm for divisible item sizes: the budget's remainder
 modulo the next size can only be filled by the smallest items, so the best of those are
-taken; the rest are bundled in sorted runs into items of the next size. Only the best
-budget // size steps of each size can ever be used, so only those are expanded and sorted.
-Other weight sets fall back to a dynamic programme over the budget.
+taken; the rest are bundled in sorted runs into items of the next size. A job's full steps
+are one run of equal gains, so runs are sorted once, and only the best budget // size steps
+of each size, the most that can ever be used, are expanded. Other weight sets fall back to a
+dynamic programme over the budget.
+
+`priced_bound` bounds the optimum from above without solving it, for many problems at once.
 """
 
 from dataclasses import dataclass
@@ -27,7 +30,8 @@ FloatArray = npt.NDArray[np.float64]
 
 @dataclass(frozen=True)
 class Steps:
-    """Every job's extra steps, as parallel arrays in job order."""
+    """Every job's extra steps, as parallel arrays in job order. `priced_bound` also takes
+    the gain and count arrays with one row per problem, jobs along the last axis."""
 
     weights: IntArray
     full_gain: FloatArray
@@ -47,7 +51,7 @@ def best_steps(steps: Steps, budget: int) -> IntArray:
     jobs = len(steps.weights)
     if budget <= 0 or jobs == 0:
         return np.zeros(jobs, dtype=np.int64)
-    sizes = [int(size) for size in np.unique(steps.weights)]
+    sizes = sorted(set(steps.weights.tolist()))
     if len(sizes) == 1:
         return _greedy(steps, sizes[0], budget // sizes[0])
     if all(larger % smaller == 0 for smaller, larger in pairwise(sizes)):
@@ -55,78 +59,128 @@ def best_steps(steps: Steps, budget: int) -> IntArray:
     return _dynamic_programme(steps, budget)
 
 
-def _best_of_size(steps: Steps, size: int, limit: int) -> tuple[FloatArray, IntArray]:
-    """The `limit` largest-gain steps of the jobs of weight `size`, gain descending, as
-    (gains, owning jobs). Ties keep job order, and a job's full steps come before its partial
-    one. No choice can use more steps of one size than the budget holds, and whatever a
-    choice uses of a size is a prefix of this order, so the rest never matter."""
-    jobs = np.flatnonzero(steps.weights == size)
-    run_gain = np.concatenate((steps.full_gain[jobs], steps.partial_gain[jobs]))
-    run_count = np.concatenate((steps.full_count[jobs], steps.partial_gain[jobs] > 0.0))
-    run_owner = np.concatenate((jobs, jobs))
-    order = np.argsort(-run_gain, kind="stable")
-    counts = run_count[order].astype(np.int64)
-    before = np.cumsum(counts) - counts
-    counts = np.clip(limit - before, 0, counts)
-    return np.repeat(run_gain[order], counts), np.repeat(run_owner[order], counts)
+def priced_bound(steps: Steps, budgets: IntArray, prices: FloatArray) -> FloatArray:
+    """Per row, an upper bound on what `best_steps` gains, valid for any price >= 0 per
+    process (the Lagrangian relaxation of the budget). Rows are separate problems: the gain
+    and count arrays have one row per budget and price, `weights` is shared.
+
+    Whatever steps a choice takes, its gain is what their gains exceed the price of their
+    processes, plus the price of those processes, which is at most price * budget. So no
+    choice gains more than price * budget plus every step's excess over its price, counted
+    where positive. Needs no sort; how tight it is depends on the price."""
+    price = prices[:, None] * steps.weights  # the price of one step of each job
+    full_excess = steps.full_count * np.maximum(steps.full_gain - price, 0.0)
+    partial_excess = np.maximum(steps.partial_gain - price, 0.0)
+    bound: FloatArray = prices * budgets + (full_excess + partial_excess).sum(axis=-1)
+    return bound
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """Every job's steps as runs of equal gain, its full steps and then its partial one,
+    sorted by weight and then by gain, descending. Ties keep job order, and a job's full
+    steps come before its partial one, so a job's steps are always taken in order."""
+
+    gain: FloatArray
+    count: IntArray
+    owner: IntArray
+    of_weight: dict[int, slice]  # where each weight's runs lie
+
+    @classmethod
+    def of(cls, steps: Steps, sizes: list[int]) -> "_Runs":
+        """Sort the runs of `steps`, whose distinct weights are `sizes`, ascending."""
+        gain = np.concatenate((steps.full_gain, steps.partial_gain))
+        has_partial = (steps.partial_gain > 0.0).astype(np.int64)
+        count = np.concatenate((steps.full_count, has_partial))
+        weight = np.concatenate((steps.weights, steps.weights))
+        order = np.lexsort((-gain, weight))  # stable: the last key sorts first
+        ends = np.searchsorted(weight[order], sizes, side="right").tolist()
+        of_weight = {
+            size: slice(start, end)
+            for size, start, end in zip(sizes, [0, *ends[:-1]], ends, strict=True)
+        }
+        owner = order % len(steps.weights)  # runs are all full ones, then all partial ones
+        return cls(gain[order], count[order], owner, of_weight)
+
+    def best(self, size: int, limit: int) -> tuple[FloatArray, IntArray]:
+        """The `limit` largest-gain steps of weight `size`, gain descending, as (gains,
+        owning jobs). No choice can use more steps of one size than the budget holds, and
+        whatever a choice uses of a size is a prefix of this order, so the rest never
+        matter."""
+        runs = self.of_weight[size]
+        counts = self.count[runs]
+        before = np.cumsum(counts) - counts
+        taken = np.minimum(counts, np.maximum(limit - before, 0))
+        return np.repeat(self.gain[runs], taken), np.repeat(self.owner[runs], taken)
 
 
 def _greedy(steps: Steps, size: int, count: int) -> IntArray:
     """Equal weights: the `count` largest gains, a job's steps in order."""
-    _, owners = _best_of_size(steps, size, count)
+    _, owners = _Runs.of(steps, [size]).best(size, count)
     return np.bincount(owners, minlength=len(steps.weights))
 
 
 @dataclass(frozen=True)
 class _Level:
-    """Items of one size after sorting and taking the residual, kept to decode bundles."""
+    """One size's items, sorted by gain, kept to decode which steps were taken."""
 
-    is_bundle: npt.NDArray[np.bool_]
-    ref: IntArray  # owning job, or the bundle's index at this level
+    is_bundle: npt.NDArray[np.bool_]  # per sorted item: a bundle of smaller items, or a step
+    owners: IntArray  # the owning job of each of this size's own steps, in sorted order
+    take: int  # how many sorted items the residual takes at this size
     per_bundle: int  # how many of these items make one item of the next size
 
 
 def _merge_divisible(steps: Steps, budget: int, sizes: list[int]) -> IntArray:
-    chosen_bundles: list[tuple[int, IntArray]] = []  # (level, bundle indices taken there)
-    chosen_jobs: list[IntArray] = []
+    """The merge algorithm for divisible sizes (module docstring); `sizes` ascending."""
+    runs = _Runs.of(steps, sizes)
     levels: list[_Level] = []
     carried = np.zeros(0)
     for position, size in enumerate(sizes):
         budget -= budget % size  # what no item of this size or larger can use
-        native_gains, native_owners = _best_of_size(steps, size, budget // size)
+        native_gains, native_owners = runs.best(size, budget // size)
         values = np.concatenate((carried, native_gains))
-        is_bundle = np.concatenate((np.ones(len(carried), bool), np.zeros(len(native_gains), bool)))
-        ref = np.concatenate((np.arange(len(carried)), native_owners))
         # Stable: equal gains keep their order, so a job's steps are taken in order.
         order = np.argsort(-values, kind="stable")
-        values, is_bundle, ref = values[order], is_bundle[order], ref[order]
         last = position == len(sizes) - 1
         take = budget // size if last else (budget % sizes[position + 1]) // size
-        chosen_jobs.append(ref[:take][~is_bundle[:take]])
-        chosen_bundles.append((position - 1, ref[:take][is_bundle[:take]]))
+        per_bundle = 1 if last else sizes[position + 1] // size
+        levels.append(_Level(order < len(carried), native_owners, take, per_bundle))
         if last:
             break
         budget -= take * size
-        per_bundle = sizes[position + 1] // size
-        rest = values[take:]
-        levels.append(_Level(is_bundle[take:], ref[take:], per_bundle))
-        padded = np.concatenate((rest, np.zeros(-len(rest) % per_bundle)))
-        carried = padded.reshape(-1, per_bundle).sum(axis=1)
-    for level, bundles in chosen_bundles:
-        chosen_jobs.extend(_open_bundles(levels, level, bundles))
-    return np.bincount(np.concatenate(chosen_jobs), minlength=len(steps.weights))
+        carried = _bundle(values[order[take:]], per_bundle)
+    return np.bincount(np.concatenate(_taken_owners(levels)), minlength=len(steps.weights))
 
 
-def _open_bundles(levels: list[_Level], level: int, bundles: IntArray) -> list[IntArray]:
-    """The owning job of every step that the taken `bundles` of `levels[level]` hold."""
+def _bundle(items: FloatArray, per_bundle: int) -> FloatArray:
+    """The sums of consecutive groups of `per_bundle` items; the last group may be short."""
+    if len(items) % per_bundle:
+        items = np.concatenate((items, np.zeros(per_bundle - len(items) % per_bundle)))
+    # Adding strided slices beats a reduction over a short axis, which numpy does slowly.
+    bundles = items[::per_bundle].copy()
+    for offset in range(1, per_bundle):
+        bundles += items[offset::per_bundle]
+    return bundles
+
+
+def _taken_owners(levels: list[_Level]) -> list[IntArray]:
+    """The owning job of every taken step, level by level from the largest size down.
+
+    What is taken at each level is a prefix of its sorted items: the residual first, then
+    the items of the bundles taken one level up, which come next in order because the
+    bundles were cut from that order and, as sums of ever smaller gains, keep it. Within a
+    prefix the steps are the first of this size's own steps and the bundles the first
+    bundles, since the sort is stable and both came in sorted."""
     owners = []
-    while len(bundles):
-        items = levels[level]
-        positions = (bundles[:, None] * items.per_bundle + np.arange(items.per_bundle)).ravel()
-        positions = positions[positions < len(items.ref)]  # the last bundle may be short
-        owners.append(items.ref[positions][~items.is_bundle[positions]])
-        bundles = items.ref[positions][items.is_bundle[positions]]
-        level -= 1
+    count = levels[-1].take
+    for index in reversed(range(len(levels))):
+        level = levels[index]
+        bundles = int(np.count_nonzero(level.is_bundle[:count]))
+        owners.append(level.owners[: count - bundles])
+        if index:
+            below = levels[index - 1]
+            # The last bundle may be short (padded with nothing).
+            count = min(below.take + bundles * below.per_bundle, len(below.is_bundle))
     return owners
 
 

@@ -2,30 +2,29 @@
 
 For a fixed eta every T_i is concave and piecewise linear in d_i, so the split of a budget of
 processes is a knapsack solved exactly in `allocator.knapsack`. eta depends on the total D,
-so we search D from the floor to the capacity by branch and bound. Over an interval
-[lo, hi] of totals no split beats the knapsack optimum at eta(lo) with budget hi, nor the
-cheaper fractional relaxation of it (eta never rises with D, and both only gain from a
-larger budget), so intervals bounded below the best split found are dropped. A split chosen
-at eta(lo) is also a candidate, valued at its own total. Among splits with the same
-predicted total the one with the fewest processes wins, so workers that raise nothing stay
-idle.
+so we search D from the floor to the capacity by branch and bound. No split with a total in
+an interval [lo, hi] beats the knapsack optimum at eta(lo) with budget hi (eta never rises
+with D, and a larger budget only helps). Rather than solve that knapsack, we bound it with
+its priced (Lagrangian) relaxation, which needs no sort and so is cheap to compute for many
+intervals in one vectorised call. The search solves at full capacity first; then, in rounds,
+it cuts the intervals still open into parts, bounds all parts at once, drops those bounded
+below the best split found, and solves the single totals left, best bound first. Among
+splits with the same predicted total the one with the fewest processes wins, so workers
+that raise nothing stay idle.
 """
 
-import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from allocator.baselines import NO_SPARE_NOTE, balance, floor_plan
-from allocator.knapsack import FloatArray, IntArray, Steps, best_steps
+from allocator.knapsack import FloatArray, IntArray, Steps, best_steps, priced_bound
 from allocator.throughput import make_plan
 from allocator.types import AllocationPlan, AllocationRequest
 
 # Two totals closer than this (relative) are the same prediction; the fewer processes win.
 _RELATIVE_TIE = 1e-9
-# Intervals of totals with at most this many (total x job) cells get per-total bounds.
-_EXPAND_CELLS = 20_000
 
 # Efficiencies (M,) -> the least workers per GPU of each job at each of them (M, jobs).
 MinimumWorkers = Callable[[FloatArray], IntArray]
@@ -69,115 +68,164 @@ def fair(request: AllocationRequest) -> AllocationPlan:
 
 @dataclass(frozen=True)
 class _Jobs:
-    """Per-job constants as arrays, in request order."""
+    """Per-job constants as arrays, all in one order of the jobs."""
 
     gpus: IntArray
     cost: FloatArray  # c_i, seconds per sample per worker
     peak: FloatArray  # B_i * mu_i, samples per second once loading keeps up
-    by_cost: IntArray  # job indices, cheapest sample first: the relaxation's fill order
+    gain_per_eta: FloatArray  # n_i / c_i: one more worker per GPU, per unit of eta, below the peak
+    negligible: FloatArray  # 1e-9 * peak: a leftover below this is rounding, not a partial step
 
+    @classmethod
+    def of(cls, request: AllocationRequest) -> "_Jobs":
+        """The request's jobs, in request order."""
+        gpus = np.array([job.gpus for job in request.jobs], dtype=np.int64)
+        cost = np.array([job.sample_cost_s for job in request.jobs])
+        peak = np.array([job.max_samples_per_s for job in request.jobs])
+        return cls(gpus, cost, peak, gain_per_eta=gpus / cost, negligible=1e-9 * peak)
 
-def _arrays(request: AllocationRequest) -> _Jobs:
-    cost = np.array([job.sample_cost_s for job in request.jobs])
-    return _Jobs(
-        gpus=np.array([job.gpus for job in request.jobs], dtype=np.int64),
-        cost=cost,
-        peak=np.array([job.max_samples_per_s for job in request.jobs]),
-        by_cost=np.argsort(cost, kind="stable"),
-    )
+    def reordered(self, order: IntArray) -> "_Jobs":
+        """The same jobs in `order`."""
+        return _Jobs(
+            self.gpus[order],
+            self.cost[order],
+            self.peak[order],
+            self.gain_per_eta[order],
+            self.negligible[order],
+        )
 
 
 def _search(
     request: AllocationRequest, minimum: MinimumWorkers, incumbent: Sequence[int]
 ) -> list[int]:
-    jobs = _arrays(request)
-    contention = request.node.contention
-    best = np.array(incumbent, dtype=np.int64)
-    best_processes = int(jobs.gpus @ best)
-    best_value = _total(jobs, best, contention.efficiency(best_processes))
-
-    def consider(workers: IntArray) -> None:
-        nonlocal best, best_value, best_processes
-        processes = int(jobs.gpus @ workers)
-        efficiency = contention.efficiency(processes)
-        if np.any(workers < _floors(minimum, efficiency)):
-            return  # chosen at a higher eta than its own total gives: misses a floor
-        value = _total(jobs, workers, efficiency)
-        tie = abs(value - best_value) <= _RELATIVE_TIE * max(best_value, 1.0)
-        if (value > best_value and not tie) or (tie and processes < best_processes):
-            best, best_value, best_processes = workers, value, processes
-
-    # Heap of intervals [low, high] of the total, best bound first. A wide interval carries
-    # the cheap fractional bound at eta(low) with budget high; when it comes up it is first
-    # tightened to the exact knapsack optimum there (whose split is also a candidate), and
-    # split in halves only if it still comes up after that. A small interval is expanded
-    # into its single totals, each with its own fractional bound, in one vectorised call.
+    """The best split for `request` under `minimum`, starting from `incumbent`."""
+    search = _Search(request, minimum, incumbent)
     low, high = request.floor_processes, request.node.cpu_workers
-    # The split at full capacity is usually close to the best: a strong first incumbent
-    # lets the bounds discard most intervals without solving them.
-    at_capacity = _split_at(jobs, minimum, contention.efficiency(high), budget_total=high)
-    if at_capacity is not None:
-        consider(at_capacity)
-    first = _bounds(jobs, minimum, contention.efficiencies([low]), np.array([high]))[0]
-    heap = [(-first, low, high, False)]
-    while heap:
-        negative_bound, low, high, tightened = heapq.heappop(heap)
-        if -negative_bound < best_value * (1.0 - _RELATIVE_TIE):
-            break  # best-first: every interval left is bounded lower still
-        if low == high:
-            workers = _split_at(jobs, minimum, contention.efficiency(low), budget_total=low)
-            if workers is not None:
-                consider(workers)
-        elif (high - low + 1) * len(request.jobs) <= _EXPAND_CELLS:
-            totals = np.arange(low, high + 1)
-            efficiencies = contention.efficiencies(totals)
-            for total, bound in zip(
-                totals, _bounds(jobs, minimum, efficiencies, totals), strict=True
-            ):
-                if bound >= best_value * (1.0 - _RELATIVE_TIE):
-                    heapq.heappush(heap, (-bound, int(total), int(total), True))
-        elif not tightened:
-            workers = _split_at(jobs, minimum, contention.efficiency(low), budget_total=high)
-            if workers is not None:
-                consider(workers)
-                exact = _total(jobs, workers, contention.efficiency(low))
-                heapq.heappush(heap, (-exact, low, high, True))
-        else:
-            middle = (low + high) // 2
-            parts = ((low, middle), (middle + 1, high))
-            bounds = _bounds(
-                jobs,
-                minimum,
-                contention.efficiencies([part_low for part_low, _ in parts]),
-                np.array([part_high for _, part_high in parts]),
-            )
-            for (part_low, part_high), bound in zip(parts, bounds, strict=True):
-                heapq.heappush(heap, (-bound, part_low, part_high, False))
-    return [int(d) for d in best]
+    # The split at full capacity is usually the best or close to it: a strong first
+    # incumbent lets the bounds discard most totals without solving them.
+    search.solve(high)
+    # Rounds: cut every interval still open into parts and bound all parts in one call. A part
+    # that is a single total and may beat the best is solved, best bound first; a wider one
+    # that may is cut again in the next round.
+    intervals = [(low, high - 1)]
+    while intervals:
+        lows, highs = _cut(intervals)
+        bounds = search.bounds(lows, highs)
+        still_open = bounds >= search.floor_value()
+        wide = still_open & (lows < highs)
+        intervals = list(zip(lows[wide].tolist(), highs[wide].tolist(), strict=True))
+        single = still_open & (lows == highs)
+        totals, bounds = lows[single], bounds[single]
+        for index in np.argsort(-bounds, kind="stable"):
+            if bounds[index] < search.floor_value():
+                break  # and so is every total after it
+            search.solve(int(totals[index]))
+    return [int(d) for d in search.best]
 
 
-def _split_at(
-    jobs: _Jobs, minimum: MinimumWorkers, efficiency: float, budget_total: int
-) -> IntArray | None:
-    """The best split using at most `budget_total` processes, valued at a fixed
-    `efficiency`; None if the floors alone exceed the budget."""
-    floors = _floors(minimum, efficiency)
-    budget = budget_total - int(jobs.gpus @ floors)
-    if budget < 0:
-        return None
-    step_gain = jobs.gpus * efficiency / jobs.cost  # one more worker per GPU, below the peak
-    room = jobs.peak - np.minimum(jobs.peak, floors * step_gain)
+class _Search:
+    """The state of one search: the jobs, and the best split found so far."""
+
+    def __init__(
+        self, request: AllocationRequest, minimum: MinimumWorkers, incumbent: Sequence[int]
+    ) -> None:
+        self.jobs = _Jobs.of(request)
+        # The bounds fill jobs cheapest sample first, so they keep the jobs in that order.
+        self.by_cost = np.argsort(self.jobs.cost, kind="stable")
+        self.jobs_by_cost = self.jobs.reordered(self.by_cost)
+        self.minimum = minimum
+        self.contention = request.node.contention
+        self.best = np.array(incumbent, dtype=np.int64)
+        self.best_processes = int(self.jobs.gpus @ self.best)
+        self.best_value = _total(
+            self.jobs, self.best, self.contention.efficiency(self.best_processes)
+        )
+
+    def floor_value(self) -> float:
+        """What a bound must reach to be worth a look: the best value, less the tie margin."""
+        return self.best_value * (1.0 - _RELATIVE_TIE)
+
+    def solve(self, total: int) -> None:
+        """Solve the knapsack at eta(total) with budget `total`, and consider its split."""
+        efficiency = self.contention.efficiency(total)
+        workers = _split_at(self.jobs, _floors(self.minimum, efficiency), efficiency, total)
+        if workers is not None:
+            self.consider(workers)
+
+    def consider(self, workers: IntArray) -> None:
+        """Keep `workers` if it beats the best, valued at its own total.
+
+        `workers` comes from `solve(total)` and uses at most `total` processes, so eta at its
+        own total is no lower and its floors there are no higher: it keeps every floor."""
+        processes = int(self.jobs.gpus @ workers)
+        efficiency = self.contention.efficiency(processes)
+        value = _total(self.jobs, workers, efficiency)
+        tie = abs(value - self.best_value) <= _RELATIVE_TIE * max(self.best_value, 1.0)
+        if (value > self.best_value and not tie) or (tie and processes < self.best_processes):
+            self.best, self.best_value, self.best_processes = workers, value, processes
+
+    def bounds(self, lows: IntArray, highs: IntArray) -> FloatArray:
+        """For each interval [low, high] of totals, an upper bound on every split in it.
+
+        No split with a total D in the interval beats the knapsack at eta(low) with budget
+        high: eta never rises with D, the budget is no smaller, and the floors at eta(low)
+        are no higher than at eta(D)."""
+        efficiencies = self.contention.efficiencies(lows)
+        floors = self.minimum(efficiencies)[:, self.by_cost]
+        return _bounds(self.jobs_by_cost, floors, efficiencies, highs)
+
+
+def _cut(intervals: list[tuple[int, int]]) -> tuple[IntArray, IntArray]:
+    """The parts of `intervals`, as arrays of their lowest and highest totals: each interval
+    cut into parts of width 1, 2, 4, ... counting down from its top.
+
+    The best total is usually at or just below the top (the capacity, in the first round):
+    there the parts are single totals with tight bounds, and further down, where the bounds
+    fall away, wide parts suffice, so one round of a few parts usually settles the search.
+    Wherever the best lies, no part is wider than half its interval, rounded up, so each
+    round at least halves the width still open around it."""
+    lows: list[int] = []
+    highs: list[int] = []
+    for low, high in intervals:
+        top, width = high, 1
+        while top >= low:
+            lows.append(max(low, top - width + 1))
+            highs.append(top)
+            top, width = top - width, 2 * width
+    return np.array(lows, dtype=np.int64), np.array(highs, dtype=np.int64)
+
+
+def _steps_at(
+    jobs: _Jobs, floors: IntArray, efficiency: float | FloatArray
+) -> tuple[Steps, FloatArray, FloatArray]:
+    """Each job's extra steps above its floor at `efficiency`, the floor's value, and the
+    room between floor and peak (samples/s). `efficiency` is one value, or a column with
+    one per row of `floors`."""
+    step_gain = efficiency * jobs.gain_per_eta  # one more worker per GPU, below the peak
+    at_floor = np.minimum(jobs.peak, floors * step_gain)
+    room = jobs.peak - at_floor
     # The tolerance keeps a step that lands on the peak up to rounding a full step.
-    full = np.floor(room / step_gain + 1e-9).astype(np.int64)
-    partial = np.where(room - full * step_gain > 1e-9 * jobs.peak, room - full * step_gain, 0.0)
-    most = budget // jobs.gpus
-    partial = np.where(full >= most, 0.0, partial)
+    full = np.floor(room / step_gain + 1e-9)
+    leftover = room - full * step_gain
+    partial = np.where(leftover > jobs.negligible, leftover, 0.0)
     steps = Steps(
         weights=jobs.gpus,
         full_gain=step_gain,
-        full_count=np.minimum(full, most),
+        full_count=full.astype(np.int64),
         partial_gain=partial,
     )
+    return steps, at_floor, room
+
+
+def _split_at(
+    jobs: _Jobs, floors: IntArray, efficiency: float, budget_total: int
+) -> IntArray | None:
+    """The best split above `floors` using at most `budget_total` processes, valued at a
+    fixed `efficiency`; None if the floors alone exceed the budget."""
+    budget = budget_total - int(jobs.gpus @ floors)
+    if budget < 0:
+        return None
+    steps, _, _ = _steps_at(jobs, floors, efficiency)
     return floors + best_steps(steps, budget)
 
 
@@ -193,17 +241,20 @@ def _floors(minimum: MinimumWorkers, efficiency: float) -> IntArray:
 
 
 def _bounds(
-    jobs: _Jobs, minimum: MinimumWorkers, efficiencies: FloatArray, totals: IntArray
+    jobs: _Jobs, floors: IntArray, efficiencies: FloatArray, totals: IntArray
 ) -> FloatArray:
-    """For each (eta, total) pair, the fractional relaxation: every job at its floor, then
-    the cheapest jobs' spare processes first, each worth eta/c samples/s up to the job's
-    peak. -inf where the floors alone exceed the total."""
+    """For each row (floors, eta, total), an upper bound on the knapsack `_split_at` solves
+    there: the floors' value plus `priced_bound`, at a price per process picked by filling
+    jobs up to their peaks, cheapest sample first, as if workers came in fractions: the gain
+    per process (eta/c) of the job where the budget runs out, or 0 if every job reaches its
+    peak. Any price gives a valid bound; this one is about as tight as the linear
+    relaxation. Jobs must be in cost order. -inf where the floors alone exceed the total."""
+    budgets = totals - floors @ jobs.gpus
     efficiency = efficiencies[:, None]
-    floor_processes = minimum(efficiencies) * jobs.gpus
-    budget = totals - floor_processes.sum(axis=1)
-    rate = (efficiency / jobs.cost)[:, jobs.by_cost]
-    at_floor = np.minimum(jobs.peak, floor_processes * efficiency / jobs.cost)[:, jobs.by_cost]
-    room = (jobs.peak[jobs.by_cost] - at_floor) / rate  # processes to each job's peak
-    filled = np.clip(budget[:, None] - (np.cumsum(room, axis=1) - room), 0.0, room)
-    value = at_floor.sum(axis=1) + (filled * rate).sum(axis=1)
-    return np.where(budget >= 0, value, -np.inf)
+    steps, at_floor, room = _steps_at(jobs, floors, efficiency)
+    rate = efficiency / jobs.cost  # samples/s per process, below the peak
+    reached = np.cumsum(room / rate, axis=1) >= budgets[:, None]
+    prices = np.max(np.where(reached, rate, 0.0), axis=1, initial=0.0)
+    value = at_floor.sum(axis=1) + priced_bound(steps, budgets, prices)
+    bounds: FloatArray = np.where(budgets >= 0, value, -np.inf)
+    return bounds

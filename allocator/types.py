@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from allocator.contention import ContentionCurve
@@ -102,7 +103,7 @@ class AllocationRequest:
         if not 0.0 <= self.fair_floor <= 1.0:
             raise InvalidRequest("fair_floor", f"must be between 0 and 1 (got {self.fair_floor})")
 
-    @property
+    @cached_property  # every policy reads it, some several times; jobs never change
     def floor_processes(self) -> int:
         """Loader processes needed to give every GPU of every job one worker."""
         return sum(job.gpus for job in self.jobs)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 
 from allocator import POLICIES, AllocationRequest, allocate
 from allocator.throughput import predicted_total
-from tests.unit.allocator.builders import assert_every_last_worker_counts, requests
+from tests.unit.allocator.builders import assert_every_last_worker_counts, make_request, requests
 
 
 @pytest.mark.parametrize("policy", list(POLICIES))
@@ -44,3 +44,12 @@ def test_optimal_loses_throughput_if_any_worker_is_taken_away(request: Allocatio
             assert predicted_total(request, fewer) < plan.predicted_total_samples_per_s * (
                 1 - 1e-10
             )
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_a_request_with_no_jobs_gets_an_empty_plan(policy: str) -> None:
+    plan = allocate(make_request(), policy)
+    assert plan.allocations == {}
+    assert plan.loader_processes == 0
+    assert plan.predicted_total_samples_per_s == 0.0
+    assert not plan.over_capacity
