@@ -1,7 +1,10 @@
-"""What every CLI command shares: reading input files and failing with a clear message."""
+"""What every CLI command shares: reading and writing files, and failing with a clear message."""
 
+import contextlib
 import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import NoReturn
 
@@ -40,3 +43,29 @@ def read_json(path: Path, what: str) -> object:
 def print_json(payload: object) -> None:
     """One JSON object on stdout, the machine-readable output of a command."""
     sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+
+
+def write_atomically(path: Path, text: str, what: str) -> None:
+    """Replace `path` with `text` all at once (written, synced, renamed into place), or fail
+    naming the file and leaving it as it was. `what` names the content in the message."""
+    try:
+        descriptor, temporary = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        )
+    except OSError as error:
+        fail(f"{path}: cannot write the {what} there: {error.strerror}")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp makes the file private; ours are no secret
+        os.replace(temporary, path)
+    except OSError as error:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        fail(f"{path}: cannot write the {what} there: {error.strerror}")
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

@@ -5,16 +5,13 @@ written to a temporary file in its directory and renamed into place, so a crash 
 full disk never leaves half a model where a good one was.
 """
 
-import contextlib
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from daemon.cli.common import fail, print_json, read_text
+from daemon.cli.common import fail, print_json, read_text, write_atomically
 from tpm import (
     FittedTPM,
     TpmError,
@@ -53,7 +50,7 @@ def fit_command(
         fit_seconds = time.perf_counter() - started
     except TpmError as error:
         fail(str(error))
-    _write_atomically(out, result.model.to_json())
+    write_atomically(out, result.model.to_json(), "model")
     print_json({**result.report, "fit_seconds": fit_seconds, "model": str(out)})
 
 
@@ -76,29 +73,3 @@ def predict_command(
         fail(f"{samples}: column pipeline: {error}")
     except TpmError as error:
         fail(str(error))
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Replace `path` with `text` all at once, or fail leaving it as it was."""
-    try:
-        descriptor, temporary = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
-        )
-    except OSError as error:
-        fail(f"{path}: cannot write the model there: {error.strerror}")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp makes the file private; a model is no secret, so read access as usual.
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as error:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        fail(f"{path}: cannot write the model there: {error.strerror}")
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(temporary)
-        raise
