@@ -110,6 +110,10 @@ class Simulation:
         self._profile_report: dict[str, object] | None = None
         self._scheduler = Scheduler(self._node_spec(), self._rate_model(), self._config)
         self._jobs = {job.id: self._new_job(job) for job in workload.jobs}
+        # Kept by hand, so that no step of the loop walks every job of a long trace.
+        self._order = {job_id: index for index, job_id in enumerate(self._jobs)}
+        self._running: dict[str, _Job] = {}
+        self._unfinished = len(self._jobs)
         self._events: list[tuple[float, int, str, str, int]] = []
         self._sequence = 0
         self._now = 0.0
@@ -171,7 +175,7 @@ class Simulation:
             when, _, kind, job_id, version = heapq.heappop(self._events)
             self._advance(when)
             self._on(kind, job_id, version)
-            if all(job.phase is _Phase.DONE for job in self._jobs.values()):
+            if not self._unfinished:
                 break
         return self._result()
 
@@ -182,10 +186,9 @@ class Simulation:
     def _advance(self, now: float) -> None:
         elapsed = now - self._now
         if elapsed > 0:
-            for job in self._jobs.values():
-                if job.phase is _Phase.RUNNING:
-                    job.done_iterations += job.rate * elapsed
-                    job.busy_gpu_s += job.rate * elapsed * job.step_time_s * job.spec.gpus
+            for job in self._running.values():
+                job.done_iterations += job.rate * elapsed
+                job.busy_gpu_s += job.rate * elapsed * job.step_time_s * job.spec.gpus
         self._now = now
 
     def _on(self, kind: str, job_id: str, version: int) -> None:
@@ -285,9 +288,9 @@ class Simulation:
         self._admit()
 
     def _heartbeats(self) -> None:
-        for job in list(self._jobs.values()):
+        for job in self._running_jobs():
             if job.phase is not _Phase.RUNNING:
-                continue
+                continue  # stopped by a command for an earlier heartbeat of this sweep
             noise = float(np.exp(self._rng.gauss(0.0, self._truth.rate_noise)))
             gpu_rate = 1.0 / job.step_time_s
             self._deliver(
@@ -300,7 +303,7 @@ class Simulation:
                     workers_per_gpu=job.workers_per_gpu,
                 )
             )
-        if any(job.phase is not _Phase.DONE for job in self._jobs.values()):
+        if self._unfinished:
             self._schedule(self._now + self._options.heartbeat_s, "heartbeat", "")
 
     # ---- the core and its commands --------------------------------------------------------
@@ -341,13 +344,21 @@ class Simulation:
         """The agent's answer, after a true cost drawn around `mean_s`."""
         self._schedule(self._now + self._truth.draw(mean_s, self._rng), kind, job_id)
 
+    def _running_jobs(self) -> list[_Job]:
+        """The running jobs in workload order, so random draws do not depend on timing."""
+        return sorted(self._running.values(), key=lambda job: self._order[job.spec.id])
+
     def _set_running(self, job: _Job) -> None:
         job.phase = _Phase.RUNNING
+        self._running[job.spec.id] = job
         job.workers.append([self._now, job.workers_per_gpu])
         self._rerate()
 
     def _stop(self, job: _Job, phase: _Phase) -> None:
         was_running = job.phase is _Phase.RUNNING
+        if phase is _Phase.DONE and job.phase is not _Phase.DONE:
+            self._unfinished -= 1
+        self._running.pop(job.spec.id, None)
         job.phase = phase
         job.version += 1
         job.workers.append([self._now, 0])
@@ -356,7 +367,7 @@ class Simulation:
 
     def _rerate(self) -> None:
         """New true rates for all running jobs, and their new finish times."""
-        running = [job for job in self._jobs.values() if job.phase is _Phase.RUNNING]
+        running = self._running_jobs()
         processes = sum(job.spec.gpus * job.workers_per_gpu for job in running)
         rates = iteration_rates(
             self._truth,

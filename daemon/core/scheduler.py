@@ -90,7 +90,8 @@ class Scheduler:
         self._node = node
         self._rates = rates
         self._config = config
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[str, _Job] = {}  # every job ever submitted, for status
+        self._live: dict[str, _Job] = {}  # those not in a final state, in submission order
         self._arrivals: list[str] = []
         self._arrivals_due: float | None = None
         self._completions: list[str] = []
@@ -127,7 +128,7 @@ class Scheduler:
             times = [self._round.deadline]
         times.extend(
             job.last_heard + self._config.heartbeat_timeout_s
-            for job in self._jobs.values()
+            for job in self._live.values()
             if job.state is JobState.RUNNING
         )
         return min(times, default=None)
@@ -165,7 +166,9 @@ class Scheduler:
         if request.id in self._jobs:
             raise SchedulerError(f"job {request.id!r} was submitted already")
         spec = self._rates.job_spec(request)
-        self._jobs[request.id] = _Job(request=request, spec=spec, last_heard=now)
+        self._jobs[request.id] = self._live[request.id] = _Job(
+            request=request, spec=spec, last_heard=now
+        )
         out.append(Record("submitted", request.id, {"gpus": request.gpus}))
         self._arrivals.append(request.id)
         if self._arrivals_due is None:
@@ -253,7 +256,7 @@ class Scheduler:
         current = self._round
         if current is not None and now >= current.deadline and current.waiting:
             self._give_up_on_stragglers(current, now, out)
-        for job in list(self._jobs.values()):
+        for job in list(self._live.values()):
             lost = now - job.last_heard >= self._config.heartbeat_timeout_s
             if job.state is JobState.RUNNING and lost:
                 self._ended(job.request.id, JobState.FAILED, now, out, "lost: no heartbeat")
@@ -279,7 +282,7 @@ class Scheduler:
         planned = sorted(
             (
                 job
-                for job in self._jobs.values()
+                for job in self._live.values()
                 if job.state in (JobState.RUNNING, JobState.PENDING)
             ),
             key=_remaining_samples,
@@ -328,7 +331,7 @@ class Scheduler:
         fixed = (JobState.STARTING, JobState.RESUMING, *also_fixed)
         held = sum(
             job.spec.gpus * _workers(_holding(job))
-            for job in self._jobs.values()
+            for job in self._live.values()
             if job.state in fixed
         )
         if not held:
@@ -440,6 +443,8 @@ class Scheduler:
             data["why"] = why
         out.append(Record("state", job.request.id, data))
         job.state = new
+        if new.final:
+            del self._live[job.request.id]
 
 
 def _remaining_samples(job: _Job) -> int:
