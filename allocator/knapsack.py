@@ -37,6 +37,13 @@ class Steps:
     full_gain: FloatArray
     full_count: IntArray
     partial_gain: FloatArray  # 0 where the job has no partial step
+    # Optional tie order: among steps of equal gain and weight, the step of the job that
+    # would otherwise finish last comes first. `remaining` is each job's work left and
+    # `start` its workers per GPU before its first step; a job's k-th step is keyed by
+    # remaining / ((start + k) x full_gain), its finish time before the step while its
+    # rate grows by full_gain a step. Without them equal gains go in job order.
+    remaining: FloatArray | None = None
+    start: IntArray | None = None
 
     def gains(self, job: int) -> list[float]:
         """Job `job`'s steps, in the order they must be taken."""
@@ -84,7 +91,9 @@ class _Runs:
     gain: FloatArray
     count: IntArray
     owner: IntArray
+    partial: npt.NDArray[np.bool_]  # a job's partial step, or a run of its full steps
     of_weight: dict[int, slice]  # where each weight's runs lie
+    steps: Steps
 
     @classmethod
     def of(cls, steps: Steps, sizes: list[int]) -> "_Runs":
@@ -99,8 +108,9 @@ class _Runs:
             size: slice(start, end)
             for size, start, end in zip(sizes, [0, *ends[:-1]], ends, strict=True)
         }
-        owner = order % len(steps.weights)  # runs are all full ones, then all partial ones
-        return cls(gain[order], count[order], owner, of_weight)
+        jobs = len(steps.weights)
+        owner = order % jobs  # runs are all full ones, then all partial ones
+        return cls(gain[order], count[order], owner, order >= jobs, of_weight, steps)
 
     def best(self, size: int, limit: int) -> tuple[FloatArray, IntArray]:
         """The `limit` largest-gain steps of weight `size`, gain descending, as (gains,
@@ -110,8 +120,34 @@ class _Runs:
         runs = self.of_weight[size]
         counts = self.count[runs]
         before = np.cumsum(counts) - counts
-        taken = np.minimum(counts, np.maximum(limit - before, 0))
-        return np.repeat(self.gain[runs], taken), np.repeat(self.owner[runs], taken)
+        if self.steps.remaining is None:
+            taken = np.minimum(counts, np.maximum(limit - before, 0))
+            return np.repeat(self.gain[runs], taken), np.repeat(self.owner[runs], taken)
+        return self._best_by_finish(runs, int(np.count_nonzero(before < limit)), limit)
+
+    def _best_by_finish(self, runs: slice, touched: int, limit: int) -> tuple[FloatArray, IntArray]:
+        """`best` with equal gains ordered by the jobs' finish times (`Steps`): every step of
+        the runs the limit reaches, and of the rest of the last one's equal-gain group, in
+        that order, cut at the limit."""
+        gain = self.gain[runs]
+        if touched:
+            # Gains run descending: the group of the last touched run ends where they drop.
+            touched = int(np.searchsorted(-gain, -gain[touched - 1], side="right"))
+        counts = self.count[runs][:touched]
+        owners = np.repeat(self.owner[runs][:touched], counts)
+        gains = np.repeat(gain[:touched], counts)
+        # A step's place in its job: its index in a run of full steps, or after them.
+        first = np.repeat(np.cumsum(counts) - counts, counts)
+        place = np.arange(len(owners)) - first
+        steps = self.steps
+        assert steps.remaining is not None and steps.start is not None
+        place = np.where(
+            np.repeat(self.partial[runs][:touched], counts), steps.full_count[owners], place
+        )
+        workers = np.maximum(steps.start[owners] + place, 1)
+        finish = steps.remaining[owners] / (workers * steps.full_gain[owners])
+        order = np.lexsort((-finish, -gains))[:limit]  # stable: then job order, own steps in order
+        return gains[order], owners[order]
 
 
 def _greedy(steps: Steps, size: int, count: int) -> IntArray:

@@ -14,7 +14,7 @@ that raise nothing stay idle.
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -75,6 +75,7 @@ class _Jobs:
     peak: FloatArray  # B_i * mu_i, samples per second once loading keeps up
     gain_per_eta: FloatArray  # n_i / c_i: one more worker per GPU, per unit of eta, below the peak
     negligible: FloatArray  # 1e-9 * peak: a leftover below this is rounding, not a partial step
+    remaining: FloatArray | None  # samples left, when every job says; orders equal steps
 
     @classmethod
     def of(cls, request: AllocationRequest) -> "_Jobs":
@@ -82,7 +83,9 @@ class _Jobs:
         gpus = np.array([job.gpus for job in request.jobs], dtype=np.int64)
         cost = np.array([job.sample_cost_s for job in request.jobs])
         peak = np.array([job.max_samples_per_s for job in request.jobs])
-        return cls(gpus, cost, peak, gain_per_eta=gpus / cost, negligible=1e-9 * peak)
+        left = [job.remaining_samples for job in request.jobs]
+        remaining = None if None in left else np.array(left, dtype=np.float64)
+        return cls(gpus, cost, peak, gpus / cost, 1e-9 * peak, remaining)
 
     def reordered(self, order: IntArray) -> "_Jobs":
         """The same jobs in `order`."""
@@ -92,6 +95,7 @@ class _Jobs:
             self.peak[order],
             self.gain_per_eta[order],
             self.negligible[order],
+            None if self.remaining is None else self.remaining[order],
         )
 
 
@@ -226,6 +230,8 @@ def _split_at(
     if budget < 0:
         return None
     steps, _, _ = _steps_at(jobs, floors, efficiency)
+    if jobs.remaining is not None:
+        steps = replace(steps, remaining=jobs.remaining, start=floors)
     return floors + best_steps(steps, budget)
 
 

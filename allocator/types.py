@@ -27,6 +27,8 @@ class JobSpec:
     sample_cost_s: float
     device_sample_cost_s: float | None = None  # augmentation-only cost when a decoder decodes
     current_workers_per_gpu: int | None = None  # what the job runs with now, if it runs
+    # Samples left to train; breaks ties in `optimal` (module docstring). None: unknown.
+    remaining_samples: float | None = None
 
     def __post_init__(self) -> None:
         where = f"jobs[{self.id}]"
@@ -48,6 +50,11 @@ class JobSpec:
             raise InvalidRequest(
                 f"{where}.device_sample_cost_s",
                 f"must be a positive number (got {self.device_sample_cost_s})",
+            )
+        remaining = self.remaining_samples
+        if remaining is not None and not 0.0 <= remaining < float("inf"):
+            raise InvalidRequest(
+                f"{where}.remaining_samples", f"must be 0 or more samples (got {remaining})"
             )
         current = self.current_workers_per_gpu
         if current is not None and current < 1:

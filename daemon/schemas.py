@@ -44,6 +44,9 @@ class JobBody(BaseModel):
     flops: float | None = Field(None, gt=0.0, description="forward FLOPs per sample")
     pipeline: str | None = Field(None, min_length=1, description="preprocessing pipeline id")
     current_workers_per_gpu: int | None = Field(None, ge=1)
+    remaining_samples: float | None = Field(
+        None, ge=0.0, allow_inf_nan=False, description="work left; orders optimal's ties"
+    )
 
 
 class AllocationRequestBody(BaseModel):
@@ -103,6 +106,7 @@ def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpe
         sample_cost_s=sample_cost_s,
         device_sample_cost_s=job.device_sample_cost_s,
         current_workers_per_gpu=job.current_workers_per_gpu,
+        remaining_samples=job.remaining_samples,
     )
 
 

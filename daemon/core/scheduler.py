@@ -11,7 +11,7 @@ generation are recorded and ignored.
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from allocator import AllocationPlan, AllocationRequest, JobSpec, NodeSpec, allocate
 from daemon.core.config import SchedulerConfig
@@ -277,8 +277,9 @@ class Scheduler:
         self._completions, self._completions_due = [], None
         for job_id in arriving:
             self._move(self._jobs[job_id], JobState.PENDING, out)
-        # Shortest remaining work first: policies break ties in request order, so among
-        # splits of equal predicted total the jobs nearest completion get the spare workers.
+        # Shortest remaining work first: the baselines and `waa` break ties in request order,
+        # so the jobs nearest completion get their leftovers. `optimal` weighs the work left
+        # itself (`_planned_spec`).
         planned = sorted(
             (
                 job
@@ -294,7 +295,7 @@ class Scheduler:
     def _start_round(self, planned: list[_Job], now: float, out: list[Command]) -> None:
         request = AllocationRequest(
             node=self._node_left(),
-            jobs=tuple(_with_current(job.spec, self._fixed(job)) for job in planned),
+            jobs=tuple(_planned_spec(job, self._fixed(job)) for job in planned),
             fair_floor=self._config.fair_floor,
         )
         plan = allocate(request, self._config.policy)
@@ -462,16 +463,11 @@ def _workers(allocation: Allocation | None) -> int:
     return allocation.workers_per_gpu if allocation is not None else 1
 
 
-def _with_current(spec: JobSpec, allocation: Allocation | None) -> JobSpec:
-    if allocation is None:
-        return spec
-    return JobSpec(
-        id=spec.id,
-        gpus=spec.gpus,
-        batch_size=spec.batch_size,
-        model_params=spec.model_params,
-        step_time_s=spec.step_time_s,
-        sample_cost_s=spec.sample_cost_s,
-        device_sample_cost_s=spec.device_sample_cost_s,
-        current_workers_per_gpu=allocation.workers_per_gpu,
+def _planned_spec(job: _Job, fixed: Allocation | None) -> JobSpec:
+    """The job as a policy sees it: its work left (which `optimal` weighs among splits of
+    equal total), and the allocation it must keep, if any."""
+    return replace(
+        job.spec,
+        remaining_samples=float(_remaining_samples(job)),
+        current_workers_per_gpu=fixed.workers_per_gpu if fixed is not None else None,
     )

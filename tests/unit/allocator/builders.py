@@ -20,6 +20,7 @@ def make_job(
     step_time_s: float = 0.1,
     sample_cost_s: float = 0.01,
     current_workers_per_gpu: int | None = None,
+    remaining_samples: float | None = None,
 ) -> JobSpec:
     """A job with sensible defaults; override what the test is about."""
     return JobSpec(
@@ -30,6 +31,7 @@ def make_job(
         step_time_s=step_time_s,
         sample_cost_s=sample_cost_s,
         current_workers_per_gpu=current_workers_per_gpu,
+        remaining_samples=remaining_samples,
     )
 
 
@@ -75,9 +77,13 @@ def requests(
     max_jobs: int = 4,
     max_capacity: int = 16,
     gpu_choices: tuple[int, ...] = (1, 2, 4),
+    work_left: bool = False,
 ) -> AllocationRequest:
-    """Small random requests, brute-forceable: up to `max_jobs` jobs and `max_capacity`."""
+    """Small random requests, brute-forceable: up to `max_jobs` jobs and `max_capacity`.
+    With `work_left`, every job says how many samples it has left, and the jobs share one
+    sample cost, so that many splits tie and the tie order decides among them."""
     job_count = draw(st.integers(1, max_jobs))
+    shared_cost = draw(st.floats(0.001, 0.05))
     jobs = [
         make_job(
             f"j{index}",
@@ -85,7 +91,8 @@ def requests(
             batch_size=draw(st.sampled_from((32, 64, 128, 256))),
             model_params=draw(st.floats(0.5e6, 140e6)),
             step_time_s=draw(st.floats(0.01, 0.5)),
-            sample_cost_s=draw(st.floats(0.001, 0.05)),
+            sample_cost_s=shared_cost if work_left else draw(st.floats(0.001, 0.05)),
+            remaining_samples=draw(st.floats(0.0, 1e6)) if work_left else None,
         )
         for index in range(job_count)
     ]

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import AllocationRequest, allocate
+from allocator import AllocationRequest, InvalidRequest, allocate
 from allocator.knapsack import Steps, best_steps
 from allocator.throughput import job_samples_per_s, predicted_total
 from tests.unit.allocator.builders import (
@@ -39,6 +39,51 @@ def test_optimal_matches_brute_force_when_gpu_counts_do_not_divide(
         best, fewest = brute_force_best(request)
         assert plan.predicted_total_samples_per_s == pytest.approx(best, rel=1e-9)
         assert plan.loader_processes == fewest
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests(work_left=True))
+def test_optimal_stays_exact_when_it_weighs_the_work_left(request: AllocationRequest) -> None:
+    plan = allocate(request, "optimal")
+    if request.floor_processes < request.node.cpu_workers:
+        best, fewest = brute_force_best(request)
+        assert plan.predicted_total_samples_per_s == pytest.approx(best, rel=1e-9)
+        assert plan.loader_processes == fewest
+
+
+def test_equal_steps_go_to_the_job_that_would_finish_last() -> None:
+    # Two identical loader-bound jobs (100 samples/s a worker up to 1,280) and 6 spare
+    # processes: every split of them predicts the same total. Told the work left, optimal
+    # evens out the finish times (3,000 / 6 = 1,000 / 2); not told, request order decides.
+    def request(left: tuple[float, float] | None) -> AllocationRequest:
+        return make_request(
+            *(
+                make_job(
+                    name,
+                    step_time_s=0.1,
+                    sample_cost_s=0.01,
+                    remaining_samples=None if left is None else samples,
+                )
+                for name, samples in zip(("a", "b"), left or (0.0, 0.0), strict=True)
+            ),
+            cpu_workers=8,
+            contention=(),
+        )
+
+    assert allocate(request((3000.0, 1000.0)), "optimal").workers() == {"a": 6, "b": 2}
+    assert allocate(request((1000.0, 3000.0)), "optimal").workers() == {"a": 2, "b": 6}
+    assert allocate(request((1000.0, 1000.0)), "optimal").workers() == {"a": 4, "b": 4}
+    assert allocate(request(None), "optimal").workers() == {"a": 7, "b": 1}
+    totals = {
+        allocate(request(left), "optimal").predicted_total_samples_per_s
+        for left in ((3000.0, 1000.0), (1000.0, 1000.0), None)
+    }
+    assert max(totals) == pytest.approx(min(totals))
+
+
+def test_work_left_must_not_be_negative() -> None:
+    with pytest.raises(InvalidRequest, match=r"jobs\[a\]\.remaining_samples"):
+        make_job("a", remaining_samples=-1.0)
 
 
 @settings(max_examples=200, deadline=None)
@@ -94,21 +139,36 @@ def _brute_steps(weights: list[int], gains: list[list[float]], budget: int) -> f
 
 
 @st.composite
-def step_problems(draw: st.DrawFn, sizes: tuple[int, ...]) -> tuple[Steps, int]:
+def step_problems(
+    draw: st.DrawFn, sizes: tuple[int, ...], work_left: bool = False
+) -> tuple[Steps, int]:
+    """Random knapsacks; with `work_left`, gains from a short list (so many tie) and each
+    job's work left and starting workers, which order the tied steps."""
     count = draw(st.integers(1, 5))
-    full_gain = [draw(st.floats(1.0, 100.0)) for _ in range(count)]
+    gain_choices = st.sampled_from((5.0, 10.0, 20.0)) if work_left else st.floats(1.0, 100.0)
+    full_gain = [draw(gain_choices) for _ in range(count)]
     partial = [g * draw(st.sampled_from((0.0, 0.3, 0.99))) for g in full_gain]
     steps = Steps(
         weights=np.array([draw(st.sampled_from(sizes)) for _ in range(count)]),
         full_gain=np.array(full_gain),
         full_count=np.array([draw(st.integers(0, 4)) for _ in range(count)]),
         partial_gain=np.array(partial),
+        remaining=np.array([draw(st.floats(0.0, 1e4)) for _ in range(count)])
+        if work_left
+        else None,
+        start=np.array([draw(st.integers(1, 4)) for _ in range(count)]) if work_left else None,
     )
     return steps, draw(st.integers(0, 24))
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.one_of(step_problems((1, 2, 4, 8)), step_problems((2, 3, 5))))
+@given(
+    st.one_of(
+        step_problems((1, 2, 4, 8)),
+        step_problems((2, 3, 5)),
+        step_problems((1, 2, 4), work_left=True),
+    )
+)
 def test_knapsack_is_exact(problem: tuple[Steps, int]) -> None:
     steps, budget = problem
     weights = [int(w) for w in steps.weights]

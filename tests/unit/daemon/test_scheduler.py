@@ -247,3 +247,14 @@ def test_windows_closing_during_a_round_wait_for_it_without_a_busy_deadline() ->
     # The round ends (b launches, a resumes), then c's round follows at once.
     launches = {launch.job_id: launch.gen for launch in only(out, Launch)}
     assert launches == {"b": 2, "c": 3}
+
+
+def test_optimal_gives_equally_useful_workers_to_the_job_with_more_work_left() -> None:
+    # Two loader-bound jobs alike but for their length, 6 spare processes: every split
+    # predicts the same total, and the core tells optimal the work left to break the tie.
+    core = scheduler(cpu_workers=8, policy="optimal", window_s=30.0)
+    core.handle(JobSubmitted(job("short", iterations=1_000)), now=0.0)
+    core.handle(JobSubmitted(job("long", iterations=3_000)), now=0.0)
+    launches = only(core.handle(Tick(), now=30.0), Launch)
+    split = {launch.job_id: launch.allocation.workers_per_gpu for launch in launches}
+    assert split == {"short": 2, "long": 6}
