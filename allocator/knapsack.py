@@ -133,7 +133,8 @@ class _Runs:
         if touched:
             # Gains run descending: the group of the last touched run ends where they drop.
             touched = int(np.searchsorted(-gain, -gain[touched - 1], side="right"))
-        counts = self.count[runs][:touched]
+        # No job can take more than `limit` steps here: expand no more of its run than that.
+        counts = np.minimum(self.count[runs][:touched], limit)
         owners = np.repeat(self.owner[runs][:touched], counts)
         gains = np.repeat(gain[:touched], counts)
         # A step's place in its job: its index in a run of full steps, or after them.

@@ -195,3 +195,16 @@ def test_optimal_uses_gpu_granularity_that_greedy_misses() -> None:
     assert plan.predicted_total_samples_per_s == pytest.approx(51.0)
     assert predicted_total(request, [2, 1]) == pytest.approx(42.0)
     assert job_samples_per_s(request.jobs[0], 3, 1.0) == pytest.approx(22.0)
+
+
+def test_tied_steps_are_ordered_without_expanding_runs_past_the_budget() -> None:
+    # A fast job has a great many equal steps below its peak; the budget uses a handful.
+    steps = Steps(
+        weights=np.array([1, 1]),
+        full_gain=np.array([10.0, 10.0]),
+        full_count=np.array([10**12, 10**12]),
+        partial_gain=np.array([0.0, 0.0]),
+        remaining=np.array([300.0, 100.0]),
+        start=np.array([1, 1]),
+    )
+    assert best_steps(steps, 6).tolist() == [5, 1]  # finish times 300/6 = 50 and 100/2 = 50
