@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workloads.errors import WorkloadError
-from workloads.spec import Workload, parse_workload
+from workloads.spec import Workload, check_node_options, parse_workload
 from workloads.zoo import model_features
 
 DEFAULT_MODELS = (
@@ -119,10 +119,7 @@ def _check(options: GeneratorOptions) -> tuple[int, ...]:
     """Refuse impossible options; return the GPU counts to draw from."""
     if options.jobs < 1:
         raise WorkloadError("--jobs", f"must be at least 1, got {options.jobs}")
-    if options.gpus < 1:
-        raise WorkloadError("--gpus", f"the node needs at least 1 GPU, got {options.gpus}")
-    if options.cpu_workers < 1:
-        raise WorkloadError("--cpu-workers", f"must be at least 1, got {options.cpu_workers}")
+    check_node_options(options.gpus, options.cpu_workers)
     _check_arrivals(options)
     if not options.models:
         raise WorkloadError("--models", "name at least one zoo model, e.g. Resnet18,smVGG7")

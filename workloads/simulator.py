@@ -147,12 +147,7 @@ class Simulation:
         flops, params = spec.features
         # This job's own speed against the formula, for reasons no feature explains.
         deviation = float(np.exp(self._rng.gauss(0.0, self._truth.step_noise)))
-        step_time_s = deviation * self._truth.step_time_s(
-            batch_size_per_gpu=spec.batch_size / spec.gpus,
-            flops=flops,
-            model_params=params,
-            gpus=spec.gpus,
-        )
+        step_time_s = deviation * spec.step_time_s(self._truth)
         return _Job(spec=spec, flops=flops, model_params=params, step_time_s=step_time_s)
 
     # ---- the loop -------------------------------------------------------------------------

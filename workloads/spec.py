@@ -50,6 +50,14 @@ class NodeConfig(_Strict):
     )
 
 
+def check_node_options(gpus: int, cpu_workers: int) -> None:
+    """The node's size as the workload commands take it, refused by option name."""
+    if gpus < 1:
+        raise WorkloadError("--gpus", f"the node needs at least 1 GPU, got {gpus}")
+    if cpu_workers < 1:
+        raise WorkloadError("--cpu-workers", f"must be at least 1, got {cpu_workers}")
+
+
 class WorkloadJob(_Strict):
     id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     model: str
@@ -80,6 +88,17 @@ class WorkloadJob(_Strict):
             return self.flops, self.model_params
         zoo = model_features(self.model)
         return self.flops or zoo.flops, self.model_params or zoo.model_params
+
+    def step_time_s(self, truth: NodeTruth) -> float:
+        """Seconds per iteration on unshared GPUs with loading removed, by `truth`, before
+        the job's own noise."""
+        flops, params = self.features
+        return truth.step_time_s(
+            batch_size_per_gpu=self.batch_size / self.gpus,
+            flops=flops,
+            model_params=params,
+            gpus=self.gpus,
+        )
 
 
 class Workload(_Strict):

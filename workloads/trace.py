@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from workloads.errors import WorkloadError
-from workloads.spec import Workload, parse_workload
+from workloads.spec import Workload, check_node_options, parse_workload
 from workloads.truth import NodeTruth
-from workloads.zoo import model_features
 
 DEFAULT_TRACE = Path(__file__).resolve().parent / "traces" / "gavel-msr-seed0-0e4a51.tsv"
 TRACE_MODELS = {
@@ -154,17 +153,35 @@ def replay_trace(path: Path = DEFAULT_TRACE, options: ReplayOptions | None = Non
             "--gpus", f"no job in {path} fits a node of {options.gpus} GPUs; raise --gpus"
         )
     kept = fitting[: options.limit] if options.limit is not None else fitting
+    # Jobs first, all arriving at 0 s: their GPU work sets the time scale of the arrivals.
+    draft = parse_workload(
+        {
+            "name": f"trace-{path.stem}",
+            "node": {
+                "gpus": options.gpus,
+                "cpu_workers": options.cpu_workers,
+                "max_jobs_per_gpu": 1,
+            },
+            "jobs": [_workload_job(job, options.iteration_scale) for job in kept],
+        },
+        f"replay of {path}",
+    )
     truth = NodeTruth()
-    jobs = [_workload_job(job, options.iteration_scale) for job in kept]
-    gpu_seconds = [_gpu_seconds(job, truth) for job in jobs]
+    # GPU work by the truth's unshared step time: no loading stalls, no pauses.
+    gpu_seconds = [job.gpus * job.iterations * job.step_time_s(truth) for job in draft.jobs]
     start = min(job.arrival_s for job in kept)
     span = max(job.arrival_s for job in kept) - start
     time_factor = None
     if len(kept) > 1 and span > 0:
         compressed = (len(kept) - 1) * statistics.fmean(gpu_seconds) / (options.gpus * options.load)
         time_factor = compressed / span
-    for job, trace_job in zip(jobs, kept, strict=True):
-        job["arrival_s"] = round((trace_job.arrival_s - start) * (time_factor or 0.0), 3)
+    # Arrivals computed here are seconds >= 0, so the jobs need no second validation.
+    jobs = tuple(
+        job.model_copy(
+            update={"arrival_s": round((trace_job.arrival_s - start) * (time_factor or 0.0), 3)}
+        )
+        for job, trace_job in zip(draft.jobs, kept, strict=True)
+    )
     description = _description(
         path,
         options,
@@ -172,22 +189,16 @@ def replay_trace(path: Path = DEFAULT_TRACE, options: ReplayOptions | None = Non
         fitting=len(fitting),
         kept=kept,
         capped=sum(
-            job["batch_size"] < _wanted_batch(trace_job)
+            job.batch_size < _wanted_batch(trace_job)
             for job, trace_job in zip(jobs, kept, strict=True)
         ),
         span=span,
         time_factor=time_factor,
         median_job_s=statistics.median(
-            seconds / job["gpus"] for seconds, job in zip(gpu_seconds, jobs, strict=True)
+            seconds / job.gpus for seconds, job in zip(gpu_seconds, jobs, strict=True)
         ),
     )
-    data = {
-        "name": f"trace-{path.stem}",
-        "description": description,
-        "node": {"gpus": options.gpus, "cpu_workers": options.cpu_workers, "max_jobs_per_gpu": 1},
-        "jobs": jobs,
-    }
-    return parse_workload(data, f"replay of {path}")
+    return draft.model_copy(update={"jobs": jobs, "description": description})
 
 
 def _wanted_batch(job: TraceJob) -> int:
@@ -205,23 +216,8 @@ def _workload_job(job: TraceJob, iteration_scale: float) -> dict[str, Any]:
     }
 
 
-def _gpu_seconds(job: dict[str, Any], truth: NodeTruth) -> float:
-    """GPU work of a job by the truth's unshared step time: no loading stalls, no pauses."""
-    features = model_features(job["model"])
-    step_s = truth.step_time_s(
-        batch_size_per_gpu=job["batch_size"] / job["gpus"],
-        flops=features.flops,
-        model_params=features.model_params,
-        gpus=job["gpus"],
-    )
-    return float(job["gpus"] * job["iterations"] * step_s)
-
-
 def _check(options: ReplayOptions) -> None:
-    if options.gpus < 1:
-        raise WorkloadError("--gpus", f"the node needs at least 1 GPU, got {options.gpus}")
-    if options.cpu_workers < 1:
-        raise WorkloadError("--cpu-workers", f"must be at least 1, got {options.cpu_workers}")
+    check_node_options(options.gpus, options.cpu_workers)
     if not (math.isfinite(options.load) and options.load > 0):
         raise WorkloadError(
             "--load", f"must be a positive fraction of the node's GPU time, got {options.load}"

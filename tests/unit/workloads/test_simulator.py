@@ -64,10 +64,7 @@ def test_the_scheduler_plans_with_a_fitted_tpm_and_the_oracle_with_the_truth() -
 def test_a_lone_job_runs_no_faster_than_its_gpu() -> None:
     alone = workload(job("a", iterations=300, workers_per_gpu=6), node={"gpus": 1})
     result = simulate(alone, "optimal", seed=0)
-    features = alone.jobs[0].features
-    step = alone.node_truth().step_time_s(
-        batch_size_per_gpu=64, flops=features[0], model_params=features[1], gpus=1
-    )
+    step = alone.jobs[0].step_time_s(alone.node_truth())
     run = result.jobs[0].end_s - result.jobs[0].start_s
     assert run >= 300 * step * 0.85  # 0.85: the job's own step noise (5 % lognormal)
 

@@ -28,13 +28,7 @@ def raw_lines() -> dict[str, list[str]]:
 
 def step_s(job: WorkloadJob) -> float:
     """The job's step on unshared GPUs by the default truth, before noise."""
-    flops, params = job.features
-    return NodeTruth().step_time_s(
-        batch_size_per_gpu=job.batch_size / job.gpus,
-        flops=flops,
-        model_params=params,
-        gpus=job.gpus,
-    )
+    return job.step_time_s(NodeTruth())
 
 
 def offered_load(workload: Workload) -> float:
