@@ -8,14 +8,12 @@ Nothing else is tuned: waa, optimal, fair, oracle and paper-dynamic never enter 
 """
 
 import itertools
-from pathlib import Path
 
+from bench.bench_paper import FIG3_BASELINES as FIG3
+from bench.bench_paper import paper_workload
 from bench.common import save
 from workloads.simulator import simulate
-from workloads.spec import load_workload
 
-REPO = Path(__file__).resolve().parents[1]
-FIG3 = {"balance": 1660.0, "proportion": 1554.0, "inverse": 1928.0}
 GRID = {
     "gpu_macs_per_s": (3e12, 4.5e12, 7e12),
     "sample_cost_s": (0.005, 0.0065, 0.0085, 0.011),
@@ -25,7 +23,7 @@ GRID = {
 
 
 def main() -> None:
-    static = load_workload(REPO / "configs" / "workloads" / "paper-static.toml")
+    static = paper_workload("paper-static")
     rows = []
     for speed, cost, knee, saturation in itertools.product(*GRID.values()):
         if saturation < knee:
