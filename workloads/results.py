@@ -10,10 +10,14 @@
   the share not spent computing, the computing time coming from the truth's step time.
 - `reallocations`: rounds that paused at least one job; `pause_overhead_s`: the seconds
   jobs stood still for them (pause received to running again), summed over jobs.
+- `bounds`: the makespan no policy can beat on this run's truth and the throughput none
+  can exceed (`workloads/bounds.py`); each job's `true_step_time_s` is what they rest on.
 """
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from workloads.bounds import RunBounds
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class JobResult:
     busy_gpu_s: float
     paused_s: float
     workers: list[list[float]]  # [time_s, workers_per_gpu]; 0 while not running
+    step_time_s: float  # the truth's: alone on its GPUs with loading free, noise included
 
     @property
     def avg_samples_per_s(self) -> float:
@@ -46,6 +51,7 @@ class JobResult:
             "gpu_indices": list(self.gpu_indices),
             "paused_s": self.paused_s,
             "workers": self.workers,
+            "true_step_time_s": self.step_time_s,
         }
 
 
@@ -66,6 +72,7 @@ class SimulationResult:
     pause_overhead_s: float
     jobs: tuple[JobResult, ...]
     tpm: dict[str, object] | None
+    bounds: RunBounds
 
     @classmethod
     def from_jobs(
@@ -80,6 +87,7 @@ class SimulationResult:
         plans: int,
         gated_changes: int,
         tpm: dict[str, object] | None,
+        bounds: RunBounds,
     ) -> "SimulationResult":
         first = min(job.arrival_s for job in jobs)
         makespan = max(job.end_s for job in jobs) - first
@@ -101,6 +109,7 @@ class SimulationResult:
             pause_overhead_s=sum(job.paused_s for job in jobs),
             jobs=tuple(jobs),
             tpm=tpm,
+            bounds=bounds,
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -119,6 +128,7 @@ class SimulationResult:
             "gated_changes": self.gated_changes,
             "pause_overhead_s": self.pause_overhead_s,
             "jobs": [job.to_dict() for job in self.jobs],
+            "bounds": self.bounds.to_dict(),
         }
         if self.tpm is not None:
             summary["tpm"] = _tpm_summary(self.tpm)
@@ -132,6 +142,9 @@ class SimulationResult:
             f"  throughput          {self.throughput_samples_per_s:10.1f} samples/s "
             f"(sum of job averages {self.sum_job_samples_per_s:.1f})",
             f"  average JCT         {self.avg_jct_s:10.1f} s",
+            f"  no policy beats     {self.bounds.makespan_s:10.1f} s makespan, "
+            f"{self.bounds.throughput_samples_per_s:.1f} samples/s "
+            f"(set by {self.bounds.binding})",
             f"  GPU idle            {self.gpu_idle_fraction:10.1%}",
             f"  reallocations       {self.reallocations:10d} "
             f"({self.pauses} pauses, {self.pause_overhead_s:.1f} s paused, "

@@ -40,6 +40,7 @@ from daemon.core.messages import (
 )
 from daemon.core.rates import RateModel
 from daemon.core.scheduler import Scheduler
+from workloads.bounds import run_bounds
 from workloads.errors import SimulationError, WorkloadError
 from workloads.profiling import profile_node
 from workloads.results import JobResult, SimulationResult
@@ -403,6 +404,7 @@ class Simulation:
                 busy_gpu_s=job.busy_gpu_s,
                 paused_s=job.paused_s,
                 workers=job.workers,
+                step_time_s=job.step_time_s,
             )
             for job in self._jobs.values()
         ]
@@ -416,6 +418,12 @@ class Simulation:
             plans=self._plans,
             gated_changes=self._gated,
             tpm=self._profile_report,
+            bounds=run_bounds(
+                self._truth,
+                self._workload.node.cpu_workers,
+                self._workload.jobs,
+                {job.spec.id: job.step_time_s for job in self._jobs.values()},
+            ),
         )
 
 
