@@ -10,7 +10,14 @@ threads or the clock. Entry points:
 
 from tpm.candidates import Formula6Coefficients
 from tpm.contention import ContentionCurve
-from tpm.errors import ModelFormatError, QueryError, SampleError, TpmError, UnknownPipeline
+from tpm.errors import (
+    ModelFormatError,
+    QueryError,
+    SampleError,
+    TpmError,
+    UnknownModel,
+    UnknownPipeline,
+)
 from tpm.loading import LoadingFit, LoadingModel, fit_loading
 from tpm.model import FORMAT, VERSION, FitResult, FittedTPM, fit, import_fitting_backend
 from tpm.samples import (
@@ -48,6 +55,7 @@ __all__ = [
     "TrainingFit",
     "TrainingModel",
     "TrainingSamples",
+    "UnknownModel",
     "UnknownPipeline",
     "detect_kind",
     "fit",

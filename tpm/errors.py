@@ -55,6 +55,15 @@ class UnknownPipeline(TpmError):
         )
 
 
+class UnknownModel(TpmError):
+    """A model name the zoo cannot count; `where` is the field, `message` the fix."""
+
+    def __init__(self, message: str, where: str = "model") -> None:
+        self.where = where
+        self.message = message
+        super().__init__(f"{where}: {message}")
+
+
 class ModelFormatError(TpmError):
     """A saved model that cannot be read: not JSON, another format or version, bad fields."""
 

@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tpm.errors import UnknownModel
+from tpm.zoo import model_features
 from workloads.errors import WorkloadError
 from workloads.spec import Workload, check_node_options, parse_workload
-from workloads.zoo import model_features
 
 DEFAULT_MODELS = (
     "Resnet18",
@@ -126,7 +127,7 @@ def _check(options: GeneratorOptions) -> tuple[int, ...]:
     for model in options.models:
         try:
             model_features(model)
-        except WorkloadError as error:
+        except UnknownModel as error:
             named = error.message if repr(model) in error.message else f"{model}: {error.message}"
             raise WorkloadError("--models", named) from None
     _positive_choices("--batch-sizes", options.batch_sizes)

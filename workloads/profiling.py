@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpm import FittedTPM, LoadingSamples, TrainingSamples, fit
+from tpm.zoo import model_features
 from workloads.truth import NodeTruth
-from workloads.zoo import model_features
 
 # Models profiled: the zoo families at several depths and widths, like the paper's synthetic
 # set. Profiling covers the zoo, not the workload, so a new job's model may be unseen.

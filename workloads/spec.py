@@ -33,9 +33,9 @@ import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from daemon.core.config import SchedulerConfig
+from tpm.zoo import model_features
 from workloads.errors import WorkloadError
 from workloads.truth import NodeTruth
-from workloads.zoo import model_features
 
 
 class _Strict(BaseModel):
@@ -78,7 +78,7 @@ class WorkloadJob(_Strict):
         if self.gpu_indices is not None and len(set(self.gpu_indices)) != self.gpus:
             raise ValueError(f"gpu_indices must name {self.gpus} distinct GPUs")
         if self.flops is None or self.model_params is None:
-            model_features(self.model)  # raises WorkloadError for an unknown model
+            model_features(self.model)  # raises UnknownModel, a ValueError, for an unknown model
         return self
 
     @property

@@ -1,7 +1,7 @@
 import pytest
 
-from workloads.errors import WorkloadError
-from workloads.zoo import model_features, resnet_stages, vgg_stages
+from tpm.errors import UnknownModel
+from tpm.zoo import model_features, resnet_stages, vgg_stages
 
 
 @pytest.mark.parametrize(
@@ -38,6 +38,6 @@ def test_deeper_models_cost_more() -> None:
 
 @pytest.mark.parametrize("name", ["Resnet19", "Resnet60", "VGG3", "AlexNet", "xxResnet18"])
 def test_unknown_models_say_which_forms_exist(name: str) -> None:
-    with pytest.raises(WorkloadError) as raised:
+    with pytest.raises(UnknownModel) as raised:
         model_features(name)
     assert raised.value.where == "model"

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
-from workloads.errors import WorkloadError
+from tpm.errors import UnknownModel
 
 _CLASSES = 1000
 _NAME = re.compile(r"^(?P<width>sm|md)?(?P<family>resnet|vgg)(?P<depth>\d+)$", re.IGNORECASE)
@@ -60,8 +60,7 @@ def model_features(name: str) -> ModelFeatures:
     """FLOPs and parameters of a zoo model; WorkloadError names the accepted forms."""
     match = _NAME.match(name.strip())
     if match is None:
-        raise WorkloadError(
-            "model",
+        raise UnknownModel(
             f"unknown model {name!r}; use [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, "
             "mdResnet12, smVGG7",
         )
@@ -80,8 +79,7 @@ def resnet_stages(depth: int) -> tuple[int, ...]:
     if depth in _RESNET_STAGES:
         return _RESNET_STAGES[depth]
     if depth >= 50 or depth < 10 or depth % 2:
-        raise WorkloadError(
-            "model",
+        raise UnknownModel(
             f"ResNet depth {depth} is not available; use an even depth from 10 to 48 "
             "or one of 50, 101, 152",
         )
@@ -97,9 +95,7 @@ def vgg_stages(depth: int) -> tuple[int, ...]:
         return _VGG_STAGES[depth]
     convolutions = depth - 1
     if not 5 <= convolutions <= 18:
-        raise WorkloadError(
-            "model", f"VGG depth {depth} is not available; use a depth from 6 to 19"
-        )
+        raise UnknownModel(f"VGG depth {depth} is not available; use a depth from 6 to 19")
     stages = [1, 1, 1, 1, 1]
     for extra in range(convolutions - 5):
         stages[4 - extra % 3] += 1  # deep stages first, as VGG-16 and VGG-19 grow
