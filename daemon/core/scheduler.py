@@ -59,6 +59,7 @@ class _Job:
     measured_samples_per_s: float | None = None
     predicted_samples_per_s: float | None = None
     checkpoint: str = ""
+    restarts: int = 0
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ class JobStatus:
     predicted_samples_per_s: float | None
     measured_samples_per_s: float | None
     pause_cost_s: float | None
+    restarts: int = 0
+    checkpoint: str = ""
 
 
 @dataclass
@@ -115,6 +118,8 @@ class Scheduler:
             predicted_samples_per_s=job.predicted_samples_per_s,
             measured_samples_per_s=job.measured_samples_per_s,
             pause_cost_s=job.pause_cost_s,
+            restarts=job.restarts,
+            checkpoint=job.checkpoint,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
@@ -248,9 +253,25 @@ class Scheduler:
         if job.state.final:
             out.append(Record("stale", job_id, {"message": state.value}))
             return
+        held = job.state.holds_resources
+        if state is JobState.FAILED and held and job.restarts < job.request.max_restarts:
+            self._restart(job, now, out, why)
+            return
         self._move(job, state, out, why)
         self._leave_round(job_id, now, out)
         self._completed(job_id, now)
+
+    def _restart(self, job: _Job, now: float, out: list[Command], why: str) -> None:
+        """The job's agent died: back to the arrival buffer, to be launched again from its
+        last checkpoint (Launch.resume_from) by the next round."""
+        job.restarts += 1
+        self._move(job, JobState.SUBMITTED, out, f"restart {job.restarts}: {why}")
+        out.append(Record("restart", job.request.id, {"restarts": job.restarts, "why": why}))
+        job.allocation = job.planned = None
+        self._leave_round(job.request.id, now, out)
+        self._arrivals.append(job.request.id)
+        if self._arrivals_due is None:
+            self._arrivals_due = now + self._config.arrival_window_s
 
     def _tick(self, now: float, out: list[Command]) -> None:
         current = self._round

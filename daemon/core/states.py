@@ -43,18 +43,23 @@ TRANSITIONS = MappingProxyType(
         _S.SUBMITTED: frozenset({_S.PENDING, _S.CANCELLED}),
         # launched with its allocation; cancelled before it ever ran
         _S.PENDING: frozenset({_S.STARTING, _S.CANCELLED}),
-        # its agent said hello; it never came up; cancelled while starting
-        _S.STARTING: frozenset({_S.RUNNING, _S.FAILED, _S.CANCELLED}),
+        # its agent said hello; it never came up; cancelled while starting; its agent died
+        # and its restart policy relaunches it (from here on, every holding state has that)
+        _S.STARTING: frozenset({_S.RUNNING, _S.FAILED, _S.CANCELLED, _S.SUBMITTED}),
         # a new plan changes it; it ended on its own; it died; the user cancelled it; a
         # straggler whose late `paused` arrives after its round gave up is told to resume
-        _S.RUNNING: frozenset({_S.PAUSING, _S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.RESUMING}),
+        _S.RUNNING: frozenset(
+            {_S.PAUSING, _S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.RESUMING, _S.SUBMITTED}
+        ),
         # it paused; it finished its last iteration first; a straggler past the pause timeout
         # keeps running with its old allocation; it died; cancelled
-        _S.PAUSING: frozenset({_S.PAUSED, _S.COMPLETED, _S.RUNNING, _S.FAILED, _S.CANCELLED}),
+        _S.PAUSING: frozenset(
+            {_S.PAUSED, _S.COMPLETED, _S.RUNNING, _S.FAILED, _S.CANCELLED, _S.SUBMITTED}
+        ),
         # told to resume with its new allocation; died while paused; cancelled
-        _S.PAUSED: frozenset({_S.RESUMING, _S.FAILED, _S.CANCELLED}),
+        _S.PAUSED: frozenset({_S.RESUMING, _S.FAILED, _S.CANCELLED, _S.SUBMITTED}),
         # resumed; finished right after resuming; died on the way; cancelled
-        _S.RESUMING: frozenset({_S.RUNNING, _S.COMPLETED, _S.FAILED, _S.CANCELLED}),
+        _S.RESUMING: frozenset({_S.RUNNING, _S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.SUBMITTED}),
         _S.COMPLETED: frozenset(),
         _S.FAILED: frozenset(),
         _S.CANCELLED: frozenset(),

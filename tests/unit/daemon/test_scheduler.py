@@ -1,5 +1,7 @@
 """The scheduler core driven with literal events and a hand-held clock."""
 
+from dataclasses import replace
+
 import pytest
 
 from daemon.core.errors import SchedulerError, UnknownJob
@@ -178,6 +180,26 @@ def test_lost_job_fails_and_frees_its_workers() -> None:
     out = core.handle(Tick(), now=12.0)  # b last heard at 1.5: lost
     assert core.status("b").state is JobState.FAILED
     assert only(out, Pause) == [Pause("a", 3)]
+
+
+def test_a_dead_agent_is_relaunched_from_its_checkpoint_within_its_restart_cap() -> None:
+    core = scheduler(cpu_workers=12)
+    request = replace(job("a"), max_restarts=1)
+    (launch,) = only(core.handle(JobSubmitted(request), 0.0), Launch)
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    (pause,) = only(core.handle(JobSubmitted(job("b")), 1.0), Pause)  # a shrinks for b
+    out = core.handle(Paused("a", pause.gen, 40, "/ckpt/a"), 1.0)
+    (resume,) = only(out, Resume)
+    core.handle(Resumed("a", resume.gen, resume.allocation.workers_per_gpu, 0.5), 1.5)
+    out = core.handle(Failed("a", "agent exited with code -9"), now=2.0)
+    assert core.status("a").state is JobState.STARTING  # window 0: replanned at once
+    assert core.status("a").restarts == 1
+    (relaunch,) = only(out, Launch)
+    assert relaunch.resume_from == "/ckpt/a"
+    assert [r.data["restarts"] for r in records(out, "restart")] == [1]
+    core.handle(AgentHello("a", relaunch.gen, 40), 2.5)
+    core.handle(Failed("a", "agent exited with code 1"), now=3.0)
+    assert core.status("a").state is JobState.FAILED  # the cap is reached
 
 
 def test_cancel_while_pausing_lets_the_round_finish() -> None:
