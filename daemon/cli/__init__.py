@@ -7,6 +7,7 @@ machines is one JSON object on stdout; diagnostics go to stderr.
 import typer
 
 from daemon.cli.allocate import register_allocate
+from daemon.cli.serve import register_serve
 from daemon.cli.simulate import register_simulate
 from daemon.cli.tpm_commands import tpm_app
 from daemon.cli.workload_commands import workload_app
@@ -21,3 +22,4 @@ app.add_typer(tpm_app, name="tpm")
 app.add_typer(workload_app, name="workload")
 register_allocate(app)
 register_simulate(app)
+register_serve(app)

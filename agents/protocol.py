@@ -1,0 +1,135 @@
+"""The ZeroMQ messages between the daemon and each job's application master (DESIGN.md,
+"Agent protocol"). No torch here: the daemon imports this module.
+
+Every message is one JSON object with `type` (the discriminator), `v` (protocol version),
+`job`, `gen` and `ts`. Unknown fields and unknown types are refused, so a misspelt field
+is an error at the edge, not a silent default. `decode` turns bytes into a message or
+raises `ProtocolError` saying what was wrong; `encode` is its inverse.
+"""
+
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+VERSION = 1
+DecodeMode = Literal["cpu", "device"]
+AgentState = Literal["starting", "running", "paused"]
+
+
+class ProtocolError(ValueError):
+    """Bytes that are not a message of this protocol version; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    v: Literal[1] = 1  # VERSION
+    job: str = Field(min_length=1, max_length=128)
+    gen: int = Field(0, ge=0)
+    ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
+
+
+# ---- agent to daemon ---------------------------------------------------------------------
+
+
+class Hello(_Message):
+    """Sent on connect and on reconnect: the daemon re-attaches the agent to its job."""
+
+    type: Literal["hello"] = "hello"
+    pid: int = Field(ge=1)
+    state: AgentState = "starting"
+    iteration: int = Field(0, ge=0)
+
+
+class HeartbeatMessage(_Message):
+    """Every second while the job trains: progress and measured rates."""
+
+    type: Literal["heartbeat"] = "heartbeat"
+    iteration: int = Field(ge=0)
+    samples: int = Field(ge=0, description="samples trained so far")
+    idle_s: float = Field(ge=0.0, description="seconds waiting for batches this interval")
+    step_s: float = Field(ge=0.0, description="seconds computing this interval")
+    samples_per_s: float = Field(ge=0.0)
+    workers: int = Field(ge=0, description="loader workers per GPU now")
+    share: float = Field(0.0, ge=0.0, le=1.0, description="decoder share now")
+
+
+class PausedMessage(_Message):
+    type: Literal["paused"] = "paused"
+    iteration: int = Field(ge=0)
+    checkpoint: str = ""
+
+
+class ResumedMessage(_Message):
+    type: Literal["resumed"] = "resumed"
+    workers: int = Field(ge=1)
+    share: float = Field(0.0, ge=0.0, le=1.0)
+    gap_s: float = Field(ge=0.0, description="pause received to first new step")
+
+
+class FinishedMessage(_Message):
+    type: Literal["finished"] = "finished"
+    iteration: int = Field(0, ge=0)
+
+
+class FailedMessage(_Message):
+    type: Literal["failed"] = "failed"
+    error: str = Field(max_length=4096)
+
+
+# ---- daemon to agent ---------------------------------------------------------------------
+
+
+class PauseMessage(_Message):
+    type: Literal["pause"] = "pause"
+
+
+class ResumeMessage(_Message):
+    type: Literal["resume"] = "resume"
+    workers_per_gpu: int = Field(ge=1)
+    decoder_share: float = Field(0.0, ge=0.0, le=1.0)
+    decode_mode: DecodeMode = "cpu"
+
+
+class CancelMessage(_Message):
+    type: Literal["cancel"] = "cancel"
+
+
+AgentMessage = Annotated[
+    Hello | HeartbeatMessage | PausedMessage | ResumedMessage | FinishedMessage | FailedMessage,
+    Field(discriminator="type"),
+]
+DaemonMessage = Annotated[PauseMessage | ResumeMessage | CancelMessage, Field(discriminator="type")]
+_FROM_AGENT: TypeAdapter[AgentMessage] = TypeAdapter(AgentMessage)
+_FROM_DAEMON: TypeAdapter[DaemonMessage] = TypeAdapter(DaemonMessage)
+MAX_MESSAGE_BYTES = 64 * 1024
+M = TypeVar("M")
+
+
+def encode(message: _Message) -> bytes:
+    return message.model_dump_json().encode()
+
+
+def decode_agent(data: bytes) -> AgentMessage:
+    """A message an agent sent; ProtocolError names the field that is wrong."""
+    return _decode(_FROM_AGENT, data)
+
+
+def decode_daemon(data: bytes) -> DaemonMessage:
+    """A message the daemon sent; ProtocolError names the field that is wrong."""
+    return _decode(_FROM_DAEMON, data)
+
+
+def _decode(adapter: TypeAdapter[M], data: bytes) -> M:
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {len(data)} bytes; the limit is {MAX_MESSAGE_BYTES}")
+    try:
+        return adapter.validate_json(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "message"
+        raise ProtocolError(f"{where}: {first['msg']}") from None

@@ -1,0 +1,221 @@
+"""`stoker agent --simulate`: an application master that trains nothing but speaks the real
+protocol over real ZeroMQ, so the daemon, its tests and its demo run on any machine.
+
+It says it is simulated in its log and in every checkpoint it writes. An iteration takes
+the longer of the GPU step (`step_time_s`) and the time its loader workers need for one
+mini-batch per GPU (`batch_size / gpus x sample_cost_s / workers`), the waiting counted as
+idle: formula 5's min(mu, lambda) without contention. Pause, checkpoint (atomic:
+temp file, fsync, rename) and resume behave as DESIGN.md's hot resize; a job started with
+`--resume-from` continues from the checkpoint's iteration.
+"""
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import zmq
+
+from agents.protocol import (
+    CancelMessage,
+    FinishedMessage,
+    HeartbeatMessage,
+    Hello,
+    PausedMessage,
+    PauseMessage,
+    ResumedMessage,
+    ResumeMessage,
+    decode_daemon,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SimulatedJob:
+    job_id: str
+    endpoint: str  # the daemon's ROUTER, e.g. ipc:///state/agents.sock
+    iterations: int
+    batch_size: int
+    workers_per_gpu: int
+    checkpoint_dir: Path
+    gpus: int = 1
+    step_time_s: float = 0.05
+    sample_cost_s: float = 0.0
+    pause_s: float = 0.05
+    resume_s: float = 0.05
+    heartbeat_s: float = 1.0
+    gen: int = 0
+    resume_from: Path | None = None
+
+
+class _Cancelled(Exception):
+    pass
+
+
+class SimulatedAgent:
+    def __init__(self, job: SimulatedJob) -> None:
+        self.job = job
+        self.iteration = 0
+        self.workers = job.workers_per_gpu
+        self.gen = job.gen
+        if job.resume_from is not None:
+            self.iteration = int(json.loads(job.resume_from.read_text())["iteration"])
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.IDENTITY, job.job_id.encode())
+        self._socket.setsockopt(zmq.LINGER, 2000)
+        self._socket.connect(job.endpoint)
+
+    def run(self) -> int:
+        """Train to the end or until cancelled; the process exit code."""
+        log.info("job %s: simulated agent (no real training), pid %d", self.job.job_id, os.getpid())
+        self._send(
+            Hello(job=self.job.job_id, gen=self.gen, pid=os.getpid(), iteration=self.iteration)
+        )
+        try:
+            self._train()
+        except _Cancelled:
+            log.info("job %s: cancelled at iteration %d", self.job.job_id, self.iteration)
+            return 0
+        finally:
+            self._socket.close()
+            self._context.term()
+        return 0
+
+    def _train(self) -> None:
+        window_start, window_samples = time.monotonic(), 0
+        idle_s = step_s = 0.0
+        while self.iteration < self.job.iterations:
+            self._poll(block_s=0.0)
+            per_gpu = self.job.batch_size / self.job.gpus
+            step = max(self.job.step_time_s, per_gpu * self.job.sample_cost_s / self.workers)
+            time.sleep(step)
+            step_s += self.job.step_time_s
+            idle_s += step - self.job.step_time_s
+            self.iteration += 1
+            window_samples += self.job.batch_size
+            elapsed = time.monotonic() - window_start
+            if elapsed >= self.job.heartbeat_s:
+                self._send(
+                    HeartbeatMessage(
+                        job=self.job.job_id,
+                        gen=self.gen,
+                        iteration=self.iteration,
+                        samples=self.iteration * self.job.batch_size,
+                        idle_s=idle_s,
+                        step_s=step_s,
+                        samples_per_s=window_samples / elapsed,
+                        workers=self.workers,
+                    )
+                )
+                window_start, window_samples, idle_s, step_s = time.monotonic(), 0, 0.0, 0.0
+        self._send(FinishedMessage(job=self.job.job_id, gen=self.gen, iteration=self.iteration))
+
+    def _poll(self, block_s: float) -> None:
+        """Apply every command waiting, blocking up to `block_s` for the first."""
+        timeout_ms = int(block_s * 1000)
+        while self._socket.poll(timeout_ms, zmq.POLLIN):
+            timeout_ms = 0
+            message = decode_daemon(self._socket.recv())
+            match message:
+                case PauseMessage():
+                    self._pause(message.gen)
+                case CancelMessage():
+                    raise _Cancelled
+                case ResumeMessage():
+                    log.info(
+                        "job %s: resume for gen %d while running", self.job.job_id, message.gen
+                    )
+
+    def _pause(self, gen: int) -> None:
+        paused_at = time.monotonic()
+        time.sleep(self.job.pause_s)
+        checkpoint = self._checkpoint()
+        self._send(
+            PausedMessage(
+                job=self.job.job_id, gen=gen, iteration=self.iteration, checkpoint=str(checkpoint)
+            )
+        )
+        while True:  # paused: only resume or cancel moves us on
+            if not self._socket.poll(int(self.job.heartbeat_s * 1000), zmq.POLLIN):
+                continue
+            message = decode_daemon(self._socket.recv())
+            if isinstance(message, CancelMessage):
+                raise _Cancelled
+            if isinstance(message, ResumeMessage):
+                time.sleep(self.job.resume_s)
+                self.gen, self.workers = message.gen, message.workers_per_gpu
+                self._send(
+                    ResumedMessage(
+                        job=self.job.job_id,
+                        gen=self.gen,
+                        workers=self.workers,
+                        gap_s=time.monotonic() - paused_at,
+                    )
+                )
+                return
+
+    def _checkpoint(self) -> Path:
+        self.job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        final = self.job.checkpoint_dir / "checkpoint.json"
+        temporary = final.with_suffix(".tmp")
+        state = {"simulated": True, "job": self.job.job_id, "iteration": self.iteration}
+        with temporary.open("w") as handle:
+            json.dump(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.replace(final)
+        return final
+
+    def _send(
+        self, message: Hello | HeartbeatMessage | PausedMessage | ResumedMessage | FinishedMessage
+    ) -> None:
+        self._socket.send(encode(message.model_copy(update={"ts": time.time()})))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m agents.simulated ...`, which the daemon's launcher runs per job."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--iterations", type=int, required=True)
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--workers", type=int, required=True)
+    parser.add_argument("--checkpoint-dir", type=Path, required=True)
+    parser.add_argument("--gen", type=int, default=0)
+    parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--step-time-s", type=float, required=True)
+    parser.add_argument("--sample-cost-s", type=float, required=True)
+    parser.add_argument("--pause-s", type=float, default=0.05)
+    parser.add_argument("--resume-s", type=float, default=0.05)
+    parser.add_argument("--heartbeat-s", type=float, default=1.0)
+    parser.add_argument("--resume-from", type=Path, default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    job = SimulatedJob(
+        job_id=args.job,
+        endpoint=args.endpoint,
+        iterations=args.iterations,
+        batch_size=args.batch_size,
+        workers_per_gpu=args.workers,
+        checkpoint_dir=args.checkpoint_dir,
+        gpus=args.gpus,
+        step_time_s=args.step_time_s,
+        sample_cost_s=args.sample_cost_s,
+        pause_s=args.pause_s,
+        resume_s=args.resume_s,
+        heartbeat_s=args.heartbeat_s,
+        gen=args.gen,
+        resume_from=args.resume_from,
+    )
+    return SimulatedAgent(job).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

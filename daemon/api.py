@@ -1,0 +1,322 @@
+"""The REST API under /v1 (DESIGN.md, "Interfaces users touch"). `create_app(config)` builds
+the app; its lifespan starts the service (store, agent link, the one writer) and stops it.
+
+Every route but /healthz needs `Authorization: Bearer <token>`. Tokens map to tenants in
+the config; with none configured, the first start writes an admin token to
+`<state dir>/admin.token` (mode 0600). A tenant sees and cancels only its own jobs (another
+tenant's job is a 404, as if it did not exist); `admin` sees all.
+"""
+
+import asyncio
+import contextlib
+import hmac
+import logging
+import os
+import secrets
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from allocator import InvalidRequest, ThroughputModel
+from daemon.config import DaemonConfig
+from daemon.service import Service, SubmitError, new_job_id
+from daemon.store import JobRecord
+from tpm import UnknownModel
+
+log = logging.getLogger(__name__)
+
+ADMIN = "admin"
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
+
+
+class JobSubmission(BaseModel):
+    """A training job. The minimum is name, model, batch_size, gpus and iterations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN, description="letters, digits, . _ -; 64 at most")
+    model: str = Field(min_length=1, max_length=64, description="a zoo name, e.g. Resnet18")
+    batch_size: int = Field(ge=1, le=65536, description="global batch")
+    gpus: int = Field(ge=1, le=64)
+    iterations: int = Field(ge=1, le=10**9)
+    dataset: str | None = Field(None, max_length=4096, description="dataset folder")
+    decode_mode: Literal["cpu", "device"] = "cpu"
+    gpu_indices: list[int] | None = Field(None, description="pin to these GPUs")
+    max_restarts: int | None = Field(None, ge=0, le=100, description="relaunches after a crash")
+
+
+class JobView(BaseModel):
+    id: str
+    name: str
+    tenant: str
+    state: str
+    model: str
+    gpus: int
+    batch_size: int
+    iterations: int
+    iteration: int
+    gpu_indices: list[int]
+    workers_per_gpu: int | None
+    predicted_samples_per_s: float | None
+    measured_samples_per_s: float | None
+    restarts: int
+    submitted_at: float
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def _tenant(request: Request) -> str:
+    """The tenant whose bearer token the request carries; 401 otherwise."""
+    tokens: dict[str, str] = request.app.state.tokens
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and token:
+        for name, known in tokens.items():
+            if hmac.compare_digest(token.encode(), known.encode()):
+                return name
+    raise HTTPException(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+
+
+Who = Annotated[str, Depends(_tenant)]
+Daemon = Annotated[Service, Depends(_service)]
+v1 = APIRouter(prefix="/v1")
+
+
+def _visible(service: Service, who: str, job_id: str) -> JobRecord:
+    """The job, if `who` may see it; another tenant's job is as absent as a missing one."""
+    record = service.store.job(job_id)
+    if record is None or who not in (ADMIN, record.tenant):
+        raise HTTPException(404, f"no job {job_id!r}")
+    return record
+
+
+def _mine(service: Service, who: str) -> set[str]:
+    return {record.id for record in service.store.jobs(None if who == ADMIN else who)}
+
+
+@v1.post("/jobs", status_code=201)
+async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
+    """Submit a job; it is committed to the state file before this returns."""
+    if not service.accepting:
+        raise HTTPException(503, "the daemon is shutting down")
+    now = time.time()
+    record = JobRecord(
+        id=new_job_id(body.name),
+        tenant=who,
+        name=body.name,
+        spec=body.model_dump(),
+        state="submitted",
+        submitted_at=now,
+        updated_at=now,
+        restarts=0,
+        checkpoint="",
+        pid=None,
+    )
+    try:
+        await service.submit(record)
+    except SubmitError as error:
+        raise _unprocessable(error.field, error.message) from None
+    except UnknownModel as error:
+        raise _unprocessable("model", error.message) from None
+    except InvalidRequest as error:
+        raise _unprocessable(error.field, error.problem) from None
+    return _view(service, record)
+
+
+@v1.get("/jobs")
+async def jobs(who: Who, service: Daemon) -> list[JobView]:
+    return [_view(service, r) for r in service.store.jobs(None if who == ADMIN else who)]
+
+
+@v1.get("/jobs/{job_id}")
+async def job(job_id: str, who: Who, service: Daemon) -> JobView:
+    return _view(service, _visible(service, who, job_id))
+
+
+@v1.get("/jobs/{job_id}/events")
+async def job_events(
+    job_id: str, who: Who, service: Daemon, after: Annotated[int, Query(ge=0)] = 0
+) -> list[dict[str, Any]]:
+    _visible(service, who, job_id)
+    return [vars(event) for event in service.store.events(job_id, after=after)]
+
+
+@v1.delete("/jobs/{job_id}")
+async def cancel(job_id: str, who: Who, service: Daemon) -> JobView:
+    """Cancel a job: its agent is told to stop, and killed if it does not within 5 s."""
+    _visible(service, who, job_id)
+    await service.cancel(job_id)
+    return _view(service, _visible(service, who, job_id))
+
+
+@v1.get("/allocations")
+async def allocations(who: Who, service: Daemon) -> dict[str, Any]:
+    """What every running job has now, with its predicted and measured throughput."""
+    mine = _mine(service, who)
+    current: dict[str, Any] = {}
+    for job_id, status in service.scheduler.jobs().items():
+        if job_id not in mine or status.state.final or status.allocation is None:
+            continue
+        current[job_id] = {
+            "workers_per_gpu": status.allocation.workers_per_gpu,
+            "decoder_share": status.allocation.decoder_share,
+            "predicted_samples_per_s": status.predicted_samples_per_s,
+            "measured_samples_per_s": status.measured_samples_per_s,
+        }
+    return {"generation": service.scheduler.generation, "allocations": current}
+
+
+@v1.get("/allocations/history")
+async def history(
+    who: Who, service: Daemon, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> list[dict[str, Any]]:
+    """The newest plans first, each with the allocations of the caller's jobs."""
+    mine = _mine(service, who)
+    plans = service.store.plans(limit)
+    for plan in plans:
+        plan["allocations"] = {k: v for k, v in plan["allocations"].items() if k in mine}
+    return plans
+
+
+@v1.get("/events")
+async def events(
+    who: Who,
+    service: Daemon,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+) -> list[dict[str, Any]]:
+    """Events with a sequence number above `after`, oldest first: poll with the last one."""
+    mine = _mine(service, who)
+    return [
+        vars(event)
+        for event in service.store.events(after=after, limit=limit)
+        if event.job_id in mine or (who == ADMIN and event.job_id is None)
+    ]
+
+
+@v1.get("/node")
+async def node(_: Who, service: Daemon) -> dict[str, Any]:
+    config = service.config
+    busy = sum(
+        (status.allocation.workers_per_gpu if status.allocation else 0)
+        * len(service.placement.get(job_id, ()))
+        for job_id, status in service.scheduler.jobs().items()
+        if not status.state.final
+    )
+    return {
+        "gpus": service.slots if service.uses_gpus else 0,
+        "cpu_training_slots": 0 if service.uses_gpus else service.slots,
+        "cpu_workers": config.node.cpu_workers,
+        "loader_processes_allocated": busy,
+        "policy": config.scheduler.policy,
+        "agent_mode": config.agent_mode,
+        "jobs_waiting_for_gpus": len(service.waiting),
+        "agent_messages_refused": service.link.malformed,
+    }
+
+
+def create_app(config: DaemonConfig, model: ThroughputModel) -> FastAPI:
+    """The daemon as an ASGI app; serving it starts the service, stopping it stops it."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = Service(config, model)
+        service.link.bind()
+        app.state.service = service
+        tasks = [
+            asyncio.create_task(service.run(), name="writer"),
+            asyncio.create_task(service.link.serve(service.deliver), name="agent-link"),
+        ]
+        log.info("state in %s, agents on %s", config.state_dir, service.link.endpoint)
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await service.shutdown()
+
+    app = FastAPI(title="stoker", version="0.1.0", lifespan=lifespan)
+    app.state.tokens = _tokens(config)
+    app.include_router(v1)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        problems = [
+            {
+                "field": ".".join(str(part) for part in item["loc"] if part != "body"),
+                "message": item["msg"],
+            }
+            for item in error.errors()
+        ]
+        return JSONResponse({"detail": problems}, status_code=422)
+
+    @app.middleware("http")
+    async def bounded(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > config.max_body_bytes:
+            detail = f"body over {config.max_body_bytes} bytes"
+            return JSONResponse({"detail": detail}, status_code=413)
+        return await call_next(request)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+def _unprocessable(field: str, message: str) -> HTTPException:
+    return HTTPException(422, [{"field": field, "message": message}])
+
+
+def _view(service: Service, record: JobRecord) -> JobView:
+    fresh = service.store.job(record.id) or record
+    spec = fresh.spec
+    status = service.scheduler.jobs().get(fresh.id)
+    allocation = status.allocation if status is not None else None
+    return JobView(
+        id=fresh.id,
+        name=fresh.name,
+        tenant=fresh.tenant,
+        state=fresh.state,
+        model=spec["model"],
+        gpus=spec["gpus"],
+        batch_size=spec["batch_size"],
+        iterations=spec["iterations"],
+        iteration=max(fresh.iteration, status.iteration if status is not None else 0),
+        gpu_indices=list(service.placement.get(fresh.id, ())),
+        workers_per_gpu=allocation.workers_per_gpu if allocation is not None else None,
+        predicted_samples_per_s=status.predicted_samples_per_s if status else None,
+        measured_samples_per_s=status.measured_samples_per_s if status else None,
+        restarts=fresh.restarts,
+        submitted_at=fresh.submitted_at,
+    )
+
+
+def _tokens(config: DaemonConfig) -> dict[str, str]:
+    """tenant -> token; with none configured, the admin token in the state dir."""
+    if config.tokens:
+        return dict(config.tokens)
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    path = admin_token_path(config.state_dir)
+    if not path.exists():
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+        log.warning("no tokens configured: admin token written to %s", path)
+    return {ADMIN: path.read_text().strip()}
+
+
+def admin_token_path(state_dir: Path) -> Path:
+    return state_dir / "admin.token"

@@ -1,0 +1,87 @@
+"""`stoker serve` (the daemon) and `stoker agent --simulate` (one simulated job)."""
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import uvicorn
+
+from agents.simulated import main as simulated_agent
+from daemon.api import create_app
+from daemon.cli.common import fail, read_text
+from daemon.config import ConfigError, load_config
+from tpm import FittedTPM, TpmError
+
+DEFAULT_TPM = Path(__file__).resolve().parents[1] / "assets" / "default-tpm.json"
+
+
+def register_serve(app: typer.Typer) -> None:
+    app.command("serve")(serve)
+    app.command("agent")(agent)
+
+
+def serve(
+    *,
+    config: Annotated[Path | None, typer.Option(help="a TOML settings file")] = None,
+    state_dir: Annotated[Path | None, typer.Option(help="where state lives [.stoker]")] = None,
+    host: Annotated[str | None, typer.Option(help="address to bind [127.0.0.1]")] = None,
+    port: Annotated[int | None, typer.Option(help="port [8470]")] = None,
+    agent_mode: Annotated[
+        str | None, typer.Option(help="how jobs run: simulate (stoker agent --simulate)")
+    ] = None,
+    window: Annotated[
+        float | None, typer.Option(help="arrival and completion windows, seconds [30]")
+    ] = None,
+    policy: Annotated[str | None, typer.Option(help="allocation policy [optimal]")] = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+) -> None:
+    """Run the daemon: REST API, agent link, scheduler. Stops cleanly on SIGTERM or Ctrl-C."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    overrides: dict[str, object] = {
+        "state_dir": state_dir,
+        "host": host,
+        "port": port,
+        "agent_mode": agent_mode,
+    }
+    try:
+        settings = load_config(config, **overrides)
+        changed: dict[str, object] = {"policy": policy} if policy else {}
+        if window is not None:
+            changed |= {"arrival_window_s": window, "completion_window_s": window}
+        if changed:
+            scheduler = settings.scheduler.model_validate(settings.scheduler.model_dump() | changed)
+            settings = settings.model_copy(update={"scheduler": scheduler})
+    except ConfigError as error:
+        fail(str(error))
+    except ValueError as error:
+        fail(f"--policy or --window: {error}")
+    tpm_path = settings.tpm or DEFAULT_TPM
+    try:
+        model = FittedTPM.from_json(read_text(tpm_path, "TPM model"), str(tpm_path))
+    except TpmError as error:
+        fail(str(error))
+    typer.echo(
+        f"stoker: serving http://{settings.host}:{settings.port}/docs, state in "
+        f"{settings.state_dir.resolve()}, policy {settings.scheduler.policy}",
+        err=True,
+    )
+    uvicorn.run(
+        create_app(settings, model),
+        host=settings.host,
+        port=settings.port,
+        log_level=log_level.lower(),
+        timeout_graceful_shutdown=10,
+    )
+
+
+def agent(
+    simulate: Annotated[bool, typer.Option(help="speak the protocol, train nothing")] = False,
+    args: Annotated[list[str] | None, typer.Argument(help="agent options (see --help)")] = None,
+) -> None:
+    """Run one job's application master (the daemon's launcher does this)."""
+    if not simulate:
+        fail("only --simulate agents exist yet: the PyTorch application master is issue 5")
+    raise typer.Exit(simulated_agent(args or []))

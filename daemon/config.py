@@ -1,0 +1,122 @@
+"""The daemon's settings: one validated object built at start-up and passed down.
+
+Sources, strongest first: `stoker serve` flags, `STOKER_*` environment variables
+(`STOKER_PORT=9000`, `STOKER_NODE__CPU_WORKERS=12`), the TOML file given with `--config`,
+then these defaults. pydantic-settings reads the environment and the file; a bad key or
+value fails start-up with a message naming it (`load_config`).
+"""
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from allocator import POLICIES
+
+
+class ConfigError(ValueError):
+    """A setting that cannot be used; the message names the key and what to change."""
+
+
+class NodeConfig(BaseModel):
+    """What the node offers. With no GPUs, `cpu_slots` training slots stand in for them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    gpus: int | None = Field(None, ge=0, description="GPUs; unset = detect (nvidia-smi)")
+    cpu_slots: int = Field(4, ge=1, description="training slots on a node without GPUs")
+    cpu_workers: int = Field(18, ge=1, description="loader processes the node allows (C)")
+    max_jobs_per_gpu: int = Field(2, ge=1, description="jobs that may share one GPU")
+
+
+class SchedulerSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    policy: str = "optimal"
+    arrival_window_s: float = Field(30.0, ge=0.0)
+    completion_window_s: float = Field(30.0, ge=0.0)
+    pause_timeout_s: float = Field(60.0, gt=0.0)
+    heartbeat_timeout_s: float = Field(10.0, gt=0.0)
+    gate: bool = True
+
+    @field_validator("policy")
+    @classmethod
+    def _known_policy(cls, policy: str) -> str:
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+        return policy
+
+
+class SimulatedAgents(BaseModel):
+    """How `stoker agent --simulate` trains: at the rates the TPM predicts for the job (its
+    step time, and its loading rate with the workers it has), every duration multiplied by
+    `time_scale` (0.1 runs ten times faster than the predicted job)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    time_scale: float = Field(1.0, gt=0.0, le=100.0)
+    pause_s: float = Field(0.2, ge=0.0, description="checkpoint time")
+    resume_s: float = Field(0.2, ge=0.0, description="worker restart time")
+
+
+class DaemonConfig(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="STOKER_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    state_dir: Path = Path(".stoker")
+    host: str = "127.0.0.1"
+    port: int = Field(8470, ge=0, le=65535)
+    agent_mode: Literal["simulate"] = Field(
+        "simulate",
+        description="simulate: `stoker agent --simulate` per job. The PyTorch masters "
+        "(`process`) come with the application master (issue 5).",
+    )
+    tpm: Path | None = Field(None, description="a fitted model (stoker tpm fit); unset = built-in")
+    tokens: dict[str, str] = Field(
+        default_factory=dict, description="tenant name -> bearer token; admin is `admin`"
+    )
+    heartbeat_s: float = Field(1.0, gt=0.0)
+    max_restarts: int = Field(2, ge=0, description="relaunches of a job whose agent died")
+    max_body_bytes: int = Field(64 * 1024, ge=1024)
+    node: NodeConfig = NodeConfig()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    simulated: SimulatedAgents = SimulatedAgents()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The file is `model_config["toml_file"]`, set by load_config on a subclass.
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+
+def load_config(path: Path | None = None, **overrides: object) -> DaemonConfig:
+    """Settings from flags (`overrides`, None meaning unset), env and `path`."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if path is not None and not path.is_file():
+        raise ConfigError(f"--config: no file at {path}")
+
+    class FromFile(DaemonConfig):
+        model_config = SettingsConfigDict(toml_file=path)
+
+    try:
+        return DaemonConfig.model_validate(FromFile(**given).model_dump())  # type: ignore[arg-type]
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        source = f" (in {path})" if path else ""
+        raise ConfigError(f"{where}{source}: {first['msg']}") from None
+    except ValueError as error:  # a TOML file that does not parse
+        raise ConfigError(f"--config {path}: {error}") from None

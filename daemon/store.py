@@ -1,0 +1,249 @@
+"""The daemon's state on disk: SQLite in WAL mode at `<state dir>/stoker.db` (DESIGN.md,
+"Persistence").
+
+Jobs, their append-only events and the allocation plans. Every write commits before it
+returns, so a REST reply never acknowledges what a crash could lose. SQL is parameterised;
+JSON columns hold what the REST layer shows. One connection, used by the daemon's one
+writer task only (STYLE.md, "One writer").
+"""
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL,
+    spec TEXT NOT NULL,            -- the submitted body, JSON
+    state TEXT NOT NULL,
+    submitted_at REAL NOT NULL,    -- wall clock, seconds since the epoch
+    updated_at REAL NOT NULL,
+    restarts INTEGER NOT NULL DEFAULT 0,
+    checkpoint TEXT NOT NULL DEFAULT '',
+    iteration INTEGER NOT NULL DEFAULT 0,  -- at the last checkpoint or the end
+    pid INTEGER                    -- the agent process, while one runs
+);
+CREATE INDEX IF NOT EXISTS jobs_by_tenant ON jobs (tenant, submitted_at);
+CREATE TABLE IF NOT EXISTS job_events (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id TEXT,                   -- NULL for node-wide events (plans)
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS job_events_by_job ON job_events (job_id, seq);
+CREATE TABLE IF NOT EXISTS plans (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    gen INTEGER NOT NULL,          -- the scheduler's; counts again from 1 after a restart
+    at REAL NOT NULL,
+    policy TEXT NOT NULL,
+    allocations TEXT NOT NULL      -- {job_id: {workers_per_gpu, decoder_share, ...}}
+);
+"""
+
+
+class StoreError(RuntimeError):
+    """The state file cannot be used: another schema version, or not a stoker database."""
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    tenant: str
+    name: str
+    spec: dict[str, Any]
+    state: str
+    submitted_at: float
+    updated_at: float
+    restarts: int
+    checkpoint: str
+    pid: int | None
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    seq: int
+    job_id: str | None
+    at: float
+    kind: str
+    data: dict[str, Any]
+
+
+class Store:
+    """Open (creating if need be) the database at `path`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")  # an acknowledged write survives power loss
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def _migrate(self) -> None:
+        tables = {
+            row[0] for row in self._db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if "meta" in tables:
+            row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+            found = int(row[0]) if row else None
+            if found != SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: schema version {found}, this stoker reads {SCHEMA_VERSION}; "
+                    "use a new --state-dir or the stoker that wrote it"
+                )
+            return
+        if tables - {"sqlite_sequence"}:
+            raise StoreError(f"{self.path}: not a stoker state file (tables {sorted(tables)})")
+        self._db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+        )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ---- jobs ------------------------------------------------------------------------------
+
+    def add_job(self, record: JobRecord) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO jobs (id, tenant, name, spec, state, submitted_at, updated_at,"
+                " restarts, checkpoint, pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.id,
+                    record.tenant,
+                    record.name,
+                    json.dumps(record.spec),
+                    record.state,
+                    record.submitted_at,
+                    record.updated_at,
+                    record.restarts,
+                    record.checkpoint,
+                    record.pid,
+                ),
+            )
+            self._event(record.id, record.submitted_at, "submitted", {"tenant": record.tenant})
+
+    def update_job(self, job_id: str, at: float, **fields: object) -> None:
+        """Set some of `state`, `restarts`, `checkpoint`, `iteration`, `pid` on one job."""
+        allowed = {"state", "restarts", "checkpoint", "iteration", "pid"}
+        unknown = set(fields) - allowed
+        if unknown:
+            raise ValueError(f"not job columns: {sorted(unknown)}")
+        columns = ", ".join(f"{name} = ?" for name in fields)  # names checked above
+        with self._transaction():
+            self._db.execute(
+                f"UPDATE jobs SET {columns}, updated_at = ? WHERE id = ?",
+                (*fields.values(), at, job_id),
+            )
+
+    def job(self, job_id: str) -> JobRecord | None:
+        row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else _job(row)
+
+    def jobs(self, tenant: str | None = None) -> list[JobRecord]:
+        """Every job, oldest first; only `tenant`'s when given."""
+        if tenant is None:
+            rows = self._db.execute("SELECT * FROM jobs ORDER BY submitted_at, id")
+        else:
+            rows = self._db.execute(
+                "SELECT * FROM jobs WHERE tenant = ? ORDER BY submitted_at, id", (tenant,)
+            )
+        return [_job(row) for row in rows]
+
+    # ---- events and plans ------------------------------------------------------------------
+
+    def add_event(self, job_id: str | None, at: float, kind: str, data: Mapping[str, Any]) -> int:
+        with self._transaction():
+            return self._event(job_id, at, kind, data)
+
+    def _event(self, job_id: str | None, at: float, kind: str, data: Mapping[str, Any]) -> int:
+        cursor = self._db.execute(
+            "INSERT INTO job_events (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
+            (job_id, at, kind, json.dumps(dict(data), default=str)),
+        )
+        return int(cursor.lastrowid or 0)
+
+    def events(
+        self, job_id: str | None = None, after: int = 0, limit: int = 1000
+    ) -> list[EventRecord]:
+        """Events with seq > `after`, oldest first; one job's when `job_id` is given."""
+        if job_id is None:
+            rows = self._db.execute(
+                "SELECT * FROM job_events WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+            )
+        else:
+            rows = self._db.execute(
+                "SELECT * FROM job_events WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (job_id, after, limit),
+            )
+        return [
+            EventRecord(
+                seq=row["seq"],
+                job_id=row["job_id"],
+                at=row["at"],
+                kind=row["kind"],
+                data=json.loads(row["data"]),
+            )
+            for row in rows
+        ]
+
+    def add_plan(
+        self, gen: int, at: float, policy: str, allocations: Mapping[str, Mapping[str, Any]]
+    ) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO plans (gen, at, policy, allocations) VALUES (?, ?, ?, ?)",
+                (gen, at, policy, json.dumps(allocations)),
+            )
+
+    def plans(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest `limit` plans, newest first."""
+        rows = self._db.execute("SELECT * FROM plans ORDER BY seq DESC LIMIT ?", (limit,))
+        return [
+            {
+                "generation": row["gen"],
+                "at": row["at"],
+                "policy": row["policy"],
+                "allocations": json.loads(row["allocations"]),
+            }
+            for row in rows
+        ]
+
+
+def _job(row: sqlite3.Row) -> JobRecord:
+    return JobRecord(
+        id=row["id"],
+        tenant=row["tenant"],
+        name=row["name"],
+        spec=json.loads(row["spec"]),
+        state=row["state"],
+        submitted_at=row["submitted_at"],
+        updated_at=row["updated_at"],
+        restarts=row["restarts"],
+        checkpoint=row["checkpoint"],
+        pid=row["pid"],
+        iteration=row["iteration"],
+    )

@@ -1,0 +1,181 @@
+"""The daemon as users run it: `stoker serve` in a subprocess, REST over HTTP, simulated
+agents as real processes over real ZeroMQ, state in a real SQLite file."""
+
+import os
+import signal
+import sqlite3
+import stat
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import zmq
+
+from tests.integration.daemon_harness import Daemon, alive, daemon_factory, job_body, wait_for
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    yield from daemon_factory(tmp_path)
+
+
+def states(client: httpx.Client) -> dict[str, str]:
+    return {job["name"]: job["state"] for job in client.get("/v1/jobs").json()}
+
+
+def all_done(client: httpx.Client, names: set[str]) -> dict[str, str] | None:
+    now = states(client)
+    return now if set(now) == names and set(now.values()) == {"completed"} else None
+
+
+def submit(client: httpx.Client, name: str, **fields: Any) -> dict[str, Any]:
+    reply = client.post("/v1/jobs", json=job_body(name, **fields))
+    assert reply.status_code == 201, reply.text
+    body: dict[str, Any] = reply.json()
+    return body
+
+
+def agent_pids(daemon: Daemon) -> dict[str, int]:
+    """job id -> the agent pid the daemon recorded, read from its state file."""
+    with sqlite3.connect(daemon.state_dir / "stoker.db") as db:
+        rows = db.execute("SELECT id, pid FROM jobs WHERE pid IS NOT NULL").fetchall()
+    return {job_id: pid for job_id, pid in rows}
+
+
+def test_a_job_arriving_shrinks_the_running_one_through_pause_and_resume(
+    serve: Callable[..., Daemon],
+) -> None:
+    # 8 loader processes: alone, first takes what it can use; the loader-bound second
+    # then wins some of them back, which needs first to pause and resume with fewer.
+    daemon = serve(node={"cpu_slots": 4, "cpu_workers": 8})
+    with daemon.client() as client:
+        first = submit(client, "first", iterations=1500)
+        wait_for("first to run", lambda: states(client)["first"] == "running")
+        alone = client.get("/v1/allocations").json()["allocations"][first["id"]]
+        second = submit(client, "second", model="smResnet20", iterations=400)
+        wait_for("both to finish", lambda: all_done(client, {"first", "second"}), 90)
+
+        events = client.get(f"/v1/jobs/{first['id']}/events").json()
+        moves = [(e["data"]["from"], e["data"]["to"]) for e in events if e["kind"] == "state"]
+        assert ("running", "pausing") in moves and ("resuming", "running") in moves
+        history = client.get("/v1/allocations/history").json()
+        first_plans = [p["allocations"][first["id"]]["workers_per_gpu"] for p in history[::-1]]
+        assert first_plans[0] == alone["workers_per_gpu"]
+        assert len(set(first_plans)) > 1, "the arrival changed first's workers"
+        assert any(second["id"] in plan["allocations"] for plan in history)
+        done = client.get(f"/v1/jobs/{first['id']}").json()
+        assert done["iteration"] == 1500
+        assert done["measured_samples_per_s"] > 0 and done["predicted_samples_per_s"] > 0
+        checkpoint = daemon.state_dir / "jobs" / first["id"] / "checkpoint.json"
+        assert checkpoint.exists(), "the pause wrote a checkpoint"
+
+
+def test_bad_bodies_name_the_field(serve: Callable[..., Daemon]) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        cases = {
+            "iterations": {k: v for k, v in job_body("a").items() if k != "iterations"},
+            "gpus": job_body("a", gpus=0),
+            "name": job_body("../../etc"),
+            "model": job_body("a", model="AlexNet"),
+            "color": job_body("a", color="blue"),
+        }
+        for field, body in cases.items():
+            reply = client.post("/v1/jobs", json=body)
+            assert reply.status_code == 422, (field, reply.text)
+            assert field in {problem["field"] for problem in reply.json()["detail"]}, reply.text
+        too_many = client.post("/v1/jobs", json=job_body("a", gpus=5))
+        assert too_many.status_code == 422
+        assert "cpu_slots" in too_many.json()["detail"][0]["message"]
+        huge = client.post("/v1/jobs", content=b"x" * 100_000)
+        assert huge.status_code == 413
+        assert client.get("/v1/jobs").json() == [], "nothing half-written"
+        assert httpx.get(f"{daemon.url}/healthz").status_code == 200
+
+
+def test_tokens_and_tenants(serve: Callable[..., Daemon]) -> None:
+    tokens = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+    daemon = serve(tokens=tokens)
+    assert httpx.get(f"{daemon.url}/v1/jobs").status_code == 401
+    wrong = httpx.get(f"{daemon.url}/v1/jobs", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    with daemon.client("alice") as alice, daemon.client("bob") as bob:
+        mine = submit(alice, "alices", iterations=100_000)
+        assert mine["tenant"] == "alice"
+        assert bob.get(f"/v1/jobs/{mine['id']}").status_code == 404
+        assert bob.delete(f"/v1/jobs/{mine['id']}").status_code == 404
+        assert bob.get("/v1/jobs").json() == []
+        with daemon.client("admin") as admin:
+            assert [j["id"] for j in admin.get("/v1/jobs").json()] == [mine["id"]]
+        cancelled = alice.delete(f"/v1/jobs/{mine['id']}")
+        assert cancelled.status_code == 200
+        wait_for("the cancel", lambda: states(alice)["alices"] == "cancelled")
+
+
+def test_kill_9_of_the_daemon_loses_no_job(serve: Callable[..., Daemon]) -> None:
+    daemon = serve()
+    names = {"one", "two", "three"}
+    with daemon.client() as client:
+        for name in sorted(names):
+            submit(client, name, iterations=1200)
+        wait_for("jobs to run", lambda: "running" in states(client).values())
+    orphans = agent_pids(daemon)
+    assert orphans
+    daemon.kill(signal.SIGKILL)
+    assert any(alive(pid) for pid in orphans.values()), "agents outlive a killed daemon"
+
+    again = serve(state=daemon.state_dir.name)
+    with again.client() as client:
+        assert states(client).keys() == names, "every job is back"
+        done = wait_for("all three to finish", lambda: all_done(client, names), 90)
+        assert set(done.values()) == {"completed"}
+        restarted = [job for job in client.get("/v1/jobs").json() if job["restarts"] > 0]
+        assert restarted, "jobs that were running count a restart"
+    assert not any(alive(pid) for pid in orphans.values()), "the old agents were stopped"
+
+
+def test_an_agent_killed_is_relaunched_by_its_restart_policy(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        job = submit(client, "fragile", iterations=1500, max_restarts=1)
+        wait_for("it to run", lambda: states(client)["fragile"] == "running")
+        os.kill(agent_pids(daemon)[job["id"]], signal.SIGKILL)
+        wait_for("it to finish", lambda: all_done(client, {"fragile"}), 90)
+        assert client.get(f"/v1/jobs/{job['id']}").json()["restarts"] == 1
+        events = client.get(f"/v1/jobs/{job['id']}/events").json()
+        assert any(e["kind"] == "restart" for e in events)
+
+
+def test_malformed_agent_messages_are_counted_and_the_daemon_carries_on(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    socket_path = daemon.state_dir / "agents.sock"
+    assert stat.S_IMODE(socket_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((daemon.state_dir / "admin.token").stat().st_mode) == 0o600
+    context = zmq.Context()
+    rogue = context.socket(zmq.DEALER)
+    rogue.setsockopt(zmq.IDENTITY, b"nobody")
+    rogue.setsockopt(zmq.LINGER, 0)
+    rogue.connect(f"ipc://{socket_path}")
+    try:
+        rogue.send(b"not json")
+        rogue.send(b'{"type": "hello", "job": "someone-else", "pid": 1}')
+        rogue.send(b'{"type": "heartbeat", "job": "nobody", "bogus": 1}')
+        with daemon.client() as client:
+            refused = wait_for(
+                "three refusals",
+                lambda: client.get("/v1/node").json()["agent_messages_refused"] >= 3,
+            )
+            assert refused
+            submit(client, "after", iterations=50)
+            wait_for("a job after the junk", lambda: all_done(client, {"after"}), 60)
+    finally:
+        rogue.close()
+        context.term()

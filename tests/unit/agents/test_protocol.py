@@ -1,0 +1,50 @@
+"""The agent protocol refuses what it does not know and round-trips what it does."""
+
+import pytest
+
+from agents.protocol import (
+    MAX_MESSAGE_BYTES,
+    HeartbeatMessage,
+    Hello,
+    ProtocolError,
+    ResumeMessage,
+    decode_agent,
+    decode_daemon,
+    encode,
+)
+
+
+def test_messages_round_trip_both_ways() -> None:
+    hello = Hello(job="j1", gen=3, pid=42, state="running", iteration=7)
+    assert decode_agent(encode(hello)) == hello
+    resume = ResumeMessage(job="j1", gen=4, workers_per_gpu=3, decoder_share=0.25)
+    assert decode_daemon(encode(resume)) == resume
+
+
+@pytest.mark.parametrize(
+    ("data", "names"),
+    [
+        (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
+        (b'{"type": "launch", "job": "j"}', "does not match"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 2}', "hello.v"),
+        (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
+        (b"\xff\xfe", "Invalid JSON"),
+        (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only
+    ],
+)
+def test_bad_agent_messages_say_what_is_wrong(data: bytes, names: str) -> None:
+    with pytest.raises(ProtocolError) as raised:
+        decode_agent(data)
+    assert names in raised.value.reason
+
+
+def test_oversized_messages_are_refused_before_parsing() -> None:
+    with pytest.raises(ProtocolError, match="limit"):
+        decode_agent(b" " * (MAX_MESSAGE_BYTES + 1))
+
+
+def test_a_heartbeat_carries_the_measured_split_of_time() -> None:
+    beat = HeartbeatMessage(
+        job="j", iteration=10, samples=640, idle_s=0.2, step_s=0.8, samples_per_s=640.0, workers=2
+    )
+    assert decode_agent(encode(beat)) == beat

@@ -1,0 +1,43 @@
+"""Settings come from flags, STOKER_ variables and a TOML file, and bad ones are named."""
+
+from pathlib import Path
+
+import pytest
+
+from daemon.config import ConfigError, load_config
+
+
+def test_flags_beat_the_environment_which_beats_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "stoker.toml"
+    path.write_text('port = 1000\nhost = "10.0.0.1"\n[node]\ncpu_workers = 4\n')
+    monkeypatch.setenv("STOKER_PORT", "2000")
+    monkeypatch.setenv("STOKER_NODE__CPU_WORKERS", "6")
+    config = load_config(path, port=3000)
+    assert config.port == 3000
+    assert config.node.cpu_workers == 6
+    assert config.host == "10.0.0.1"
+    assert load_config(None).host == "127.0.0.1"  # binds loopback unless told
+
+
+@pytest.mark.parametrize(
+    ("text", "named"),
+    [
+        ('[scheduler]\npolicy = "fastest"\n', "scheduler.policy"),
+        ("colour = 1\n", "colour"),
+        ("[node]\ncpu_workers = 0\n", "node.cpu_workers"),
+        ("port = [\n", "--config"),
+    ],
+)
+def test_bad_settings_name_the_key(tmp_path: Path, text: str, named: str) -> None:
+    path = tmp_path / "stoker.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert named in str(raised.value)
+
+
+def test_a_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no file"):
+        load_config(tmp_path / "absent.toml")

@@ -1,0 +1,71 @@
+"""The state file: real SQLite in WAL mode, a schema version, every write committed."""
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from daemon.store import SCHEMA_VERSION, JobRecord, Store, StoreError
+
+
+def record(job_id: str, tenant: str = "alice") -> JobRecord:
+    return JobRecord(
+        id=job_id,
+        tenant=tenant,
+        name=job_id,
+        spec={"model": "Resnet18", "gpus": 1},
+        state="submitted",
+        submitted_at=1.0,
+        updated_at=1.0,
+        restarts=0,
+        checkpoint="",
+        pid=None,
+    )
+
+
+def test_a_job_written_is_read_back_by_another_connection(tmp_path: Path) -> None:
+    store = Store(tmp_path / "stoker.db")
+    store.add_job(record("a"))
+    store.update_job("a", 2.0, state="running", pid=123)
+    other = Store(tmp_path / "stoker.db")  # as a restarted daemon would
+    found = other.job("a")
+    assert found is not None and found.state == "running" and found.pid == 123
+    assert [e.kind for e in other.events("a")] == ["submitted"]
+    mode = sqlite3.connect(tmp_path / "stoker.db").execute("PRAGMA journal_mode").fetchone()
+    assert mode == ("wal",)
+
+
+def test_tenants_see_their_own_jobs(tmp_path: Path) -> None:
+    store = Store(tmp_path / "stoker.db")
+    store.add_job(record("a", "alice"))
+    store.add_job(record("b", "bob"))
+    assert [job.id for job in store.jobs("bob")] == ["b"]
+    assert [job.id for job in store.jobs()] == ["a", "b"]
+
+
+def test_plans_keep_their_history_across_generations_that_restart(tmp_path: Path) -> None:
+    store = Store(tmp_path / "stoker.db")
+    store.add_plan(1, 1.0, "optimal", {"a": {"workers_per_gpu": 4}})
+    store.add_plan(1, 2.0, "optimal", {"a": {"workers_per_gpu": 2}})  # after a restart
+    assert [plan["at"] for plan in store.plans()] == [2.0, 1.0]
+
+
+def test_only_job_columns_can_be_updated(tmp_path: Path) -> None:
+    store = Store(tmp_path / "stoker.db")
+    store.add_job(record("a"))
+    with pytest.raises(ValueError, match="not job columns"):
+        store.update_job("a", 2.0, tenant="mallory")
+
+
+def test_a_file_of_another_version_or_program_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "stoker.db"
+    Store(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match="schema version"):
+        Store(path)
+    foreign = tmp_path / "other.db"
+    with sqlite3.connect(foreign) as db:
+        db.execute("CREATE TABLE photos (id INTEGER)")
+    with pytest.raises(StoreError, match="not a stoker state file"):
+        Store(foreign)
