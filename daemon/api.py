@@ -20,18 +20,23 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field
 
 from allocator import InvalidRequest, ThroughputModel
 from daemon.config import DaemonConfig
+from daemon.learning import parse_samples
+from daemon.metrics import Metrics
 from daemon.service import Service, SubmitError, new_job_id
 from daemon.store import JobRecord
-from tpm import UnknownModel
+from tpm import SampleError, TpmError, UnknownModel
 
 log = logging.getLogger(__name__)
 
 ADMIN = "admin"
+_STREAM_POLL_S = 0.25
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
 
 
@@ -202,6 +207,85 @@ async def events(
     ]
 
 
+@v1.get("/events/stream", response_class=EventSourceResponse)
+async def event_stream(
+    who: Who,
+    service: Daemon,
+    request: Request,
+    after: Annotated[int, Query(ge=0)] = 0,
+) -> AsyncIterator[ServerSentEvent]:
+    """The events as they happen (server-sent events, one `data:` JSON object each, `id:`
+    its sequence number). A client that reconnects with Last-Event-ID misses nothing."""
+    last = request.headers.get("last-event-id", "")
+    seen = max(after, int(last) if last.isdigit() else 0)
+    while not await request.is_disconnected():
+        mine = _mine(service, who)
+        for event in service.store.events(after=seen, limit=500):
+            seen = event.seq
+            if event.job_id in mine or (who == ADMIN and event.job_id is None):
+                yield ServerSentEvent(data=vars(event), event=event.kind, id=str(event.seq))
+        await asyncio.sleep(_STREAM_POLL_S)
+
+
+class SampleUpload(BaseModel):
+    """TPM samples as CSV text with a header, the columns `stoker tpm fit` reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["training", "loading"]
+    csv: str = Field(min_length=1, max_length=1_000_000)
+    source: str = Field("upload", max_length=200)
+
+
+@v1.get("/tpm")
+async def tpm_status(who: Who, service: Daemon) -> dict[str, Any]:
+    """Where the model came from, its last fit report, stored samples, and predicted
+    against measured throughput of the caller's running jobs."""
+    mine = _mine(service, who)
+    jobs: dict[str, Any] = {}
+    for job_id, status in service.scheduler.jobs().items():
+        if job_id not in mine or status.state.final:
+            continue
+        predicted, measured = status.predicted_samples_per_s, status.measured_samples_per_s
+        error = (measured / predicted - 1.0) if predicted and measured is not None else None
+        jobs[job_id] = {"predicted": predicted, "measured": measured, "relative_error": error}
+    return {
+        "source": service.model_source,
+        "report": service.model_report,
+        "samples": service.store.sample_counts(),
+        "telemetry_samples": service.counters.telemetry_samples,
+        "jobs": jobs,
+    }
+
+
+@v1.post("/tpm/samples", status_code=201)
+async def tpm_samples(body: SampleUpload, who: Who, service: Daemon) -> dict[str, Any]:
+    """Store profiled samples (admin only); a bad row is a 422 naming it."""
+    _admin_only(who)
+    try:
+        rows = parse_samples(body.kind, body.csv, body.source)
+    except SampleError as error:
+        raise _unprocessable("csv", str(error)) from None
+    await service.add_samples(body.kind, list(rows), body.source)
+    return {"added": len(rows), "samples": service.store.sample_counts()}
+
+
+@v1.post("/tpm/fit")
+async def tpm_fit(who: Who, service: Daemon) -> dict[str, Any]:
+    """Refit on every stored sample (admin only) and plan with the result from now on."""
+    _admin_only(who)
+    try:
+        report = await service.refit()
+    except TpmError as error:
+        raise _unprocessable("samples", str(error)) from None
+    return {"source": service.model_source, "report": report}
+
+
+def _admin_only(who: str) -> None:
+    if who != ADMIN:
+        raise HTTPException(403, "this needs the admin token")
+
+
 @v1.get("/node")
 async def node(_: Who, service: Daemon) -> dict[str, Any]:
     config = service.config
@@ -231,9 +315,11 @@ def create_app(config: DaemonConfig, model: ThroughputModel) -> FastAPI:
         service = Service(config, model)
         service.link.bind()
         app.state.service = service
+        app.state.metrics = service.metrics
         tasks = [
             asyncio.create_task(service.run(), name="writer"),
             asyncio.create_task(service.link.serve(service.deliver), name="agent-link"),
+            asyncio.create_task(service.refit_periodically(), name="refit"),
         ]
         log.info("state in %s, agents on %s", config.state_dir, service.link.endpoint)
         try:
@@ -267,11 +353,27 @@ def create_app(config: DaemonConfig, model: ThroughputModel) -> FastAPI:
         if length.isdigit() and int(length) > config.max_body_bytes:
             detail = f"body over {config.max_body_bytes} bytes"
             return JSONResponse({"detail": detail}, status_code=413)
-        return await call_next(request)
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        metrics: Metrics | None = getattr(request.app.state, "metrics", None)
+        if metrics is not None and route is not None:
+            metrics.rest_latency.labels(
+                request.method, getattr(route, "path", "?"), str(response.status_code)
+            ).observe(time.perf_counter() - started)
+        return response
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics(request: Request, who: Who) -> Response:
+        """Prometheus exposition, with the admin token (Prometheus' `authorization`
+        scrape setting): it names every tenant's jobs."""
+        _admin_only(who)
+        registry = request.app.state.metrics.registry
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

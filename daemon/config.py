@@ -85,6 +85,10 @@ class DaemonConfig(BaseSettings):
     heartbeat_s: float = Field(1.0, gt=0.0)
     max_restarts: int = Field(2, ge=0, description="relaunches of a job whose agent died")
     max_body_bytes: int = Field(64 * 1024, ge=1024)
+    tpm_refit_s: float = Field(600.0, gt=0.0, description="refit this often when samples came in")
+    tpm_sample_every_s: float = Field(
+        10.0, gt=0.0, description="one training sample per job from heartbeats this often"
+    )
     node: NodeConfig = NodeConfig()
     scheduler: SchedulerSettings = SchedulerSettings()
     simulated: SimulatedAgents = SimulatedAgents()

@@ -17,7 +17,7 @@ import secrets
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agents.protocol import (
@@ -60,7 +60,10 @@ from daemon.core.rates import RateModel
 from daemon.core.scheduler import Scheduler
 from daemon.core.states import FINAL_STATES, JobState
 from daemon.launcher import Launcher, stop_group
+from daemon.learning import MIN_STEP_SHARE, fit_rows, training_row
+from daemon.metrics import Metrics
 from daemon.store import JobRecord, Store
+from tpm import FitResult, FittedTPM, TpmError
 from tpm.zoo import model_features
 
 log = logging.getLogger(__name__)
@@ -97,13 +100,30 @@ class _FromAgent:
 
 
 @dataclass
+class _Samples:
+    kind: str
+    rows: list[dict[str, object]]
+    source: str
+    done: asyncio.Future[None]
+
+
+@dataclass
+class _Fitted:
+    result: FitResult
+    done: asyncio.Future[None]
+
+
+_Item = _Submit | _Cancel | _FromAgent | _Samples | _Fitted
+
+
+@dataclass
 class Counters:
     plans: int = 0
     pauses: int = 0
     resumes: int = 0
     launches: int = 0
     agent_errors: int = 0  # messages for unknown jobs, or that the core refused
-    pause_gaps_s: list[float] = field(default_factory=list)
+    telemetry_samples: int = 0  # training samples taken from heartbeats
 
 
 class Service:
@@ -116,10 +136,19 @@ class Service:
         self.launcher = Launcher(self.state_dir / "jobs")
         self.slots = config.node.gpus if config.node.gpus else config.node.cpu_slots
         self.uses_gpus = bool(config.node.gpus)
-        curve = ContentionCurve(model.contention_points())
-        self.node = NodeSpec(cpu_workers=config.node.cpu_workers, contention=curve)
         settings = config.scheduler
+        self.model_source = "given at start"
+        self.model_report: dict[str, Any] = {}
+        stored = self.store.latest_model()
+        if stored is not None:  # a refit outlives restarts
+            fitted_at, text, self.model_report = stored
+            model = FittedTPM.from_json(text, "the state file's newest model")
+            self.model_source = f"fitted from stored samples at {fitted_at:.0f}"
         self.scheduler_rates = RateModel(model)
+        self.node = NodeSpec(
+            cpu_workers=config.node.cpu_workers,
+            contention=ContentionCurve(model.contention_points()),
+        )
         self.scheduler = Scheduler(
             self.node,
             self.scheduler_rates,
@@ -137,7 +166,11 @@ class Service:
         self.placement: dict[str, tuple[int, ...]] = {}
         self.waiting: list[str] = []  # admitted, waiting for GPUs
         self.measured: dict[str, dict[str, float]] = {}  # job -> last heartbeat figures
-        self._queue: asyncio.Queue[_Submit | _Cancel | _FromAgent] = asyncio.Queue()
+        self.metrics = Metrics()
+        self.metrics.watch(self)
+        self._queue: asyncio.Queue[_Item] = asyncio.Queue()
+        self._beats: dict[str, tuple[float, int]] = {}  # job -> (when, iteration) last sampled
+        self._samples_since_fit = 0
         self._records: dict[str, JobRecord] = {}
         self._resume_from: dict[str, str] = {}
         self._cancelled_at: dict[str, float] = {}
@@ -170,6 +203,43 @@ class Service:
     async def deliver(self, message: AgentMessage) -> None:
         await self._queue.put(_FromAgent(message))
 
+    async def add_samples(self, kind: str, rows: list[dict[str, object]], source: str) -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Samples(kind, rows, source, done))
+        await done
+
+    async def refit(self) -> dict[str, Any]:
+        """Fit on the stored samples in a thread, then plan with the result; its report.
+        SampleError when the samples cannot make a model."""
+        training, loading = self.store.samples("training"), self.store.samples("loading")
+        result = await asyncio.to_thread(fit_rows, training, loading)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        await self._queue.put(_Fitted(result, done))
+        await done
+        return result.report
+
+    async def refit_periodically(self) -> None:
+        """Refit every `tpm_refit_s` when new samples came in; errors are logged."""
+        while True:
+            await asyncio.sleep(self.config.tpm_refit_s)
+            if self._samples_since_fit:
+                try:
+                    await self.refit()
+                except TpmError as error:
+                    log.warning("periodic TPM refit skipped: %s", error)
+
+    def tenant_of(self, job_id: str) -> str:
+        record = self._records.get(job_id)
+        return record.tenant if record is not None else ""
+
+    def loader_processes_allocated(self) -> int:
+        """Loader processes the jobs holding resources have now."""
+        return sum(
+            status.allocation.workers_per_gpu * len(self.placement.get(job_id, ()))
+            for job_id, status in self.scheduler.jobs().items()
+            if status.state.holds_resources and status.allocation is not None
+        )
+
     def now(self) -> float:
         return time.monotonic() - self._started
 
@@ -192,10 +262,10 @@ class Service:
                 self._reap()
             except Exception:  # a bug in one item must not stop the daemon
                 log.exception("error applying %r", item)
-                if isinstance(item, _Submit | _Cancel) and not item.done.done():
+                if not isinstance(item, _FromAgent | None) and not item.done.done():
                     item.done.set_exception(RuntimeError("internal error; see the daemon log"))
 
-    def _apply(self, item: _Submit | _Cancel | _FromAgent) -> None:
+    def _apply(self, item: _Item) -> None:
         match item:
             case _Submit(record=record, done=done):
                 self.store.add_job(record)  # committed before the reply
@@ -212,6 +282,13 @@ class Service:
                 done.set_result(None)
             case _FromAgent(message=message):
                 self._from_agent(message)
+            case _Samples(kind=kind, rows=rows, source=source, done=done):
+                self.store.add_samples(kind, rows, time.time(), source)
+                self._samples_since_fit += len(rows)
+                done.set_result(None)
+            case _Fitted(result=result, done=done):
+                self._use_model(result)
+                done.set_result(None)
 
     def store_state(self, job_id: str) -> str:
         record = self.store.job(job_id)
@@ -229,6 +306,7 @@ class Service:
             case Hello():
                 event = AgentHello(message.job, message.gen, message.iteration)
             case HeartbeatMessage():
+                self._sample_training(message)
                 busy = message.idle_s + message.step_s
                 self.measured[message.job] = {
                     "samples_per_s": message.samples_per_s,
@@ -253,7 +331,7 @@ class Service:
                     )
                 event = Paused(message.job, message.gen, message.iteration, message.checkpoint)
             case ResumedMessage():
-                self.counters.pause_gaps_s.append(message.gap_s)
+                self.metrics.pause_gap.observe(message.gap_s)
                 event = Resumed(message.job, message.gen, message.workers, message.gap_s)
             case FinishedMessage():
                 self.store.update_job(message.job, time.time(), iteration=message.iteration)
@@ -271,6 +349,51 @@ class Service:
             return
         for command in commands:
             self._carry_out(command)
+
+    # ---- the throughput model --------------------------------------------------------------
+
+    def _sample_training(self, beat: HeartbeatMessage) -> None:
+        """A training sample from a heartbeat whose job spent at least 95 % of the interval
+        computing (DESIGN.md), one per job per `tpm_sample_every_s` at most."""
+        busy = beat.idle_s + beat.step_s
+        last = self._beats.get(beat.job)
+        now = self.now()
+        if last is None or beat.iteration <= last[1]:
+            self._beats[beat.job] = (now, beat.iteration)
+            return
+        if now - last[0] < self.config.tpm_sample_every_s:
+            return
+        steps = beat.iteration - last[1]
+        self._beats[beat.job] = (now, beat.iteration)
+        if busy <= 0 or beat.step_s / busy < MIN_STEP_SHARE:
+            return
+        spec = self._records[beat.job].spec
+        features = model_features(spec["model"])
+        # A simulated agent runs time_scale times the predicted job's speed: undo it.
+        scale = self.config.simulated.time_scale if self.config.agent_mode == "simulate" else 1
+        row = training_row(
+            batch_size_per_gpu=spec["batch_size"] / spec["gpus"],
+            flops=features.flops,
+            model_params=features.model_params,
+            gpus=spec["gpus"],
+            step_time_s=busy / steps / scale,
+        )
+        self.store.add_samples("training", [row], time.time(), f"telemetry:{beat.job}")
+        self.counters.telemetry_samples += 1
+        self._samples_since_fit += 1
+
+    def _use_model(self, result: FitResult) -> None:
+        self.store.add_model(time.time(), result.model.to_json(), result.report)
+        self.model_report = result.report
+        self.model_source = f"fitted from stored samples at {time.time():.0f}"
+        self.scheduler_rates = RateModel(result.model)
+        self.node = NodeSpec(
+            cpu_workers=self.config.node.cpu_workers,
+            contention=ContentionCurve(result.model.contention_points()),
+        )
+        self.scheduler.use_model(self.scheduler_rates, self.node)
+        self._samples_since_fit = 0
+        self.store.add_event(None, time.time(), "tpm_fit", {"source": self.model_source})
 
     # ---- commands --------------------------------------------------------------------------
 

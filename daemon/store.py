@@ -9,7 +9,7 @@ writer task only (STYLE.md, "One writer").
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +47,19 @@ CREATE TABLE IF NOT EXISTS plans (
     at REAL NOT NULL,
     policy TEXT NOT NULL,
     allocations TEXT NOT NULL      -- {job_id: {workers_per_gpu, decoder_share, ...}}
+);
+CREATE TABLE IF NOT EXISTS tpm_samples (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind TEXT NOT NULL,            -- training | loading
+    at REAL NOT NULL,
+    source TEXT NOT NULL,          -- who measured it: an upload, or telemetry:<job>
+    row TEXT NOT NULL              -- {column: value} as `stoker tpm fit` reads them
+);
+CREATE TABLE IF NOT EXISTS tpm_models (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    model TEXT NOT NULL,           -- FittedTPM.to_json()
+    report TEXT NOT NULL
 );
 """
 
@@ -231,6 +244,39 @@ class Store:
             }
             for row in rows
         ]
+
+    # ---- the throughput model -------------------------------------------------------------
+
+    def add_samples(
+        self, kind: str, rows: Sequence[Mapping[str, object]], at: float, source: str
+    ) -> None:
+        with self._transaction():
+            self._db.executemany(
+                "INSERT INTO tpm_samples (kind, at, source, row) VALUES (?, ?, ?, ?)",
+                [(kind, at, source, json.dumps(dict(row))) for row in rows],
+            )
+
+    def samples(self, kind: str) -> list[dict[str, Any]]:
+        rows = self._db.execute("SELECT row FROM tpm_samples WHERE kind = ? ORDER BY seq", (kind,))
+        return [json.loads(row[0]) for row in rows]
+
+    def sample_counts(self) -> dict[str, int]:
+        rows = self._db.execute("SELECT kind, COUNT(*) FROM tpm_samples GROUP BY kind")
+        return {"training": 0, "loading": 0} | {kind: count for kind, count in rows}
+
+    def add_model(self, at: float, model_json: str, report: Mapping[str, Any]) -> None:
+        with self._transaction():
+            self._db.execute(
+                "INSERT INTO tpm_models (at, model, report) VALUES (?, ?, ?)",
+                (at, model_json, json.dumps(dict(report))),
+            )
+
+    def latest_model(self) -> tuple[float, str, dict[str, Any]] | None:
+        """(when, model JSON, report) of the newest fit, if any."""
+        row = self._db.execute(
+            "SELECT at, model, report FROM tpm_models ORDER BY seq DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else (row[0], row[1], json.loads(row[2]))
 
 
 def _job(row: sqlite3.Row) -> JobRecord:

@@ -138,6 +138,14 @@ class Scheduler:
         )
         return min(times, default=None)
 
+    def use_model(self, rates: RateModel, node: NodeSpec) -> None:
+        """Plan with a refitted model from now on: every live job's rates are predicted
+        again; allocations change at the next round, not here."""
+        specs = {job_id: rates.job_spec(job.request) for job_id, job in self._live.items()}
+        self._rates, self._node = rates, node
+        for job_id, spec in specs.items():
+            self._live[job_id].spec = spec
+
     # ---- the one entry point -------------------------------------------------------------
 
     def handle(self, event: Event, now: float) -> list[Command]:

@@ -1,9 +1,11 @@
 """The scheduler core driven with literal events and a hand-held clock."""
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pytest
 
+from allocator import ContentionCurve, NodeSpec
+from daemon.core.config import SchedulerConfig
 from daemon.core.errors import SchedulerError, UnknownJob
 from daemon.core.messages import (
     AgentHello,
@@ -20,6 +22,7 @@ from daemon.core.messages import (
     Resumed,
     Tick,
 )
+from daemon.core.rates import RateModel
 from daemon.core.scheduler import Scheduler
 from daemon.core.states import JobState
 from tests.unit.daemon.builders import job, only, records, scheduler
@@ -280,3 +283,37 @@ def test_optimal_gives_equally_useful_workers_to_the_job_with_more_work_left() -
     launches = only(core.handle(Tick(), now=30.0), Launch)
     split = {launch.job_id: launch.allocation.workers_per_gpu for launch in launches}
     assert split == {"short": 2, "long": 6}
+
+
+@dataclass(frozen=True)
+class FlatModel:
+    """A throughput model that predicts one step time for every job and no contention."""
+
+    step_time_s: float
+    sample_cost_s: float = 0.01
+
+    def predict_step_time_s(
+        self, *, batch_size_per_gpu: float, flops: float, model_params: float, gpus: int
+    ) -> float:
+        return self.step_time_s
+
+    def predict_sample_cost_s(self, pipeline: str) -> float:
+        return self.sample_cost_s
+
+    def contention_points(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, 1.0), (64.0, 1.0))
+
+
+def test_a_new_model_repredicts_live_jobs_for_the_next_round() -> None:
+    node = NodeSpec(cpu_workers=64, contention=ContentionCurve.contention_free())
+    core = Scheduler(node, RateModel(FlatModel(0.1)), SchedulerConfig(arrival_window_s=0.0))
+    predicted = replace(job("a"), step_time_s=None, sample_cost_s=None, flops=1e9)
+    (launch,) = only(core.handle(JobSubmitted(predicted), 0.0), Launch)
+    assert launch.allocation.workers_per_gpu == 10  # 100 * 0.01 / 0.1
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    core.use_model(RateModel(FlatModel(0.05)), node)  # the GPU turned out twice as fast
+    assert core.status("a").allocation == launch.allocation  # nothing changes until a round
+    out = core.handle(JobSubmitted(job("b", step_time_s=1.0)), 1.0)
+    (pause,) = only(out, Pause)
+    (resume,) = only(core.handle(Paused("a", pause.gen, 5), 1.5), Resume)
+    assert resume.allocation.workers_per_gpu == 20  # 100 * 0.01 / 0.05
