@@ -7,6 +7,7 @@ machines is one JSON object on stdout; diagnostics go to stderr.
 import typer
 
 from daemon.cli.allocate import register_allocate
+from daemon.cli.client import register_client
 from daemon.cli.serve import register_serve
 from daemon.cli.simulate import register_simulate
 from daemon.cli.tpm_commands import tpm_app
@@ -23,3 +24,4 @@ app.add_typer(workload_app, name="workload")
 register_allocate(app)
 register_simulate(app)
 register_serve(app)
+register_client(app, workload_app)

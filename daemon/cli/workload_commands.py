@@ -32,7 +32,10 @@ from workloads.trace import (
 
 Number = TypeVar("Number", int, float)
 
-workload_app = typer.Typer(help="Make workload files for `stoker simulate`.", no_args_is_help=True)
+workload_app = typer.Typer(
+    help="Make workload files for `stoker simulate`, or run one on a live daemon.",
+    no_args_is_help=True,
+)
 
 OutOption = Annotated[
     Path | None,

@@ -1,0 +1,193 @@
+"""The CLI client of a running daemon: `stoker submit`, `stoker jobs`, `stoker cancel` and
+`stoker workload run`.
+
+Where the daemon is: `--url`, else `STOKER_URL`, else http://127.0.0.1:8470. The token:
+`--token`, else `STOKER_TOKEN`, else the admin token in the state dir (`--state-dir`, else
+`STOKER_STATE_DIR`, else .stoker), which works on the daemon's own machine.
+"""
+
+import os
+import time
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from daemon.cli.common import fail, print_json, read_text
+from workloads.errors import WorkloadError
+from workloads.spec import Workload, load_workload
+
+DEFAULT_URL = "http://127.0.0.1:8470"
+FINAL = {"completed", "failed", "cancelled"}
+
+Url = Annotated[str | None, typer.Option(help=f"daemon URL [$STOKER_URL or {DEFAULT_URL}]")]
+Token = Annotated[str | None, typer.Option(help="bearer token [$STOKER_TOKEN or admin.token]")]
+StateDir = Annotated[
+    Path | None, typer.Option(help="read admin.token here [$STOKER_STATE_DIR or .stoker]")
+]
+
+
+def register_client(app: typer.Typer, workload_app: typer.Typer) -> None:
+    app.command("submit")(submit)
+    app.command("jobs")(jobs)
+    app.command("cancel")(cancel)
+    workload_app.command("run")(run_workload)
+
+
+class Daemon:
+    """A connection to a daemon that turns HTTP errors into messages a user can act on."""
+
+    def __init__(self, url: str | None, token: str | None, state_dir: Path | None) -> None:
+        self.url = url or os.environ.get("STOKER_URL") or DEFAULT_URL
+        token = token or os.environ.get("STOKER_TOKEN") or self._admin_token(state_dir)
+        self.http = httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+
+    @staticmethod
+    def _admin_token(state_dir: Path | None) -> str:
+        where = state_dir or Path(os.environ.get("STOKER_STATE_DIR", ".stoker"))
+        path = where / "admin.token"
+        if not path.is_file():
+            fail(f"no token: give --token or STOKER_TOKEN, or --state-dir with {path.name}")
+        return read_text(path, "token").strip()
+
+    def call(self, method: str, path: str, body: object = None) -> Any:
+        try:
+            reply = self.http.request(method, path, json=body)
+        except httpx.TransportError as error:
+            fail(f"no daemon at {self.url} ({error}); start one with `stoker serve`")
+        if reply.status_code >= 400:
+            fail(f"{method} {path}: {reply.status_code} {_detail(reply)}")
+        return reply.json()
+
+
+def _detail(reply: httpx.Response) -> str:
+    try:
+        detail = reply.json().get("detail")
+    except ValueError:
+        return reply.text
+    if isinstance(detail, list):
+        return "; ".join(f"{item.get('field')}: {item.get('message')}" for item in detail)
+    return str(detail)
+
+
+def submit(
+    job_file: Annotated[Path, typer.Argument(metavar="JOB.toml", help="the job's fields")],
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Submit one job (name, model, batch_size, gpus, iterations, ...); prints it as JSON."""
+    try:
+        body = tomllib.loads(read_text(job_file, "job"))
+    except tomllib.TOMLDecodeError as error:
+        fail(f"{job_file}: not valid TOML: {error}")
+    print_json(Daemon(url, token, state_dir).call("POST", "/v1/jobs", body))
+
+
+def jobs(
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="as JSON")] = False,
+) -> None:
+    """List the jobs the token may see, oldest first."""
+    found = Daemon(url, token, state_dir).call("GET", "/v1/jobs")
+    if json_output:
+        print_json(found)
+        return
+    typer.echo(f"{'id':<24}{'state':<11}{'model':<14}{'gpus':>5}{'workers':>8}{'progress':>18}")
+    for job in found:
+        workers = job["workers_per_gpu"] if job["workers_per_gpu"] is not None else "-"
+        progress = f"{job['iteration']}/{job['iterations']}"
+        typer.echo(
+            f"{job['id']:<24}{job['state']:<11}{job['model']:<14}{job['gpus']:>5}"
+            f"{workers:>8}{progress:>18}"
+        )
+
+
+def cancel(
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Cancel a job; prints it as JSON."""
+    print_json(Daemon(url, token, state_dir).call("DELETE", f"/v1/jobs/{job_id}"))
+
+
+def run_workload(
+    workload_file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml")],
+    *,
+    speed: Annotated[
+        float, typer.Option(help="time compression: 10 submits ten times faster")
+    ] = 1.0,
+    wait: Annotated[bool, typer.Option(help="wait for every job to end")] = True,
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Submit a workload's jobs to a live daemon at their arrival times, with progress."""
+    if not speed > 0:
+        fail(f"--speed must be positive, got {speed}")
+    try:
+        workload = load_workload(workload_file)
+    except WorkloadError as error:
+        fail(str(error))
+    daemon = Daemon(url, token, state_dir)
+    ids = _submit_on_schedule(daemon, workload, speed)
+    if wait:
+        _wait_for(daemon, ids)
+    print_json({"workload": workload.name, "jobs": ids})
+
+
+def _submit_on_schedule(daemon: Daemon, workload: Workload, speed: float) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    started = time.monotonic()
+    first = min(job.arrival_s for job in workload.jobs)
+    with _progress() as bar:
+        task = bar.add_task("submitted", total=len(workload.jobs))
+        for job in sorted(workload.jobs, key=lambda job: job.arrival_s):
+            delay = (job.arrival_s - first) / speed - (time.monotonic() - started)
+            if delay > 0:
+                time.sleep(delay)
+            body: dict[str, Any] = {
+                "name": job.id,
+                "model": job.model,
+                "batch_size": job.batch_size,
+                "gpus": job.gpus,
+                "iterations": job.iterations,
+            }
+            if job.gpu_indices is not None:
+                body["gpu_indices"] = list(job.gpu_indices)
+            ids[job.id] = daemon.call("POST", "/v1/jobs", body)["id"]
+            bar.advance(task)
+    return ids
+
+
+def _wait_for(daemon: Daemon, ids: dict[str, str]) -> None:
+    with _progress() as bar:
+        task = bar.add_task("ended", total=len(ids))
+        while True:
+            states = {job["id"]: job["state"] for job in daemon.call("GET", "/v1/jobs")}
+            ended = sum(states.get(job_id) in FINAL for job_id in ids.values())
+            bar.update(task, completed=ended)
+            if ended == len(ids):
+                return
+            time.sleep(0.5)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description:>10}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),  # stdout is for the JSON result
+        transient=False,
+    )

@@ -1,0 +1,78 @@
+"""`stoker submit`, `jobs`, `cancel` and `workload run` against a live daemon."""
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cli import stoker
+from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+from tests.integration.test_daemon import states
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    yield from daemon_factory(tmp_path)
+
+
+def test_submit_list_and_cancel_with_the_state_dirs_token(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    daemon = serve()
+    job_file = tmp_path / "job.toml"
+    job_file.write_text(
+        'name = "cli-job"\nmodel = "mdResnet12"\nbatch_size = 64\ngpus = 1\niterations = 100000\n'
+    )
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    submitted = stoker("submit", job_file, *where)
+    assert submitted.code == 0, submitted.stderr
+    job_id = str(submitted.json()["id"])
+    listed = stoker("jobs", *where)
+    assert job_id in listed.stdout and "mdResnet12" in listed.stdout
+    cancelled = stoker("cancel", job_id, *where)
+    assert cancelled.code == 0, cancelled.stderr
+    with daemon.client() as client:
+        wait_for("the cancel", lambda: states(client)["cli-job"] == "cancelled")
+
+
+def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path) -> None:
+    daemon = serve()
+    job_file = tmp_path / "job.toml"
+    job_file.write_text('name = "x"\nmodel = "Resnet18"\nbatch_size = 64\ngpus = 1\n')
+    token = daemon.tokens["admin"]
+    missing = stoker("submit", job_file, "--url", daemon.url, "--token", token)
+    assert missing.code == 2 and "iterations" in missing.stderr
+    wrong = stoker("jobs", "--url", daemon.url, "--token", "nope")
+    assert wrong.code == 2 and "401" in wrong.stderr
+    nobody = stoker("jobs", "--url", "http://127.0.0.1:9", "--token", token)
+    assert nobody.code == 2 and "stoker serve" in nobody.stderr
+    no_token = stoker("jobs", "--url", daemon.url, cwd=tmp_path)
+    assert no_token.code == 2 and "--token" in no_token.stderr
+
+
+def test_workload_run_submits_on_schedule_and_waits(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    daemon = serve()
+    workload = tmp_path / "w.toml"
+    workload.write_text(
+        'name = "two"\n'
+        '[[jobs]]\nid = "early"\nmodel = "smResnet20"\nbatch_size = 64\ngpus = 1\n'
+        "iterations = 60\narrival_s = 0\n"
+        '[[jobs]]\nid = "late"\nmodel = "Resnet18"\nbatch_size = 64\ngpus = 2\n'
+        "iterations = 60\narrival_s = 20\n"
+    )
+    run = stoker(
+        "workload", "run", workload, "--speed", "20",
+        "--url", daemon.url, "--token", daemon.tokens["admin"],
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    submitted = run.json()["jobs"]
+    assert isinstance(submitted, dict) and set(submitted) == {"early", "late"}
+    with daemon.client() as client:
+        jobs = client.get("/v1/jobs").json()
+    assert {job["state"] for job in jobs} == {"completed"}
+    early, late = sorted(jobs, key=lambda job: job["submitted_at"])
+    assert late["submitted_at"] - early["submitted_at"] >= 0.9  # 20 s at speed 20
