@@ -37,6 +37,7 @@ log = logging.getLogger(__name__)
 
 ADMIN = "admin"
 _STREAM_POLL_S = 0.25
+MAX_SEQ = 2**62  # sequence numbers are SQLite integers
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
 
 
@@ -46,7 +47,10 @@ class JobSubmission(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=NAME_PATTERN, description="letters, digits, . _ -; 64 at most")
-    model: str = Field(min_length=1, max_length=64, description="a zoo name, e.g. Resnet18")
+    model: str = Field(
+        pattern=r"^(sm|md)?(Resnet|VGG)[1-9][0-9]{0,2}$",
+        description="a zoo name: [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, mdResnet12",
+    )
     batch_size: int = Field(ge=1, le=65536, description="global batch")
     gpus: int = Field(ge=1, le=64)
     iterations: int = Field(ge=1, le=10**9)
@@ -148,7 +152,7 @@ async def job(job_id: str, who: Who, service: Daemon) -> JobView:
 
 @v1.get("/jobs/{job_id}/events")
 async def job_events(
-    job_id: str, who: Who, service: Daemon, after: Annotated[int, Query(ge=0)] = 0
+    job_id: str, who: Who, service: Daemon, after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0
 ) -> list[dict[str, Any]]:
     _visible(service, who, job_id)
     return [vars(event) for event in service.store.events(job_id, after=after)]
@@ -195,7 +199,7 @@ async def history(
 async def events(
     who: Who,
     service: Daemon,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ) -> list[dict[str, Any]]:
     """Events with a sequence number above `after`, oldest first: poll with the last one."""
@@ -212,7 +216,7 @@ async def event_stream(
     who: Who,
     service: Daemon,
     request: Request,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
 ) -> AsyncIterator[ServerSentEvent]:
     """The events as they happen (server-sent events, one `data:` JSON object each, `id:`
     its sequence number). A client that reconnects with Last-Event-ID misses nothing."""
