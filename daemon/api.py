@@ -334,7 +334,10 @@ def create_app(config: DaemonConfig, model: ThroughputModel) -> FastAPI:
             await asyncio.gather(*tasks, return_exceptions=True)
             await service.shutdown()
 
-    app = FastAPI(title="stoker", version="0.1.0", lifespan=lifespan)
+    # max_body_size counts the bytes as they arrive, so a chunked body is bounded too.
+    app = FastAPI(
+        title="stoker", version="0.1.0", lifespan=lifespan, max_body_size=config.max_body_bytes
+    )
     app.state.tokens = _tokens(config)
     app.include_router(v1)
 
@@ -350,13 +353,9 @@ def create_app(config: DaemonConfig, model: ThroughputModel) -> FastAPI:
         return JSONResponse({"detail": problems}, status_code=422)
 
     @app.middleware("http")
-    async def bounded(
+    async def timed(
         request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > config.max_body_bytes:
-            detail = f"body over {config.max_body_bytes} bytes"
-            return JSONResponse({"detail": detail}, status_code=413)
         started = time.perf_counter()
         response = await call_next(request)
         route = request.scope.get("route")

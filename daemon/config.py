@@ -43,6 +43,7 @@ class SchedulerSettings(BaseModel):
     completion_window_s: float = Field(30.0, ge=0.0)
     pause_timeout_s: float = Field(60.0, gt=0.0)
     heartbeat_timeout_s: float = Field(10.0, gt=0.0)
+    launch_timeout_s: float = Field(120.0, gt=0.0, description="launch to the agent's hello")
     gate: bool = True
 
     @field_validator("policy")

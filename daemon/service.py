@@ -59,6 +59,7 @@ from daemon.core.messages import (
 from daemon.core.rates import RateModel
 from daemon.core.scheduler import Scheduler
 from daemon.core.states import FINAL_STATES, JobState
+from daemon.gpus import detect_gpus
 from daemon.launcher import Launcher, stop_group
 from daemon.learning import MIN_STEP_SHARE, fit_rows, training_row
 from daemon.metrics import Metrics
@@ -134,8 +135,9 @@ class Service:
         self.store = Store(self.state_dir / "stoker.db")
         self.link = AgentLink(self.state_dir / "agents.sock")
         self.launcher = Launcher(self.state_dir / "jobs")
-        self.slots = config.node.gpus if config.node.gpus else config.node.cpu_slots
-        self.uses_gpus = bool(config.node.gpus)
+        gpus = detect_gpus() if config.node.gpus is None else config.node.gpus
+        self.uses_gpus = gpus > 0
+        self.slots = gpus if self.uses_gpus else config.node.cpu_slots
         settings = config.scheduler
         self.model_source = "given at start"
         self.model_report: dict[str, Any] = {}
@@ -158,6 +160,7 @@ class Service:
                 completion_window_s=settings.completion_window_s,
                 pause_timeout_s=settings.pause_timeout_s,
                 heartbeat_timeout_s=settings.heartbeat_timeout_s,
+                launch_timeout_s=settings.launch_timeout_s,
                 gate=settings.gate,
             ),
         )

@@ -14,6 +14,7 @@ class SchedulerConfig:
     completion_window_s: float = 30.0
     pause_timeout_s: float = 60.0  # then jobs still pausing keep their old allocation
     heartbeat_timeout_s: float = 10.0  # then a running job is lost
+    launch_timeout_s: float = 120.0  # then a launched job whose agent never said hello is lost
     gate: bool = True  # reallocation gate on: change a running job only when it pays
     gate_hysteresis: float = 0.2  # the time saved must beat the pause cost by this much
     default_pause_cost_s: float = 16.0  # before a job has been paused once (paper Sec. IV-B)
@@ -29,6 +30,7 @@ class SchedulerConfig:
             "completion_window_s",
             "pause_timeout_s",
             "heartbeat_timeout_s",
+            "launch_timeout_s",
             "gate_hysteresis",
             "default_pause_cost_s",
         ):

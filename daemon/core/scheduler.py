@@ -136,6 +136,11 @@ class Scheduler:
             for job in self._live.values()
             if job.state is JobState.RUNNING
         )
+        times.extend(
+            job.last_heard + self._config.launch_timeout_s
+            for job in self._live.values()
+            if job.state is JobState.STARTING
+        )
         return min(times, default=None)
 
     def use_model(self, rates: RateModel, node: NodeSpec) -> None:
@@ -286,9 +291,11 @@ class Scheduler:
         if current is not None and now >= current.deadline and current.waiting:
             self._give_up_on_stragglers(current, now, out)
         for job in list(self._live.values()):
-            lost = now - job.last_heard >= self._config.heartbeat_timeout_s
-            if job.state is JobState.RUNNING and lost:
+            silent = now - job.last_heard
+            if job.state is JobState.RUNNING and silent >= self._config.heartbeat_timeout_s:
                 self._ended(job.request.id, JobState.FAILED, now, out, "lost: no heartbeat")
+            elif job.state is JobState.STARTING and silent >= self._config.launch_timeout_s:
+                self._ended(job.request.id, JobState.FAILED, now, out, "never said hello")
 
     # ---- rounds ----------------------------------------------------------------------------
 

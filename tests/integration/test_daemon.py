@@ -93,6 +93,8 @@ def test_bad_bodies_name_the_field(serve: Callable[..., Daemon]) -> None:
         assert "cpu_slots" in too_many.json()["detail"][0]["message"]
         huge = client.post("/v1/jobs", content=b"x" * 100_000)
         assert huge.status_code == 413
+        chunked = client.post("/v1/jobs", content=iter([b"x" * 50_000] * 2))  # no length
+        assert chunked.status_code == 413
         assert client.get("/v1/jobs").json() == [], "nothing half-written"
         assert httpx.get(f"{daemon.url}/healthz").status_code == 200
 

@@ -205,6 +205,20 @@ def test_a_dead_agent_is_relaunched_from_its_checkpoint_within_its_restart_cap()
     assert core.status("a").state is JobState.FAILED  # the cap is reached
 
 
+def test_a_launched_agent_that_never_says_hello_is_lost() -> None:
+    core = Scheduler(
+        NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
+        RateModel(),
+        SchedulerConfig(arrival_window_s=0.0, launch_timeout_s=30.0),
+    )
+    only(core.handle(JobSubmitted(job("mute")), 0.0), Launch)
+    assert core.next_deadline() == 30.0
+    core.handle(Tick(), 29.0)
+    assert core.status("mute").state is JobState.STARTING
+    core.handle(Tick(), 30.0)
+    assert core.status("mute").state is JobState.FAILED
+
+
 def test_cancel_while_pausing_lets_the_round_finish() -> None:
     core = scheduler(cpu_workers=12)
     start(core, "a", 0.0)
