@@ -41,6 +41,7 @@ bench: install
 	$(BIN)/python -m bench.bench_tpm_fit
 	$(BIN)/python -m bench.bench_paper
 	$(BIN)/python -m bench.bench_simulate
+	$(BIN)/python -m bench.bench_daemon
 
 clean:
 	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache .pytest_cache .hypothesis
