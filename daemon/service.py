@@ -164,7 +164,6 @@ class Service:
                 gate=settings.gate,
             ),
         )
-        self.model = model
         self.counters = Counters()
         self.placement: dict[str, tuple[int, ...]] = {}
         self.waiting: list[str] = []  # admitted, waiting for GPUs
