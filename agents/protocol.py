@@ -43,6 +43,8 @@ class Hello(_Message):
     pid: int = Field(ge=1)
     state: AgentState = "starting"
     iteration: int = Field(0, ge=0)
+    workers: int = Field(0, ge=0, description="loader workers per GPU now; 0 before start")
+    share: float = Field(0.0, ge=0.0, le=1.0, description="decoder share now")
 
 
 class HeartbeatMessage(_Message):

@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from agents.protocol import (
+    AgentState,
     CancelMessage,
     FinishedMessage,
     HeartbeatMessage,
@@ -70,20 +72,24 @@ class SimulatedAgent:
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.IDENTITY, job.job_id.encode())
         self._socket.setsockopt(zmq.LINGER, 2000)
+        # A daemon that restarts binds the socket again and the DEALER reconnects by itself;
+        # the monitor tells us so, and a new hello re-attaches us to the new daemon.
+        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_CONNECTED)
+        self._connections = 0
         self._socket.connect(job.endpoint)
 
     def run(self) -> int:
         """Train to the end or until cancelled; the process exit code."""
         log.info("job %s: simulated agent (no real training), pid %d", self.job.job_id, os.getpid())
-        self._send(
-            Hello(job=self.job.job_id, gen=self.gen, pid=os.getpid(), iteration=self.iteration)
-        )
+        self._hello("starting")
         try:
             self._train()
         except _Cancelled:
             log.info("job %s: cancelled at iteration %d", self.job.job_id, self.iteration)
             return 0
         finally:
+            self._socket.disable_monitor()
+            self._monitor.close()
             self._socket.close()
             self._context.term()
         return 0
@@ -117,8 +123,31 @@ class SimulatedAgent:
                 window_start, window_samples, idle_s, step_s = time.monotonic(), 0, 0.0, 0.0
         self._send(FinishedMessage(job=self.job.job_id, gen=self.gen, iteration=self.iteration))
 
+    def _hello(self, state: AgentState) -> None:
+        self._send(
+            Hello(
+                job=self.job.job_id,
+                gen=self.gen,
+                pid=os.getpid(),
+                state=state,
+                iteration=self.iteration,
+                workers=self.workers,
+            )
+        )
+
+    def _reconnected(self, state: AgentState) -> None:
+        """Say hello again after every reconnection (a new daemon)."""
+        while self._monitor.poll(0, zmq.POLLIN):
+            event = recv_monitor_message(self._monitor)
+            if event["event"] == zmq.EVENT_CONNECTED:
+                self._connections += 1
+                if self._connections > 1:
+                    log.info("job %s: reconnected, saying hello", self.job.job_id)
+                    self._hello(state)
+
     def _poll(self, block_s: float) -> None:
         """Apply every command waiting, blocking up to `block_s` for the first."""
+        self._reconnected("running")
         timeout_ms = int(block_s * 1000)
         while self._socket.poll(timeout_ms, zmq.POLLIN):
             timeout_ms = 0
@@ -143,6 +172,7 @@ class SimulatedAgent:
             )
         )
         while True:  # paused: only resume or cancel moves us on
+            self._reconnected("paused")
             if not self._socket.poll(int(self.job.heartbeat_s * 1000), zmq.POLLIN):
                 continue
             message = decode_daemon(self._socket.recv())

@@ -85,6 +85,9 @@ class DaemonConfig(BaseSettings):
     )
     heartbeat_s: float = Field(1.0, gt=0.0)
     max_restarts: int = Field(2, ge=0, description="relaunches of a job whose agent died")
+    reattach_timeout_s: float = Field(
+        10.0, gt=0.0, description="after a restart, wait this long for a running agent's hello"
+    )
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     tpm_refit_s: float = Field(600.0, gt=0.0, description="refit this often when samples came in")
     tpm_sample_every_s: float = Field(

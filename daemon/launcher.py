@@ -17,6 +17,7 @@ class Launcher:
     def __init__(self, jobs_dir: Path) -> None:
         self.jobs_dir = jobs_dir
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._adopted: dict[str, int] = {}  # job -> pid of an agent another daemon started
 
     def job_dir(self, job_id: str) -> Path:
         path = self.jobs_dir / job_id
@@ -42,17 +43,24 @@ class Launcher:
         log.info("job %s: agent started, pid %d", job_id, process.pid)
         return process.pid
 
-    def exited(self) -> list[tuple[str, int]]:
-        """(job id, exit code) of every agent that ended since the last call."""
-        done = [
+    def adopt(self, job_id: str, pid: int) -> None:
+        """Watch an agent a previous daemon started; its exit code is not ours to read."""
+        self._adopted[job_id] = pid
+
+    def exited(self) -> list[tuple[str, int | None]]:
+        """(job id, exit code) of every agent that ended since the last call; the code is
+        None for an adopted agent."""
+        done: list[tuple[str, int | None]] = [
             (job_id, p.returncode) for job_id, p in self._processes.items() if p.poll() is not None
         ]
+        done += [(job_id, None) for job_id, pid in self._adopted.items() if not alive(pid)]
         for job_id, _ in done:
-            del self._processes[job_id]
+            self._processes.pop(job_id, None)
+            self._adopted.pop(job_id, None)
         return done
 
     def running(self, job_id: str) -> bool:
-        return job_id in self._processes
+        return job_id in self._processes or job_id in self._adopted
 
     def stop(self, job_id: str, grace_s: float = 5.0) -> None:
         """SIGTERM the job's process group, SIGKILL after `grace_s`."""
@@ -60,10 +68,28 @@ class Launcher:
         if process is not None:
             stop_group(process.pid, grace_s)
             process.wait()
+        pid = self._adopted.pop(job_id, None)
+        if pid is not None:
+            stop_group(pid, grace_s)
 
     def stop_all(self, grace_s: float = 5.0) -> None:
-        for job_id in list(self._processes):
+        for job_id in [*self._processes, *self._adopted]:
             self.stop(job_id, grace_s)
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return True  # no /proc: kill(0) said it exists
+    return state != "Z"
 
 
 def stop_group(pid: int, grace_s: float) -> None:

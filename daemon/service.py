@@ -6,9 +6,11 @@ Admission: a job takes the least loaded GPUs (or CPU training slots on a node wi
 GPUs) that hold fewer than `node.max_jobs_per_gpu` jobs; while there are none it waits,
 first come first served, and only then enters the core's arrival buffer.
 
-Restart: jobs the store holds in a non-final state come back. An agent process left by the
-killed daemon is stopped and the job relaunched from its last checkpoint, which counts as
-one of its restarts.
+Restart: jobs the store holds in a non-final state come back. A job that was running
+keeps running if its agent outlived the old daemon: the agent reconnects and says hello,
+and the core adopts it with the allocation it reports. Any other job, and a running one
+whose agent does not say hello within `reattach_timeout_s`, has its process stopped and is
+relaunched from its last checkpoint, which counts as one of its restarts.
 """
 
 import asyncio
@@ -39,6 +41,7 @@ from daemon.core.config import SchedulerConfig
 from daemon.core.errors import SchedulerError
 from daemon.core.messages import (
     AgentHello,
+    Allocation,
     Cancel,
     Command,
     Event,
@@ -60,7 +63,7 @@ from daemon.core.rates import RateModel
 from daemon.core.scheduler import Scheduler
 from daemon.core.states import FINAL_STATES, JobState
 from daemon.gpus import detect_gpus
-from daemon.launcher import Launcher, stop_group
+from daemon.launcher import Launcher, alive, stop_group
 from daemon.learning import MIN_STEP_SHARE, fit_rows, training_row
 from daemon.metrics import Metrics
 from daemon.store import JobRecord, Store
@@ -176,6 +179,7 @@ class Service:
         self._records: dict[str, JobRecord] = {}
         self._resume_from: dict[str, str] = {}
         self._cancelled_at: dict[str, float] = {}
+        self._awaiting: dict[str, float] = {}  # restored running job -> hello deadline
         self._started = time.monotonic()
         self.accepting = True
 
@@ -302,6 +306,9 @@ class Service:
             log.warning(
                 "job %s: message %s for a job this daemon does not run", message.job, message.type
             )
+            return
+        if message.job in self._awaiting:
+            self._reattach(message)
             return
         event: Event
         match message:
@@ -506,6 +513,7 @@ class Service:
                 return
             self.waiting.pop(0)
             self.placement[job_id] = place
+            self.store.update_job(job_id, time.time(), placement=place)
             self._feed(JobSubmitted(self._request(record)))
 
     def _free_gpus(self, count: int, indices: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -542,6 +550,9 @@ class Service:
             status = self.scheduler.jobs().get(job_id)
             if status is not None and status.state.holds_resources:
                 self._feed(Failed(job_id, f"agent exited with code {code}"))
+        for job_id, deadline in list(self._awaiting.items()):
+            if self.now() >= deadline:
+                self._relaunch(job_id, "its agent did not say hello to the restarted daemon")
         for job_id, since in list(self._cancelled_at.items()):
             if self.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]
@@ -552,23 +563,53 @@ class Service:
         for record in self.store.jobs():
             if record.state in _FINAL:
                 continue
-            if record.pid is not None:
-                stop_group(record.pid, grace_s=2.0)  # an agent orphaned by a killed daemon
+            self._records[record.id] = record
             if record.checkpoint:
                 self._resume_from[record.id] = record.checkpoint
-            restarts = record.restarts + (record.state != JobState.SUBMITTED.value)
-            self.store.update_job(
-                record.id, time.time(), state="submitted", pid=None, restarts=restarts
-            )
-            self.store.add_event(
-                record.id,
-                time.time(),
-                "restored",
-                {"was": record.state, "checkpoint": record.checkpoint},
-            )
-            self._records[record.id] = record
-            self.waiting.append(record.id)
+            running = record.state == JobState.RUNNING.value
+            if running and record.pid is not None and alive(record.pid):
+                # Its agent may still be training: wait for its hello before relaunching.
+                self.placement[record.id] = record.placement
+                self._awaiting[record.id] = self.now() + self.config.reattach_timeout_s
+                self.store.add_event(record.id, time.time(), "restored", {"was": record.state})
+            else:
+                self._relaunch(record.id, f"the daemon restarted while it was {record.state}")
         self._admit()
+
+    def _reattach(self, message: AgentMessage) -> None:
+        """The first word from a restored running job's agent: adopt it if it runs."""
+        job_id = message.job
+        record = self._records[job_id]
+        if not isinstance(message, Hello):
+            return  # sent before the reconnect; its hello follows
+        del self._awaiting[job_id]
+        if message.state != "running" or message.workers < 1 or message.pid != record.pid:
+            self._relaunch(job_id, f"its agent came back {message.state}")
+            self._admit()
+            return
+        self.launcher.adopt(job_id, message.pid)
+        allocation = Allocation(message.workers, message.share)
+        for command in self.scheduler.adopt(
+            self._request(record), allocation, message.iteration, self.now()
+        ):
+            self._carry_out(command)
+
+    def _relaunch(self, job_id: str, why: str) -> None:
+        """Stop whatever is left of the job's agent and queue it to start again from its
+        last checkpoint."""
+        self._awaiting.pop(job_id, None)
+        record = self.store.job(job_id)
+        assert record is not None
+        if record.pid is not None:
+            stop_group(record.pid, grace_s=2.0)
+        self.placement.pop(job_id, None)
+        restarts = record.restarts + (record.state != JobState.SUBMITTED.value)
+        self.store.update_job(
+            job_id, time.time(), state="submitted", pid=None, restarts=restarts, placement=()
+        )
+        self.store.add_event(job_id, time.time(), "restored", {"was": record.state, "why": why})
+        self._records[job_id] = record
+        self.waiting.append(job_id)
 
     async def shutdown(self) -> None:
         """Stop accepting, tell agents, stop their processes, close the store."""

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     restarts INTEGER NOT NULL DEFAULT 0,
     checkpoint TEXT NOT NULL DEFAULT '',
     iteration INTEGER NOT NULL DEFAULT 0,  -- at the last checkpoint or the end
+    placement TEXT NOT NULL DEFAULT '[]',  -- GPU (or CPU slot) indices, JSON, while placed
     pid INTEGER                    -- the agent process, while one runs
 );
 CREATE INDEX IF NOT EXISTS jobs_by_tenant ON jobs (tenant, submitted_at);
@@ -81,6 +82,7 @@ class JobRecord:
     checkpoint: str
     pid: int | None
     iteration: int = 0
+    placement: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -160,11 +162,14 @@ class Store:
             self._event(record.id, record.submitted_at, "submitted", {"tenant": record.tenant})
 
     def update_job(self, job_id: str, at: float, **fields: object) -> None:
-        """Set some of `state`, `restarts`, `checkpoint`, `iteration`, `pid` on one job."""
-        allowed = {"state", "restarts", "checkpoint", "iteration", "pid"}
+        """Set some of `state`, `restarts`, `checkpoint`, `iteration`, `pid` and `placement`
+        (a sequence of indices) on one job."""
+        allowed = {"state", "restarts", "checkpoint", "iteration", "pid", "placement"}
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"not job columns: {sorted(unknown)}")
+        if "placement" in fields:
+            fields["placement"] = json.dumps(list(fields["placement"]))  # type: ignore[call-overload]
         columns = ", ".join(f"{name} = ?" for name in fields)  # names checked above
         with self._transaction():
             self._db.execute(
@@ -292,4 +297,5 @@ def _job(row: sqlite3.Row) -> JobRecord:
         checkpoint=row["checkpoint"],
         pid=row["pid"],
         iteration=row["iteration"],
+        placement=tuple(json.loads(row["placement"])),
     )

@@ -143,6 +143,26 @@ class Scheduler:
         )
         return min(times, default=None)
 
+    def adopt(
+        self, request: JobRequest, allocation: Allocation, iteration: int, now: float
+    ) -> list[Command]:
+        """Take over a job that is already running: its agent outlived the daemon that
+        launched it and said hello to this one. It runs on with its allocation, and the
+        next round plans it with the others."""
+        if request.id in self._jobs:
+            raise SchedulerError(f"job {request.id!r} is known already")
+        job = _Job(
+            request=request,
+            spec=self._rates.job_spec(request),
+            state=JobState.RUNNING,
+            allocation=allocation,
+            iteration=iteration,
+            last_heard=now,
+        )
+        self._jobs[request.id] = self._live[request.id] = job
+        why = "re-attached: its agent outlived the daemon"
+        return [Record("state", request.id, {"from": "restored", "to": "running", "why": why})]
+
     def use_model(self, rates: RateModel, node: NodeSpec) -> None:
         """Plan with a refitted model from now on: every live job's rates are predicted
         again; allocations change at the next round, not here."""

@@ -1,7 +1,6 @@
 """A real `stoker serve` in a subprocess, on a free port, with its own state dir, and an
 HTTP client for it. Factories clean up after themselves."""
 
-import os
 import signal
 import socket
 import subprocess
@@ -118,17 +117,6 @@ def job_body(name: str, **fields: Any) -> dict[str, Any]:
         "iterations": 300,
         **fields,
     }
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie is not alive
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:

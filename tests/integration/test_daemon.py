@@ -13,7 +13,8 @@ import httpx
 import pytest
 import zmq
 
-from tests.integration.daemon_harness import Daemon, alive, daemon_factory, job_body, wait_for
+from daemon.launcher import alive
+from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -118,26 +119,41 @@ def test_tokens_and_tenants(serve: Callable[..., Daemon]) -> None:
         wait_for("the cancel", lambda: states(alice)["alices"] == "cancelled")
 
 
-def test_kill_9_of_the_daemon_loses_no_job(serve: Callable[..., Daemon]) -> None:
-    daemon = serve()
-    names = {"one", "two", "three"}
+def test_kill_9_of_the_daemon_loses_no_job_and_running_agents_reattach(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(node={"cpu_slots": 2, "cpu_workers": 18, "max_jobs_per_gpu": 1})
+    names = {"one", "two", "three"}  # two slots: the third waits for one of them
     with daemon.client() as client:
         for name in sorted(names):
-            submit(client, name, iterations=1200)
-        wait_for("jobs to run", lambda: "running" in states(client).values())
-    orphans = agent_pids(daemon)
-    assert orphans
-    daemon.kill(signal.SIGKILL)
-    assert any(alive(pid) for pid in orphans.values()), "agents outlive a killed daemon"
+            submit(client, name, iterations=1500)
 
-    again = serve(state=daemon.state_dir.name)
+        def two_running() -> dict[str, str] | None:
+            now = states(client)
+            return now if list(now.values()).count("running") == 2 else None
+
+        running = wait_for("two jobs to run", two_running)
+    survivors = agent_pids(daemon)
+    assert len(survivors) == 2
+    daemon.kill(signal.SIGKILL)
+    assert all(alive(pid) for pid in survivors.values()), "agents outlive a killed daemon"
+
+    again = serve(
+        state=daemon.state_dir.name,
+        node={"cpu_slots": 2, "cpu_workers": 18, "max_jobs_per_gpu": 1},
+    )
     with again.client() as client:
         assert states(client).keys() == names, "every job is back"
         done = wait_for("all three to finish", lambda: all_done(client, names), 90)
         assert set(done.values()) == {"completed"}
-        restarted = [job for job in client.get("/v1/jobs").json() if job["restarts"] > 0]
-        assert restarted, "jobs that were running count a restart"
-    assert not any(alive(pid) for pid in orphans.values()), "the old agents were stopped"
+        jobs = {job["name"]: job for job in client.get("/v1/jobs").json()}
+        for name, state in running.items():
+            if state == "running":
+                assert jobs[name]["restarts"] == 0, f"{name} re-attached, not relaunched"
+        events = client.get("/v1/events").json()
+        reattached = {e["job_id"] for e in events if "re-attached" in str(e["data"])}
+        assert reattached == set(survivors), "the same agent processes carried on"
+        assert jobs["three"]["iteration"] == 1500
 
 
 def test_an_agent_killed_is_relaunched_by_its_restart_policy(

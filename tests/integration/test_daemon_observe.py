@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.daemon_harness import Daemon, alive, daemon_factory, wait_for
+from daemon.launcher import alive
+from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import agent_pids, states, submit
 from tests.unit.tpm.groundtruth import loading_csv, training_csv
 

@@ -9,6 +9,7 @@ from daemon.core.config import SchedulerConfig
 from daemon.core.errors import SchedulerError, UnknownJob
 from daemon.core.messages import (
     AgentHello,
+    Allocation,
     Cancel,
     Failed,
     Finished,
@@ -331,3 +332,17 @@ def test_a_new_model_repredicts_live_jobs_for_the_next_round() -> None:
     (pause,) = only(out, Pause)
     (resume,) = only(core.handle(Paused("a", pause.gen, 5), 1.5), Resume)
     assert resume.allocation.workers_per_gpu == 20  # 100 * 0.01 / 0.05
+
+
+def test_an_adopted_job_runs_on_and_is_planned_with_the_next_arrival() -> None:
+    core = scheduler(cpu_workers=12)
+    out = core.adopt(job("old"), Allocation(7), iteration=500, now=0.0)
+    assert [r.data["to"] for r in records(out, "state")] == ["running"]
+    assert core.status("old").state is JobState.RUNNING and workers(core, "old") == 7
+    with pytest.raises(SchedulerError):
+        core.adopt(job("old"), Allocation(7), iteration=500, now=0.0)
+    out = core.handle(JobSubmitted(job("new")), 1.0)
+    (pause,) = only(out, Pause)  # 7 + 10 > 12: the adopted job shrinks for the newcomer
+    assert pause.job_id == "old"
+    core.handle(Tick(), 5.0)
+    assert core.status("old").state is JobState.PAUSING  # heartbeats are still expected

@@ -26,10 +26,11 @@ def record(job_id: str, tenant: str = "alice") -> JobRecord:
 def test_a_job_written_is_read_back_by_another_connection(tmp_path: Path) -> None:
     store = Store(tmp_path / "stoker.db")
     store.add_job(record("a"))
-    store.update_job("a", 2.0, state="running", pid=123)
+    store.update_job("a", 2.0, state="running", pid=123, placement=(2, 3))
     other = Store(tmp_path / "stoker.db")  # as a restarted daemon would
     found = other.job("a")
     assert found is not None and found.state == "running" and found.pid == 123
+    assert found.placement == (2, 3)
     assert [e.kind for e in other.events("a")] == ["submitted"]
     mode = sqlite3.connect(tmp_path / "stoker.db").execute("PRAGMA journal_mode").fetchone()
     assert mode == ("wal",)
