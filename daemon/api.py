@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from allocator import InvalidRequest, ThroughputModel
 from daemon.config import DaemonConfig
@@ -31,11 +31,12 @@ from daemon.learning import parse_samples
 from daemon.metrics import Metrics
 from daemon.service import Service, SubmitError, new_job_id
 from daemon.store import JobRecord
-from tpm import SampleError, TpmError, UnknownModel
+from tpm import FittedTPM, SampleError, TpmError, UnknownModel
 
 log = logging.getLogger(__name__)
 
 ADMIN = "admin"
+DEFAULT_TPM = Path(__file__).resolve().parent / "assets" / "default-tpm.json"
 _STREAM_POLL_S = 0.25
 MAX_SEQ = 2**62  # sequence numbers are SQLite integers
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
@@ -58,6 +59,15 @@ class JobSubmission(BaseModel):
     decode_mode: Literal["cpu", "device"] = "cpu"
     gpu_indices: list[int] | None = Field(None, description="pin to these GPUs")
     max_restarts: int | None = Field(None, ge=0, le=100, description="relaunches after a crash")
+
+    @field_validator("gpu_indices")
+    @classmethod
+    def _pinned_gpus_match(cls, pinned: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        gpus = info.data.get("gpus")
+        wrong = pinned is not None and (len(set(pinned)) != gpus or min(pinned, default=0) < 0)
+        if gpus is not None and wrong:
+            raise ValueError(f"name {gpus} distinct GPUs, numbered from 0")
+        return pinned
 
 
 class JobView(BaseModel):
@@ -311,8 +321,17 @@ async def node(_: Who, service: Daemon) -> dict[str, Any]:
     }
 
 
-def create_app(config: DaemonConfig, model: ThroughputModel) -> FastAPI:
-    """The daemon as an ASGI app; serving it starts the service, stopping it stops it."""
+def load_model(config: DaemonConfig) -> FittedTPM:
+    """The model to plan with until a refit: `config.tpm`, else the built-in one (fitted on
+    the simulated testbed's profiling, docs/daemon.md). TpmError or OSError say why not."""
+    path = config.tpm or DEFAULT_TPM
+    return FittedTPM.from_json(path.read_text(encoding="utf-8"), str(path))
+
+
+def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> FastAPI:
+    """The daemon as an ASGI app; serving it starts the service, stopping it stops it.
+    `model` defaults to `load_model(config)`; a newer fit in the state file wins over it."""
+    model = model or load_model(config)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

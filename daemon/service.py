@@ -603,7 +603,12 @@ class Service:
         if record.pid is not None:
             stop_group(record.pid, grace_s=2.0)
         self.placement.pop(job_id, None)
-        restarts = record.restarts + (record.state != JobState.SUBMITTED.value)
+        started = record.state not in (JobState.SUBMITTED.value, JobState.PENDING.value)
+        restarts = record.restarts + started
+        if restarts > self._request(record).max_restarts:
+            self.store.update_job(job_id, time.time(), pid=None, placement=())
+            self._set_state(job_id, JobState.FAILED.value, f"{why}; no restarts left")
+            return
         self.store.update_job(
             job_id, time.time(), state="submitted", pid=None, restarts=restarts, placement=()
         )

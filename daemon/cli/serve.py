@@ -8,12 +8,10 @@ import typer
 import uvicorn
 
 from agents.simulated import main as simulated_agent
-from daemon.api import create_app
-from daemon.cli.common import fail, read_text
+from daemon.api import create_app, load_model
+from daemon.cli.common import fail
 from daemon.config import ConfigError, load_config
-from tpm import FittedTPM, TpmError
-
-DEFAULT_TPM = Path(__file__).resolve().parents[1] / "assets" / "default-tpm.json"
+from tpm import TpmError
 
 
 def register_serve(app: typer.Typer) -> None:
@@ -40,6 +38,11 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if agent_mode == "process":
+        fail(
+            "--agent-mode process runs the PyTorch application master, which is not built "
+            "yet (issue 5); use --agent-mode simulate"
+        )
     overrides: dict[str, object] = {
         "state_dir": state_dir,
         "host": host,
@@ -58,11 +61,12 @@ def serve(
         fail(str(error))
     except ValueError as error:
         fail(f"--policy or --window: {error}")
-    tpm_path = settings.tpm or DEFAULT_TPM
     try:
-        model = FittedTPM.from_json(read_text(tpm_path, "TPM model"), str(tpm_path))
+        model = load_model(settings)
     except TpmError as error:
         fail(str(error))
+    except OSError as error:
+        fail(f"tpm: cannot read {settings.tpm}: {error}")
     typer.echo(
         f"stoker: serving http://{settings.host}:{settings.port}/docs, state in "
         f"{settings.state_dir.resolve()}, policy {settings.scheduler.policy}",

@@ -84,6 +84,7 @@ def test_bad_bodies_name_the_field(serve: Callable[..., Daemon]) -> None:
             "name": job_body("../../etc"),
             "model": job_body("a", model="AlexNet"),
             "color": job_body("a", color="blue"),
+            "gpu_indices": job_body("a", gpus=2, gpu_indices=[1, 1]),
         }
         for field, body in cases.items():
             reply = client.post("/v1/jobs", json=body)
@@ -154,6 +155,29 @@ def test_kill_9_of_the_daemon_loses_no_job_and_running_agents_reattach(
         reattached = {e["job_id"] for e in events if "re-attached" in str(e["data"])}
         assert reattached == set(survivors), "the same agent processes carried on"
         assert jobs["three"]["iteration"] == 1500
+
+
+def test_after_kill_9_a_job_whose_agent_is_gone_follows_its_restart_policy(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        kept = submit(client, "kept", iterations=1500)
+        fragile = submit(client, "fragile", iterations=1500, max_restarts=0)
+        wait_for(
+            "both to run",
+            lambda: set(states(client).values()) == {"running"},
+        )
+    pids = agent_pids(daemon)
+    daemon.kill(signal.SIGKILL)
+    for pid in pids.values():  # the node lost them too
+        os.killpg(pid, signal.SIGKILL)
+    again = serve(state=daemon.state_dir.name)
+    with again.client() as client:
+        wait_for("kept to finish", lambda: states(client)["kept"] == "completed", 90)
+        jobs = {job["id"]: job for job in client.get("/v1/jobs").json()}
+        assert jobs[kept["id"]]["restarts"] == 1, "relaunched from its checkpoint"
+        assert jobs[fragile["id"]]["state"] == "failed", "max_restarts = 0"
 
 
 def test_an_agent_killed_is_relaunched_by_its_restart_policy(
