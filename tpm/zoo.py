@@ -16,7 +16,7 @@ from functools import cache
 
 from tpm.errors import UnknownModel
 
-_CLASSES = 1000
+CLASSES = 1000
 _NAME = re.compile(r"^(?P<width>sm|md)?(?P<family>resnet|vgg)(?P<depth>\d+)$", re.IGNORECASE)
 _NARROWING = {None: 1, "md": 2, "sm": 4}
 
@@ -55,9 +55,28 @@ class _Counter:
         self.flops += c_in * c_out
 
 
-@cache
-def model_features(name: str) -> ModelFeatures:
-    """FLOPs and parameters of a zoo model; WorkloadError names the accepted forms."""
+@dataclass(frozen=True)
+class Layout:
+    """What a zoo name means: the family, its depth, and the first stage's width (64 for
+    the standard models, 32 for md, 16 for sm). The torch models (agents/models.py) and the
+    analytic counts here are both built from it."""
+
+    family: str  # "resnet" or "vgg"
+    depth: int
+    width: int
+
+    @property
+    def stages(self) -> tuple[int, ...]:
+        """Blocks (ResNet) or convolutions (VGG) per stage."""
+        return resnet_stages(self.depth) if self.family == "resnet" else vgg_stages(self.depth)
+
+    @property
+    def bottleneck(self) -> bool:
+        return self.family == "resnet" and self.depth in _BOTTLENECK_DEPTHS
+
+
+def layout(name: str) -> Layout:
+    """The layout of a zoo name; UnknownModel names the accepted forms."""
     match = _NAME.match(name.strip())
     if match is None:
         raise UnknownModel(
@@ -65,12 +84,20 @@ def model_features(name: str) -> ModelFeatures:
             "mdResnet12, smVGG7",
         )
     narrowing = _NARROWING[match["width"].lower() if match["width"] else None]
-    depth = int(match["depth"])
+    found = Layout(match["family"].lower(), int(match["depth"]), 64 // narrowing)
+    _ = found.stages  # raises UnknownModel for a depth the family does not have
+    return found
+
+
+@cache
+def model_features(name: str) -> ModelFeatures:
+    """FLOPs and parameters of a zoo model; UnknownModel names the accepted forms."""
+    shape = layout(name)
     counter = _Counter()
-    if match["family"].lower() == "resnet":
-        _count_resnet(counter, depth, 64 // narrowing)
+    if shape.family == "resnet":
+        _count_resnet(counter, shape.depth, shape.width)
     else:
-        _count_vgg(counter, depth, 64 // narrowing)
+        _count_vgg(counter, shape.depth, shape.width)
     return ModelFeatures(name=name, flops=counter.flops, model_params=counter.params)
 
 
@@ -124,7 +151,7 @@ def _count_resnet(counter: _Counter, depth: int, width: int) -> None:
             if channels != out or (block == 0 and stage > 0):
                 counter.conv(channels, out, 1, size)  # projection shortcut
             channels = out
-    counter.linear(channels, _CLASSES)
+    counter.linear(channels, CLASSES)
 
 
 def _count_vgg(counter: _Counter, depth: int, width: int) -> None:
@@ -135,4 +162,4 @@ def _count_vgg(counter: _Counter, depth: int, width: int) -> None:
             counter.conv(channels, planes, 3, size)
             channels = planes
         size //= 2
-    counter.linear(channels, _CLASSES)
+    counter.linear(channels, CLASSES)
