@@ -1,0 +1,163 @@
+"""Training data for the application master: a folder of real JPEG files, a Pillow decode
+and augmentation pipeline, and the epoch order that makes every sample count once.
+
+- `make_dataset(root, images, size)` writes `images` JPEG files of synthetic content
+  (smooth colour fields with a class-dependent pattern, so there is something to learn)
+  and `index.json` (count, size, classes, labels). `stoker dataset make` calls it.
+- `JpegDataset` is cheap to pickle: a root, a count and a labels tuple; file names are
+  derived from the index (`00000042.jpg`), so a DataLoader's workers start fast.
+- Augmentation (random resized crop, horizontal flip, normalise) draws from a generator
+  seeded by (seed, epoch, index): a sample looks the same whichever worker decodes it and
+  however often the job was resized, so a resumed epoch is the epoch it would have been.
+- `EpochOrder` is the permutation of an epoch from (seed, epoch) and a cursor of consumed
+  samples; `batches(rank, world, batch_size)` yields each rank's share of every global batch
+  from the cursor on. Across any number of pauses, every sample of an epoch is consumed
+  exactly once.
+"""
+
+import json
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import Dataset
+
+INDEX = "index.json"
+MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, as the paper's pipeline normalises
+STD = (0.229, 0.224, 0.225)
+
+
+class DataError(ValueError):
+    """A dataset folder that cannot be used; the message says what to do."""
+
+
+def file_name(index: int) -> str:
+    return f"{index:08d}.jpg"
+
+
+def make_dataset(
+    root: Path, images: int, size: int, *, classes: int = 10, seed: int = 0, quality: int = 90
+) -> Path:
+    """Write `images` JPEGs of `size` x `size` pixels and the index; the index path."""
+    if images < 1:
+        raise DataError("--images must be at least 1")
+    if not 16 <= size <= 4096:
+        raise DataError(f"--size must be 16 to 4096 pixels, got {size}")
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, classes, images).tolist()
+    y, x = np.mgrid[0:size, 0:size] / size
+    for index, label in enumerate(labels):
+        phase = rng.uniform(0, 2 * np.pi, 3)
+        frequency = 1 + label  # the class is in the pattern's frequency
+        channels = [
+            127 + 100 * np.sin(2 * np.pi * frequency * (x * np.cos(p) + y * np.sin(p)) + p)
+            for p in phase
+        ]
+        noise = rng.normal(0, 12, (size, size, 3))
+        pixels = np.clip(np.stack(channels, axis=-1) + noise, 0, 255).astype(np.uint8)
+        Image.fromarray(pixels, "RGB").save(root / file_name(index), quality=quality)
+    index_path = root / INDEX
+    temporary = index_path.with_suffix(".tmp")
+    temporary.write_text(
+        json.dumps({"images": images, "size": size, "classes": classes, "labels": labels})
+    )
+    temporary.replace(index_path)
+    return index_path
+
+
+@dataclass(frozen=True)
+class Augment:
+    """Random resized crop to `size`, horizontal flip, normalise (the ImageNet recipe)."""
+
+    size: int
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+
+    def __call__(self, image: Image.Image, rng: random.Random) -> torch.Tensor:
+        left, top, width, height = self._crop_box(image.width, image.height, rng)
+        image = image.resize(
+            (self.size, self.size),
+            Image.Resampling.BILINEAR,
+            box=(left, top, left + width, top + height),
+        )
+        if rng.random() < 0.5:
+            image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
+        pixels = np.asarray(image, dtype=np.float32) / np.float32(255.0)
+        scaled = (pixels - np.array(MEAN, dtype=np.float32)) / np.array(STD, dtype=np.float32)
+        return torch.from_numpy(np.ascontiguousarray(scaled.transpose(2, 0, 1)))
+
+    def _crop_box(self, width: int, height: int, rng: random.Random) -> tuple[int, int, int, int]:
+        area = width * height
+        for _ in range(10):
+            target = area * rng.uniform(*self.scale)
+            aspect = math.exp(rng.uniform(math.log(self.ratio[0]), math.log(self.ratio[1])))
+            w = round(math.sqrt(target * aspect))
+            h = round(math.sqrt(target / aspect))
+            if 0 < w <= width and 0 < h <= height:
+                return rng.randint(0, width - w), rng.randint(0, height - h), w, h
+        side = min(width, height)  # fall back to the centre square
+        return (width - side) // 2, (height - side) // 2, side, side
+
+
+class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
+    """Samples of a `make_dataset` folder, decoded by Pillow and augmented; `epoch` must be
+    set before each epoch's loader is built (the augmentation seed depends on it)."""
+
+    def __init__(self, root: Path, image_size: int, seed: int = 0) -> None:
+        try:
+            index = json.loads((root / INDEX).read_text())
+        except FileNotFoundError:
+            raise DataError(
+                f"{root}: no {INDEX}; make a dataset with `stoker dataset make {root}`"
+            ) from None
+        self.root = str(root)
+        # An int16 array pickles as raw bytes: 2 bytes a sample for each worker's copy.
+        self.labels = np.asarray(index["labels"], dtype=np.int16)
+        self.classes = int(index["classes"])
+        self.augment = Augment(image_size)
+        self.seed = seed
+        self.epoch = 0
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        rng = random.Random(hash((self.seed, self.epoch, index)))
+        with Image.open(Path(self.root) / file_name(index)) as image:
+            tensor = self.augment(image.convert("RGB"), rng)
+        return tensor, int(self.labels[index])
+
+
+@dataclass
+class EpochOrder:
+    """Where a job is in its data: the epoch, and how many of its samples are consumed."""
+
+    samples: int
+    seed: int = 0
+    epoch: int = 0
+    cursor: int = 0  # samples of this epoch consumed by all ranks together
+
+    def permutation(self) -> list[int]:
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return torch.randperm(self.samples, generator=generator).tolist()
+
+    def batches(self, rank: int, world: int, batch_size: int) -> Iterator[list[int]]:
+        """Rank `rank`'s indices of every global batch from the cursor to the epoch's end.
+        The last global batch may be short; it is split as evenly as the others."""
+        order = self.permutation()
+        for start in range(self.cursor, self.samples, batch_size):
+            batch = order[start : start + batch_size]
+            share = math.ceil(len(batch) / world)
+            yield batch[rank * share : (rank + 1) * share]
+
+    def advance(self, consumed: int) -> None:
+        """Count `consumed` samples (all ranks); roll into the next epoch at its end."""
+        self.cursor += consumed
+        if self.cursor >= self.samples:
+            self.epoch, self.cursor = self.epoch + 1, 0

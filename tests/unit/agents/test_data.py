@@ -1,0 +1,87 @@
+"""Real JPEGs on disk, a cheap-to-pickle dataset, and an epoch order that counts every
+sample once however often the job pauses."""
+
+import pickle
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from PIL import Image
+from torch.utils.data import DataLoader
+
+from agents.data import DataError, EpochOrder, JpegDataset, file_name, make_dataset
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("images")
+    make_dataset(root, images=48, size=48, classes=4, seed=1)
+    return root
+
+
+def test_the_folder_holds_real_jpegs_and_an_index(folder: Path) -> None:
+    with Image.open(folder / file_name(0)) as image:
+        assert image.format == "JPEG" and image.size == (48, 48)
+    dataset = JpegDataset(folder, image_size=32)
+    assert len(dataset) == 48 and set(dataset.labels.tolist()) <= {0, 1, 2, 3}
+    tensor, label = dataset[5]
+    assert tensor.shape == (3, 32, 32) and tensor.dtype == torch.float32
+    assert label == int(dataset.labels[5])
+    assert -3.0 < float(tensor.mean()) < 3.0  # normalised
+
+
+def test_pickles_small_whatever_the_number_of_images(folder: Path) -> None:
+    dataset = JpegDataset(folder, image_size=32)
+    assert len(pickle.dumps(dataset)) < 1000 + 2 * len(dataset)
+
+
+def test_a_sample_looks_the_same_wherever_it_is_decoded_in_an_epoch(folder: Path) -> None:
+    dataset = JpegDataset(folder, image_size=32, seed=7)
+    again = pickle.loads(pickle.dumps(dataset))  # as a worker sees it
+    assert torch.equal(dataset[3][0], again[3][0])
+    dataset.epoch = 1
+    assert not torch.equal(dataset[3][0], again[3][0])  # a new epoch, a new crop
+
+
+def test_missing_index_says_how_to_make_one(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="stoker dataset make"):
+        JpegDataset(tmp_path, image_size=32)
+    with pytest.raises(DataError, match="--size"):
+        make_dataset(tmp_path, images=1, size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    samples=st.integers(1, 200),
+    batch=st.integers(1, 40),
+    world=st.sampled_from([1, 2, 4]),
+    pauses=st.lists(st.integers(0, 12), max_size=6),
+)
+def test_every_sample_of_an_epoch_counts_once_across_pauses(
+    samples: int, batch: int, world: int, pauses: list[int]
+) -> None:
+    order, consumed = EpochOrder(samples, seed=3), []
+    for run in [*pauses, samples]:  # each run trains some global batches, then pauses
+        for _ in range(run):
+            if order.epoch:
+                break
+            # A fresh iterator per step, as a loader rebuilt after a pause starts one.
+            step = [i for rank in range(world) for i in next(order.batches(rank, world, batch))]
+            consumed += step
+            order.advance(len(step))
+    assert sorted(consumed) == list(range(samples))
+    assert order.epoch == 1 and order.cursor == 0
+
+
+def test_a_loader_with_any_worker_count_yields_the_same_batches(folder: Path) -> None:
+    dataset = JpegDataset(folder, image_size=32)
+    order = EpochOrder(len(dataset), seed=5, cursor=8)
+    labels = []
+    for workers in (0, 2):
+        loader = DataLoader(
+            dataset, batch_sampler=list(order.batches(0, 1, 8)), num_workers=workers
+        )
+        labels.append(torch.cat([batch_labels for _, batch_labels in loader]).tolist())
+    assert labels[0] == labels[1] and len(labels[0]) == 40
