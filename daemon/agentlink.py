@@ -38,6 +38,9 @@ class AgentLink:
         self._context = zmq.asyncio.Context()
         self._socket = self._context.socket(zmq.ROUTER)
         self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # an unknown peer is an error, not a drop
+        # A relaunched agent takes its job's identity over from a stale connection (one a
+        # dead agent's orphaned DataLoader workers may hold open for a few seconds).
+        self._socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self._socket.setsockopt(zmq.LINGER, 0)
 
     def bind(self) -> None:

@@ -1,0 +1,480 @@
+"""The application master: one process per job that trains a zoo model with PyTorch and
+obeys the daemon (DESIGN.md, "Application master"; paper Sec. III-C 4).
+
+`python -m agents.master --job ID --endpoint ipc://... --model Resnet18 --dataset DIR ...`
+
+- One rank per GPU with torch.distributed (NCCL on GPUs, gloo on CPU, where `--gpus` counts
+  CPU training ranks); rank 0 talks to the daemon over a ZeroMQ DEALER.
+- Each rank reads its share of every global batch (`agents.data.EpochOrder`) through a
+  DataLoader with `workers` processes (pinned memory on GPU), and splits each iteration
+  into idle (waiting for the batch) and step (forward, backward, update, synchronised).
+- After every iteration rank 0 broadcasts what the daemon asked: go on, pause or cancel,
+  so all ranks stop at the same iteration. On pause rank 0 writes the checkpoint (model,
+  optimiser, epoch, cursor, iteration, RNG states, audit offsets) to a temp file, fsyncs
+  and renames it, says `paused`, and waits; on `resume` every rank rebuilds its DataLoader
+  from the cursor with the new worker count (hot resize: process and model stay). The
+  `resumed` message goes out after the first new step, with the measured gap.
+- `--resume-from CHECKPOINT` starts cold from a checkpoint (after a crash or a kill).
+- `--audit`: each rank appends `epoch index` for every sample it trains to
+  `audit/rank<k>.txt`; a cold start truncates the files to the checkpoint's offsets, so the
+  audit rolls back with the model and every sample of an epoch is counted once.
+"""
+
+import argparse
+import datetime
+import logging
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import zmq
+from torch.multiprocessing.spawn import spawn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+from zmq.utils.monitor import recv_monitor_message
+
+from agents.data import EpochOrder, JpegDataset
+from agents.models import build
+from agents.protocol import (
+    AgentState,
+    CancelMessage,
+    FinishedMessage,
+    HeartbeatMessage,
+    Hello,
+    PausedMessage,
+    PauseMessage,
+    ResumedMessage,
+    ResumeMessage,
+    decode_daemon,
+    encode,
+)
+
+log = logging.getLogger(__name__)
+
+GO, PAUSE, CANCEL = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class MasterJob:
+    job_id: str
+    endpoint: str
+    model: str
+    dataset: Path
+    batch_size: int  # global
+    gpus: int  # ranks
+    iterations: int
+    workers_per_gpu: int
+    checkpoint_dir: Path
+    image_size: int = 32
+    seed: int = 0
+    lr: float = 0.05
+    heartbeat_s: float = 1.0
+    gen: int = 0
+    resume_from: Path | None = None
+    audit: bool = False
+    rendezvous_port: int = 0
+    master_pid: int = 0  # the process the daemon launched (ranks may be its children)
+
+
+class _Daemon:
+    """Rank 0's line to the daemon."""
+
+    def __init__(self, job: MasterJob) -> None:
+        self.job = job
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.IDENTITY, job.job_id.encode())
+        self.socket.setsockopt(zmq.LINGER, 2000)
+        # A restarted daemon binds again and the DEALER reconnects by itself; the monitor
+        # tells us, and a new hello re-attaches the job (see agents/simulated.py).
+        self.monitor = self.socket.get_monitor_socket(zmq.EVENT_CONNECTED)
+        self.connections = 0
+        self.socket.connect(job.endpoint)
+        self.gen = job.gen
+
+    def reconnected(self) -> bool:
+        """Whether the link came back since the last call (not its first connection)."""
+        again = False
+        while self.monitor.poll(0, zmq.POLLIN):
+            if recv_monitor_message(self.monitor)["event"] == zmq.EVENT_CONNECTED:
+                self.connections += 1
+                again = again or self.connections > 1
+        return again
+
+    def send(self, message: Any) -> None:
+        self.socket.send(encode(message.model_copy(update={"ts": time.time()})))
+
+    def poll(self) -> int:
+        """GO, PAUSE or CANCEL: the first pause or cancel waiting, without blocking."""
+        while self.socket.poll(0, zmq.POLLIN):
+            message = decode_daemon(self.socket.recv())
+            if isinstance(message, CancelMessage):
+                return CANCEL
+            if isinstance(message, PauseMessage):
+                self.gen = message.gen
+                return PAUSE
+        return GO
+
+    def wait_for_resume(self) -> ResumeMessage | None:
+        """Block until resume (its message) or cancel (None)."""
+        while True:
+            message = decode_daemon(self.socket.recv())
+            if isinstance(message, CancelMessage):
+                return None
+            if isinstance(message, ResumeMessage):
+                self.gen = message.gen
+                return message
+
+    def close(self) -> None:
+        self.socket.disable_monitor()
+        self.monitor.close()
+        self.socket.close()
+        self.context.term()
+
+
+@dataclass
+class _Meter:
+    """Idle and step seconds since the last heartbeat."""
+
+    started: float
+    idle_s: float = 0.0
+    step_s: float = 0.0
+    samples: int = 0
+
+
+class Trainer:
+    """One rank's training loop."""
+
+    def __init__(self, job: MasterJob, rank: int) -> None:
+        self.job, self.rank, self.world = job, rank, job.gpus
+        self.device = _device(rank)
+        torch.manual_seed(job.seed)
+        self.dataset = JpegDataset(job.dataset, job.image_size, seed=job.seed)
+        model = build(job.model, classes=self.dataset.classes).to(self.device)
+        self.model: torch.nn.Module = DistributedDataParallel(model) if self.world > 1 else model
+        self.optimiser = torch.optim.SGD(self.model.parameters(), lr=job.lr, momentum=0.9)
+        self.order = EpochOrder(len(self.dataset), seed=job.seed)
+        self.iteration = 0
+        self.workers = job.workers_per_gpu
+        self.audit = self._audit_file()
+        if job.resume_from is not None:
+            self._load(job.resume_from)
+        self.daemon = _Daemon(job) if rank == 0 else None
+
+    # ---- the loop ------------------------------------------------------------------------
+
+    def run(self) -> int:
+        if self.daemon is not None:
+            self._hello("running")
+        meter = _Meter(time.monotonic())
+        paused_at: float | None = None
+        while self.iteration < self.job.iterations:
+            self.dataset.epoch = self.order.epoch
+            epoch = self.order.epoch
+            for images, labels, indices in self._loader():
+                waited = time.monotonic()
+                self._step(images, labels)
+                done = time.monotonic()
+                meter.idle_s += waited - meter.started
+                meter.step_s += done - waited
+                self._account(indices)
+                meter.samples += self.job.batch_size
+                if paused_at is not None and self.daemon is not None:
+                    self._resumed(paused_at)
+                    paused_at = None
+                decision = self._decide()
+                if decision == CANCEL:
+                    return self._end(cancelled=True)
+                if decision == PAUSE:
+                    paused_at = time.monotonic()
+                    if not self._pause():
+                        return self._end(cancelled=True)
+                    meter = _Meter(time.monotonic())
+                    break  # rebuild the loader with the new worker count
+                if self.iteration >= self.job.iterations or self.order.epoch != epoch:
+                    break
+                meter = self._heartbeat(meter)
+                meter.started = time.monotonic()
+        return self._end(cancelled=False)
+
+    def _loader(self) -> Any:
+        """This rank's batches from the cursor on, with their sample indices."""
+        shares = list(self.order.batches(self.rank, self.world, self.job.batch_size))
+        loader: DataLoader[Any] = DataLoader(
+            self.dataset,
+            batch_sampler=shares,
+            num_workers=self.workers,
+            pin_memory=self.device.type == "cuda",
+        )
+        return (
+            (images, labels, share) for (images, labels), share in zip(loader, shares, strict=False)
+        )
+
+    def _step(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        images = images.to(self.device, non_blocking=True)
+        labels = labels.to(self.device, non_blocking=True)
+        self.optimiser.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(self.model(images), labels)
+        loss.backward()  # type: ignore[no-untyped-call]
+        self.optimiser.step()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _account(self, indices: list[int]) -> None:
+        if self.audit is not None:
+            self.audit.write("".join(f"{self.order.epoch} {index}\n" for index in indices))
+            self.audit.flush()
+        remaining = self.order.samples - self.order.cursor
+        self.order.advance(min(self.job.batch_size, remaining))
+        self.iteration += 1
+
+    def _decide(self) -> int:
+        """Every rank learns what rank 0 heard from the daemon, at the same iteration."""
+        decision = GO
+        if self.daemon is not None:
+            if self.daemon.reconnected():
+                self._hello("running")
+            decision = self.daemon.poll()
+        if self.world == 1:
+            return decision
+        flag = torch.tensor([decision], dtype=torch.int64)
+        dist.broadcast(flag, src=0)
+        return int(flag.item())
+
+    # ---- pause, checkpoint, resume ---------------------------------------------------------
+
+    def _pause(self) -> bool:
+        """Checkpoint, say paused, wait for resume; False when cancelled meanwhile."""
+        offsets = self._audit_offsets()
+        path = self.job.checkpoint_dir / "checkpoint.pt"
+        if self.rank == 0:
+            self._save(path, offsets)
+        workers = torch.tensor([0], dtype=torch.int64)
+        if self.daemon is not None:
+            self.daemon.send(
+                PausedMessage(
+                    job=self.job.job_id,
+                    gen=self.daemon.gen,
+                    iteration=self.iteration,
+                    checkpoint=str(path),
+                )
+            )
+            resume = self.daemon.wait_for_resume()
+            workers[0] = resume.workers_per_gpu if resume is not None else 0
+        if self.world > 1:
+            dist.broadcast(workers, src=0)
+        if int(workers.item()) == 0:
+            return False
+        self.workers = int(workers.item())
+        return True
+
+    def _resumed(self, paused_at: float) -> None:
+        assert self.daemon is not None
+        self.daemon.send(
+            ResumedMessage(
+                job=self.job.job_id,
+                gen=self.daemon.gen,
+                workers=self.workers,
+                gap_s=time.monotonic() - paused_at,
+            )
+        )
+
+    def _save(self, path: Path, audit_offsets: list[int]) -> None:
+        model = self.model.module if isinstance(self.model, DistributedDataParallel) else self.model
+        state = {
+            "job": self.job.job_id,
+            "model": model.state_dict(),
+            "optimiser": self.optimiser.state_dict(),
+            "epoch": self.order.epoch,
+            "cursor": self.order.cursor,
+            "iteration": self.iteration,
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "numpy": np.random.get_state(),
+                "python": random.getstate(),
+            },
+            "audit_offsets": audit_offsets,
+        }
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_suffix(".tmp")
+        with temporary.open("wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        temporary.replace(path)
+
+    def _load(self, path: Path) -> None:
+        state = torch.load(path, map_location=self.device, weights_only=False)
+        model = self.model.module if isinstance(self.model, DistributedDataParallel) else self.model
+        model.load_state_dict(state["model"])
+        self.optimiser.load_state_dict(state["optimiser"])
+        self.order.epoch, self.order.cursor = state["epoch"], state["cursor"]
+        self.iteration = state["iteration"]
+        torch.set_rng_state(state["rng"]["torch"])
+        np.random.set_state(state["rng"]["numpy"])
+        random.setstate(state["rng"]["python"])
+        if self.audit is not None:  # the audit rolls back with the model
+            self.audit.truncate(state["audit_offsets"][self.rank])
+            self.audit.seek(0, os.SEEK_END)
+
+    # ---- audit, messages, the end --------------------------------------------------------
+
+    def _audit_file(self) -> Any:
+        if not self.job.audit:
+            return None
+        directory = self.job.checkpoint_dir / "audit"
+        directory.mkdir(parents=True, exist_ok=True)
+        return (directory / f"rank{self.rank}.txt").open("a+")
+
+    def _audit_offsets(self) -> list[int]:
+        """Every rank's audit length, synced to disk, gathered on all ranks."""
+        mine = 0
+        if self.audit is not None:
+            self.audit.flush()
+            os.fsync(self.audit.fileno())
+            mine = self.audit.tell()
+        if self.world == 1:
+            return [mine]
+        gathered = [torch.zeros(1, dtype=torch.int64) for _ in range(self.world)]
+        dist.all_gather(gathered, torch.tensor([mine], dtype=torch.int64))
+        return [int(t.item()) for t in gathered]
+
+    def _hello(self, state: AgentState) -> None:
+        assert self.daemon is not None
+        self.daemon.send(
+            Hello(
+                job=self.job.job_id,
+                gen=self.daemon.gen,
+                pid=self.job.master_pid or os.getpid(),
+                state=state,
+                iteration=self.iteration,
+                workers=self.workers,
+            )
+        )
+
+    def _heartbeat(self, meter: _Meter) -> _Meter:
+        if self.daemon is None or meter.idle_s + meter.step_s < self.job.heartbeat_s:
+            return meter
+        busy = meter.idle_s + meter.step_s
+        self.daemon.send(
+            HeartbeatMessage(
+                job=self.job.job_id,
+                gen=self.daemon.gen,
+                iteration=self.iteration,
+                samples=self.iteration * self.job.batch_size,
+                idle_s=meter.idle_s,
+                step_s=meter.step_s,
+                samples_per_s=meter.samples / busy if busy > 0 else 0.0,
+                workers=self.workers,
+            )
+        )
+        return _Meter(time.monotonic())
+
+    def _end(self, *, cancelled: bool) -> int:
+        if self.audit is not None:
+            self.audit.close()
+        if self.daemon is not None:
+            if not cancelled:
+                self.daemon.send(
+                    FinishedMessage(
+                        job=self.job.job_id, gen=self.daemon.gen, iteration=self.iteration
+                    )
+                )
+            self.daemon.close()
+        return 0
+
+
+def _device(rank: int) -> torch.device:
+    if torch.cuda.is_available():
+        return torch.device("cuda", rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def _rank(rank: int, job: MasterJob) -> None:
+    """One rank's process (rank 0 is the master's own process)."""
+    if job.gpus > 1:
+        dist.init_process_group(
+            "nccl" if torch.cuda.is_available() else "gloo",
+            init_method=f"tcp://127.0.0.1:{job.rendezvous_port}",
+            rank=rank,
+            world_size=job.gpus,
+            timeout=datetime.timedelta(hours=1),  # a pause may last long
+        )
+    torch.set_num_threads(1)
+    try:
+        Trainer(job, rank).run()
+    finally:
+        if job.gpus > 1:
+            dist.destroy_process_group()
+
+
+def run(job: MasterJob) -> int:
+    """Train `job` to its end, or until cancelled; the exit code."""
+    job = replace(job, master_pid=os.getpid())
+    if job.gpus == 1:
+        _rank(0, job)
+        return 0
+    job = replace(job, rendezvous_port=job.rendezvous_port or _free_port())
+    spawn(_rank, args=(job,), nprocs=job.gpus, join=True)  # type: ignore[no-untyped-call]
+    return 0
+
+
+def _free_port() -> int:
+    import socket  # noqa: PLC0415 (only the multi-rank path needs it)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--endpoint", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--iterations", type=int, required=True)
+    parser.add_argument("--workers", type=int, required=True)
+    parser.add_argument("--checkpoint-dir", type=Path, required=True)
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--heartbeat-s", type=float, default=1.0)
+    parser.add_argument("--gen", type=int, default=0)
+    parser.add_argument("--resume-from", type=Path, default=None)
+    parser.add_argument("--audit", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    job = MasterJob(
+        job_id=args.job,
+        endpoint=args.endpoint,
+        model=args.model,
+        dataset=args.dataset,
+        batch_size=args.batch_size,
+        gpus=args.gpus,
+        iterations=args.iterations,
+        workers_per_gpu=args.workers,
+        checkpoint_dir=args.checkpoint_dir,
+        image_size=args.image_size,
+        seed=args.seed,
+        lr=args.lr,
+        heartbeat_s=args.heartbeat_s,
+        gen=args.gen,
+        resume_from=args.resume_from,
+        audit=args.audit,
+    )
+    return run(job)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

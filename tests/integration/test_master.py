@@ -1,0 +1,168 @@
+"""The application master as a real process training a real (tiny) model on real JPEGs,
+driven over a real ZeroMQ ROUTER the way the daemon drives it: pauses, resizes, a kill -9
+and a cold restart, with the sample audit proving every sample of an epoch counts once."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from agents.data import make_dataset
+from agents.protocol import (
+    FinishedMessage,
+    HeartbeatMessage,
+    Hello,
+    PausedMessage,
+    PauseMessage,
+    ResumedMessage,
+    ResumeMessage,
+    decode_agent,
+    encode,
+)
+
+pytestmark = pytest.mark.timeout(240)
+IMAGES, BATCH = 48, 8  # 6 global batches an epoch
+
+
+class Router:
+    """The daemon's end, by hand: one ROUTER, one job."""
+
+    def __init__(self, path: Path) -> None:
+        self.started: list[subprocess.Popen[bytes]] = []
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.ROUTER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)  # as the daemon's AgentLink
+        self.endpoint = f"ipc://{path}"
+        self.socket.bind(self.endpoint)
+
+    def expect(self, kind: type, timeout_s: float = 60.0) -> Any:
+        """The next message of `kind`, skipping heartbeats and hellos unless asked for."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.socket.poll(200, zmq.POLLIN):
+                _, data = self.socket.recv_multipart()
+                message = decode_agent(data)
+                if isinstance(message, kind):
+                    return message
+        raise AssertionError(f"no {kind.__name__} within {timeout_s} s")
+
+    def send(self, job: str, message: Any) -> None:
+        self.socket.send_multipart([job.encode(), encode(message)])
+
+    def close(self) -> None:
+        self.socket.close()
+        self.context.term()
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("data")
+    make_dataset(root, IMAGES, 32, classes=4)
+    return root
+
+
+@pytest.fixture
+def router(tmp_path: Path) -> Iterator[Router]:
+    link = Router(tmp_path / "agents.sock")
+    yield link
+    for process in link.started:  # a failed test leaves no trainer behind
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    link.close()
+
+
+def master(
+    router: Router, dataset: Path, out: Path, *, gpus: int, iterations: int, **more: str
+) -> "subprocess.Popen[bytes]":
+    argv = [
+        sys.executable, "-m", "agents.master",
+        "--job", "job", "--endpoint", router.endpoint,
+        "--model", "smResnet20", "--dataset", str(dataset),
+        "--batch-size", str(BATCH), "--gpus", str(gpus), "--iterations", str(iterations),
+        "--workers", "1", "--checkpoint-dir", str(out), "--heartbeat-s", "0.2", "--audit",
+    ]  # fmt: skip
+    for flag, value in more.items():
+        argv += [f"--{flag.replace('_', '-')}", value]
+    with (out.parent / f"{out.name}.log").open("ab") as log:
+        process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
+    router.started.append(process)
+    return process
+
+
+def audit(out: Path) -> Counter[tuple[int, int]]:
+    """(epoch, index) -> how often the audit counted it, over every rank."""
+    counts: Counter[tuple[int, int]] = Counter()
+    for path in (out / "audit").glob("rank*.txt"):
+        for line in path.read_text().splitlines():
+            epoch, index = line.split()
+            counts[(int(epoch), int(index))] += 1
+    return counts
+
+
+def assert_each_sample_once(out: Path, iterations: int) -> None:
+    counts = audit(out)
+    assert set(counts.values()) == {1}, "a sample counted twice"
+    epochs = iterations * BATCH // IMAGES
+    for epoch in range(epochs):
+        assert {i for e, i in counts if e == epoch} == set(range(IMAGES)), f"a gap in {epoch}"
+    assert len(counts) == iterations * BATCH
+
+
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_pauses_and_hot_resizes_keep_every_sample_once(
+    router: Router, dataset: Path, tmp_path: Path, gpus: int
+) -> None:
+    iterations = 30  # 5 epochs
+    out = tmp_path / "job"
+    process = master(router, dataset, out, gpus=gpus, iterations=iterations)
+    hello = router.expect(Hello)
+    assert hello.state == "running" and hello.workers == 1
+    router.expect(HeartbeatMessage)
+    for gen, workers in ((1, 2), (2, 1)):
+        router.send("job", PauseMessage(job="job", gen=gen))
+        paused = router.expect(PausedMessage)
+        assert paused.gen == gen and Path(paused.checkpoint).exists()
+        router.send("job", ResumeMessage(job="job", gen=gen, workers_per_gpu=workers))
+        resumed = router.expect(ResumedMessage)
+        assert resumed.workers == workers and 0 < resumed.gap_s < 30
+    finished = router.expect(FinishedMessage, timeout_s=120)
+    assert finished.iteration == iterations
+    assert process.wait(timeout=60) == 0
+    assert_each_sample_once(out, iterations)
+    assert len(list((out / "audit").glob("rank*.txt"))) == gpus
+
+
+def test_a_cold_restart_after_kill_9_rolls_the_audit_back(
+    router: Router, dataset: Path, tmp_path: Path
+) -> None:
+    iterations = 24
+    out = tmp_path / "job"
+    first = master(router, dataset, out, gpus=1, iterations=iterations)
+    router.expect(Hello)
+    router.send("job", PauseMessage(job="job", gen=1))
+    paused = router.expect(PausedMessage)
+    router.send("job", ResumeMessage(job="job", gen=1, workers_per_gpu=1))
+    router.expect(ResumedMessage)
+    router.expect(HeartbeatMessage)  # trained past the checkpoint...
+    first.send_signal(signal.SIGKILL)  # ...and died without a word
+    first.wait()
+    trained_past = len(audit(out))
+    assert trained_past > paused.iteration * BATCH
+    second = master(
+        router, dataset, out, gpus=1, iterations=iterations, resume_from=paused.checkpoint
+    )
+    hello = router.expect(Hello)
+    assert hello.iteration == paused.iteration
+    assert router.expect(FinishedMessage, timeout_s=120).iteration == iterations
+    assert second.wait(timeout=60) == 0
+    assert_each_sample_once(out, iterations)
