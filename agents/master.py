@@ -54,6 +54,7 @@ from agents.protocol import (
     ResumeMessage,
     decode_daemon,
     encode,
+    write_finished_marker,
 )
 
 log = logging.getLogger(__name__)
@@ -382,6 +383,7 @@ class Trainer:
             self.audit.close()
         if self.daemon is not None:
             if not cancelled:
+                write_finished_marker(self.job.checkpoint_dir, self.iteration)
                 self.daemon.send(
                     FinishedMessage(
                         job=self.job.job_id, gen=self.daemon.gen, iteration=self.iteration

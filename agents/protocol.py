@@ -7,6 +7,9 @@ is an error at the edge, not a silent default. `decode` turns bytes into a messa
 raises `ProtocolError` saying what was wrong; `encode` is its inverse.
 """
 
+import json
+import os
+from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -135,3 +138,29 @@ def _decode(adapter: TypeAdapter[M], data: bytes) -> M:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "message"
         raise ProtocolError(f"{where}: {first['msg']}") from None
+
+
+# ---- the finished marker ------------------------------------------------------------------
+
+FINISHED_MARKER = "finished.json"
+
+
+def write_finished_marker(directory: Path, iteration: int) -> None:
+    """Before an agent says `finished`, it leaves this in its job directory (atomically):
+    a daemon that was down when the message went out learns from it that the job ended."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / FINISHED_MARKER
+    temporary = final.with_suffix(".tmp")
+    with temporary.open("w") as handle:
+        json.dump({"iteration": iteration}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(final)
+
+
+def read_finished_marker(directory: Path) -> int | None:
+    """The final iteration of a job that finished, or None."""
+    try:
+        return int(json.loads((directory / FINISHED_MARKER).read_text())["iteration"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return None

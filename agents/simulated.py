@@ -33,6 +33,7 @@ from agents.protocol import (
     ResumeMessage,
     decode_daemon,
     encode,
+    write_finished_marker,
 )
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ class SimulatedAgent:
                     )
                 )
                 window_start, window_samples, idle_s, step_s = time.monotonic(), 0, 0.0, 0.0
+        write_finished_marker(self.job.checkpoint_dir, self.iteration)
         self._send(FinishedMessage(job=self.job.job_id, gen=self.gen, iteration=self.iteration))
 
     def _hello(self, state: AgentState) -> None:

@@ -70,6 +70,18 @@ class AgentLink:
                 continue
             await deliver(message)
 
+    async def receive(self, timeout_s: float) -> AgentMessage | None:
+        """One valid message, or None when none came within `timeout_s` (for shutdown,
+        when `serve` no longer runs)."""
+        if not await self._socket.poll(timeout=int(max(0.0, timeout_s) * 1000)):
+            return None
+        identity, *rest = await self._socket.recv_multipart()
+        try:
+            return decode_agent(rest[-1]) if rest else None
+        except ProtocolError as error:
+            self._refuse(identity, error.reason)
+            return None
+
     async def send(self, message: DaemonMessage) -> bool:
         """Send to the message's job; False when its agent is not connected."""
         try:

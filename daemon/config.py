@@ -85,6 +85,9 @@ class DaemonConfig(BaseSettings):
     )
     heartbeat_s: float = Field(1.0, gt=0.0)
     max_restarts: int = Field(2, ge=0, description="relaunches of a job whose agent died")
+    shutdown_grace_s: float = Field(
+        10.0, ge=0.0, description="on SIGTERM, wait this long for agents' checkpoints"
+    )
     reattach_timeout_s: float = Field(
         10.0, gt=0.0, description="after a restart, wait this long for a running agent's hello"
     )

@@ -92,6 +92,18 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def is_agent(pid: int, job_id: str) -> bool:
+    """Whether `pid` is alive and is an agent of `job_id` (its command line says so), so
+    that a pid reused after a reboot is never signalled."""
+    if not alive(pid):
+        return False
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (FileNotFoundError, PermissionError):
+        return False
+    return b"--job" in argv and job_id.encode() in argv
+
+
 def stop_group(pid: int, grace_s: float) -> None:
     """Stop the process group led by `pid`, whether or not we started it."""
     try:

@@ -33,13 +33,15 @@ from agents.protocol import (
     PauseMessage,
     ResumedMessage,
     ResumeMessage,
+    read_finished_marker,
 )
-from allocator import ContentionCurve, NodeSpec, ThroughputModel
+from allocator import ContentionCurve, InvalidRequest, NodeSpec, ThroughputModel
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
 from daemon.core.config import SchedulerConfig
 from daemon.core.errors import SchedulerError
 from daemon.core.messages import (
+    DEFAULT_PIPELINE,
     AgentHello,
     Allocation,
     Cancel,
@@ -63,10 +65,10 @@ from daemon.core.rates import RateModel
 from daemon.core.scheduler import Scheduler
 from daemon.core.states import FINAL_STATES, JobState
 from daemon.gpus import detect_gpus
-from daemon.launcher import Launcher, alive, stop_group
+from daemon.launcher import Launcher, is_agent, stop_group
 from daemon.learning import MIN_STEP_SHARE, fit_rows, training_row
 from daemon.metrics import Metrics
-from daemon.store import JobRecord, Store
+from daemon.store import JobRecord, StateDirLock, Store
 from tpm import FitResult, FittedTPM, TpmError
 from tpm.zoo import model_features
 
@@ -75,6 +77,10 @@ log = logging.getLogger(__name__)
 _POLL_S = 0.2  # agent exits are noticed at least this often
 _CANCEL_GRACE_S = 5.0
 _FINAL = {state.value for state in FINAL_STATES}
+
+
+class ModelRejected(TpmError):
+    """A refit that cannot plan the node's jobs; the old model stays."""
 
 
 class SubmitError(ValueError):
@@ -135,6 +141,7 @@ class Service:
         self.config = config
         self.state_dir = config.state_dir
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = StateDirLock(self.state_dir)  # before touching anything in it
         self.store = Store(self.state_dir / "stoker.db")
         self.link = AgentLink(self.state_dir / "agents.sock")
         self.launcher = Launcher(self.state_dir / "jobs")
@@ -283,6 +290,12 @@ class Service:
                 if job_id in self.waiting:
                     self.waiting.remove(job_id)
                     self._set_state(job_id, JobState.CANCELLED.value, "cancelled while waiting")
+                elif job_id in self._awaiting:  # restored, its agent not heard from yet
+                    del self._awaiting[job_id]
+                    stored = self.store.job(job_id)
+                    if stored is not None and stored.pid is not None:
+                        stop_group(stored.pid, grace_s=2.0)
+                    self._set_state(job_id, JobState.CANCELLED.value, "cancelled while restoring")
                 elif self.store_state(job_id) not in _FINAL:
                     self._feed(JobCancelled(job_id))
                 done.set_result(None)
@@ -293,8 +306,12 @@ class Service:
                 self._samples_since_fit += len(rows)
                 done.set_result(None)
             case _Fitted(result=result, done=done):
-                self._use_model(result)
-                done.set_result(None)
+                try:
+                    self._use_model(result)
+                except ModelRejected as error:
+                    done.set_exception(error)
+                else:
+                    done.set_result(None)
 
     def store_state(self, job_id: str) -> str:
         record = self.store.job(job_id)
@@ -352,12 +369,21 @@ class Service:
     def _feed(self, event: Event) -> None:
         try:
             commands = self.scheduler.handle(event, self.now())
-        except SchedulerError as error:
+        except (SchedulerError, InvalidRequest, TpmError) as error:
             self.counters.agent_errors += 1
             log.warning("event %s refused by the scheduler: %s", type(event).__name__, error)
             return
+        self._carry_out_all(commands)
+
+    def _carry_out_all(self, commands: Sequence[Command]) -> None:
+        """Every command, even when one fails: a launch that fails is the job's failure."""
         for command in commands:
-            self._carry_out(command)
+            try:
+                self._carry_out(command)
+            except Exception as error:
+                log.exception("carrying out %r", command)
+                if isinstance(command, Launch):
+                    self._feed(Failed(command.job_id, f"launch failed: {error}"))
 
     # ---- the throughput model --------------------------------------------------------------
 
@@ -392,15 +418,21 @@ class Service:
         self._samples_since_fit += 1
 
     def _use_model(self, result: FitResult) -> None:
+        """Plan with a new fit, or refuse it whole (ModelRejected) and keep the old one."""
+        rates = RateModel(result.model)
+        try:
+            result.model.predict_sample_cost_s(DEFAULT_PIPELINE)
+            node = NodeSpec(
+                cpu_workers=self.config.node.cpu_workers,
+                contention=ContentionCurve(result.model.contention_points()),
+            )
+            self.scheduler.use_model(rates, node)  # re-predicts every live job, or raises
+        except (TpmError, InvalidRequest) as error:
+            raise ModelRejected(f"the new fit cannot plan this node's jobs: {error}") from None
+        self.scheduler_rates, self.node = rates, node
         self.store.add_model(time.time(), result.model.to_json(), result.report)
         self.model_report = result.report
         self.model_source = f"fitted from stored samples at {time.time():.0f}"
-        self.scheduler_rates = RateModel(result.model)
-        self.node = NodeSpec(
-            cpu_workers=self.config.node.cpu_workers,
-            contention=ContentionCurve(result.model.contention_points()),
-        )
-        self.scheduler.use_model(self.scheduler_rates, self.node)
         self._samples_since_fit = 0
         self.store.add_event(None, time.time(), "tpm_fit", {"source": self.model_source})
 
@@ -520,7 +552,8 @@ class Service:
         load = [0] * self.slots
         for held in self.placement.values():
             for index in held:
-                load[index] += 1
+                if index < self.slots:  # a restored placement on a node configured smaller
+                    load[index] += 1
         cap = self.config.node.max_jobs_per_gpu
         if indices is not None:
             return tuple(indices) if all(load[i] < cap for i in indices) else None
@@ -530,6 +563,7 @@ class Service:
     def _request(self, record: JobRecord) -> JobRequest:
         spec = record.spec
         features = model_features(spec["model"])
+        stored = self.store.job(record.id)
         return JobRequest(
             id=record.id,
             gpus=int(spec["gpus"]),
@@ -542,39 +576,70 @@ class Service:
                 if spec.get("max_restarts") is None
                 else int(spec["max_restarts"])
             ),
+            restarts=stored.restarts if stored is not None else 0,
         )
 
     def _reap(self) -> None:
         for job_id, code in self.launcher.exited():
             self._cancelled_at.pop(job_id, None)
             status = self.scheduler.jobs().get(job_id)
-            if status is not None and status.state.holds_resources:
+            if status is None or not status.state.holds_resources:
+                continue
+            if code in (0, None) and self._finished_marker(job_id) is not None:
+                self._feed(Finished(job_id))  # it exited before its `finished` was read
+            else:
                 self._feed(Failed(job_id, f"agent exited with code {code}"))
         for job_id, deadline in list(self._awaiting.items()):
             if self.now() >= deadline:
                 self._relaunch(job_id, "its agent did not say hello to the restarted daemon")
+                self._admit()
         for job_id, since in list(self._cancelled_at.items()):
             if self.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]
                 self.launcher.stop(job_id, grace_s=0.5)
 
     def _restore(self) -> None:
-        """Bring back every job a previous daemon left unfinished."""
+        """Bring back every job a previous daemon left unfinished. A job that cannot come
+        back (its model left the zoo, the new model cannot predict it) is marked failed
+        with the reason; the others come back regardless."""
+        clean = self.store.take_clean_stop()
         for record in self.store.jobs():
             if record.state in _FINAL:
                 continue
-            self._records[record.id] = record
-            if record.checkpoint:
-                self._resume_from[record.id] = record.checkpoint
-            running = record.state == JobState.RUNNING.value
-            if running and record.pid is not None and alive(record.pid):
-                # Its agent may still be training: wait for its hello before relaunching.
-                self.placement[record.id] = record.placement
-                self._awaiting[record.id] = self.now() + self.config.reattach_timeout_s
-                self.store.add_event(record.id, time.time(), "restored", {"was": record.state})
-            else:
-                self._relaunch(record.id, f"the daemon restarted while it was {record.state}")
+            try:
+                self._restore_one(record, clean)
+            except Exception as error:  # one job's problem must not keep the rest out
+                log.exception("job %s: cannot be restored", record.id)
+                self._set_state(record.id, JobState.FAILED.value, f"cannot be restored: {error}")
         self._admit()
+
+    def _restore_one(self, record: JobRecord, clean: bool) -> None:
+        self._records[record.id] = record
+        self.scheduler_rates.job_spec(self._request(record))  # still plannable?
+        finished = self._finished_marker(record.id)
+        if finished is not None:  # it ended while no daemon listened
+            self.store.update_job(record.id, time.time(), iteration=finished, pid=None)
+            self._set_state(
+                record.id, JobState.COMPLETED.value, "finished while the daemon was down"
+            )
+            return
+        if record.checkpoint:
+            self._resume_from[record.id] = record.checkpoint
+        running = record.state == JobState.RUNNING.value
+        ours = record.pid is not None and is_agent(record.pid, record.id)
+        placed = all(index < self.slots for index in record.placement)
+        if running and ours and placed and not clean:
+            # Its agent may still be training: wait for its hello before relaunching.
+            self.placement[record.id] = record.placement
+            self._awaiting[record.id] = self.now() + self.config.reattach_timeout_s
+            self.store.add_event(record.id, time.time(), "restored", {"was": record.state})
+            return
+        why = "the daemon was stopped" if clean else "the daemon restarted"
+        self._relaunch(record.id, f"{why} while it was {record.state}", count=not clean)
+
+    def _finished_marker(self, job_id: str) -> int | None:
+        """The final iteration an agent wrote when it finished, if it did."""
+        return read_finished_marker(self.launcher.jobs_dir / job_id)
 
     def _reattach(self, message: AgentMessage) -> None:
         """The first word from a restored running job's agent: adopt it if it runs."""
@@ -584,27 +649,27 @@ class Service:
             return  # sent before the reconnect; its hello follows
         del self._awaiting[job_id]
         if message.state != "running" or message.workers < 1 or message.pid != record.pid:
+            # Paused or starting: it holds no checkpoint we could trust more than ours.
             self._relaunch(job_id, f"its agent came back {message.state}")
             self._admit()
             return
         self.launcher.adopt(job_id, message.pid)
         allocation = Allocation(message.workers, message.share)
-        for command in self.scheduler.adopt(
-            self._request(record), allocation, message.iteration, self.now()
-        ):
-            self._carry_out(command)
+        self._carry_out_all(
+            self.scheduler.adopt(self._request(record), allocation, message.iteration, self.now())
+        )
 
-    def _relaunch(self, job_id: str, why: str) -> None:
+    def _relaunch(self, job_id: str, why: str, *, count: bool = True) -> None:
         """Stop whatever is left of the job's agent and queue it to start again from its
-        last checkpoint."""
+        last checkpoint; `count` it against its restarts unless it was stopped cleanly."""
         self._awaiting.pop(job_id, None)
         record = self.store.job(job_id)
         assert record is not None
-        if record.pid is not None:
+        if record.pid is not None and is_agent(record.pid, job_id):
             stop_group(record.pid, grace_s=2.0)
         self.placement.pop(job_id, None)
         started = record.state not in (JobState.SUBMITTED.value, JobState.PENDING.value)
-        restarts = record.restarts + started
+        restarts = record.restarts + (started and count)
         if restarts > self._request(record).max_restarts:
             self.store.update_job(job_id, time.time(), pid=None, placement=())
             self._set_state(job_id, JobState.FAILED.value, f"{why}; no restarts left")
@@ -617,13 +682,38 @@ class Service:
         self.waiting.append(job_id)
 
     async def shutdown(self) -> None:
-        """Stop accepting, tell agents, stop their processes, close the store."""
+        """Stop accepting; ask every running agent to pause, so that it writes a checkpoint,
+        and wait up to `shutdown_grace_s` for them; stop their processes; mark the stop
+        clean (the next start counts no restart for it); close the store."""
         self.accepting = False
-        for job_id in list(self.placement):
-            await self.link.send(CancelMessage(job=job_id))
+        running = [
+            job_id
+            for job_id, status in self.scheduler.jobs().items()
+            if status.state is JobState.RUNNING and self.launcher.running(job_id)
+        ]
+        for job_id in running:
+            await self.link.send(PauseMessage(job=job_id, gen=self.scheduler.generation + 1))
+        await self._collect_checkpoints(set(running), self.config.shutdown_grace_s)
         await asyncio.to_thread(self.launcher.stop_all, 2.0)
+        self.store.mark_clean_stop()
         self.link.close()
         self.store.close()
+        self._lock.release()
+
+    async def _collect_checkpoints(self, waiting: set[str], grace_s: float) -> None:
+        """Record the checkpoints of `paused` replies until all came or time is up."""
+        deadline = self.now() + grace_s
+        while waiting and self.now() < deadline:
+            message = await self.link.receive(timeout_s=deadline - self.now())
+            if isinstance(message, PausedMessage) and message.job in waiting:
+                waiting.discard(message.job)
+                if message.checkpoint:
+                    self.store.update_job(
+                        message.job,
+                        time.time(),
+                        checkpoint=message.checkpoint,
+                        iteration=message.iteration,
+                    )
 
 
 def new_job_id(name: str) -> str:

@@ -7,7 +7,9 @@ JSON columns hold what the REST layer shows. One connection, used by the daemon'
 writer task only (STYLE.md, "One writer").
 """
 
+import fcntl
 import json
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -69,6 +71,33 @@ class StoreError(RuntimeError):
     """The state file cannot be used: another schema version, or not a stoker database."""
 
 
+class StateDirLock:
+    """One daemon per state dir: an exclusive lock on `<state dir>/daemon.lock`, held for
+    the process's life (the kernel drops it when the process dies, even by kill -9)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.path = state_dir / "daemon.lock"
+        self._file = self.path.open("a+")
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.seek(0)
+            holder = self._file.read().strip() or "unknown"
+            self._file.close()
+            raise StoreError(
+                f"another stoker daemon (pid {holder}) uses {state_dir}; stop it, or give "
+                "this one another --state-dir"
+            ) from None
+        self._file.seek(0)
+        self._file.truncate()
+        self._file.write(f"{os.getpid()}\n")
+        self._file.flush()
+
+    def release(self) -> None:
+        self._file.close()  # closing drops the lock
+
+
 @dataclass(frozen=True)
 class JobRecord:
     id: str
@@ -99,6 +128,7 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        path.touch(mode=0o600, exist_ok=True)  # tenants' jobs: readable by the daemon only
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -138,6 +168,19 @@ class Store:
 
     def close(self) -> None:
         self._db.close()
+
+    def mark_clean_stop(self) -> None:
+        """The daemon stopped on purpose, its agents checkpointed (see take_clean_stop)."""
+        with self._transaction():
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('clean_stop', '1')")
+
+    def take_clean_stop(self) -> bool:
+        """Whether the last daemon stopped cleanly; forgets it, so a crash after this start
+        is not taken for one."""
+        with self._transaction():
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'clean_stop'").fetchone()
+            self._db.execute("DELETE FROM meta WHERE key = 'clean_stop'")
+        return row is not None
 
     # ---- jobs ------------------------------------------------------------------------------
 
@@ -205,10 +248,21 @@ class Store:
         return int(cursor.lastrowid or 0)
 
     def events(
-        self, job_id: str | None = None, after: int = 0, limit: int = 1000
+        self,
+        job_id: str | None = None,
+        after: int = 0,
+        limit: int = 1000,
+        tenant: str | None = None,
     ) -> list[EventRecord]:
-        """Events with seq > `after`, oldest first; one job's when `job_id` is given."""
-        if job_id is None:
+        """Events with seq > `after`, oldest first: one job's when `job_id` is given, else
+        `tenant`'s jobs' when given, else all (node-wide ones included)."""
+        if job_id is None and tenant is not None:
+            rows = self._db.execute(
+                "SELECT * FROM job_events WHERE seq > ? AND job_id IN "
+                "(SELECT id FROM jobs WHERE tenant = ?) ORDER BY seq LIMIT ?",
+                (after, tenant, limit),
+            )
+        elif job_id is None:
             rows = self._db.execute(
                 "SELECT * FROM job_events WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
             )

@@ -11,12 +11,16 @@ from agents.simulated import main as simulated_agent
 from daemon.api import create_app, load_model
 from daemon.cli.common import fail
 from daemon.config import ConfigError, load_config
+from daemon.store import StateDirLock, StoreError
 from tpm import TpmError
 
 
 def register_serve(app: typer.Typer) -> None:
     app.command("serve")(serve)
-    app.command("agent")(agent)
+    # The agent's own options (--job, --endpoint, ...) pass through without a `--`.
+    app.command(
+        "agent", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    )(agent)
 
 
 def serve(
@@ -61,6 +65,10 @@ def serve(
         fail(str(error))
     except ValueError as error:
         fail(f"--policy or --window: {error}")
+    try:  # a clear refusal now, rather than a traceback from uvicorn's start-up
+        StateDirLock(settings.state_dir).release()
+    except StoreError as error:
+        fail(str(error))
     try:
         model = load_model(settings)
     except TpmError as error:
@@ -85,7 +93,10 @@ def agent(
     simulate: Annotated[bool, typer.Option(help="speak the protocol, train nothing")] = False,
     args: Annotated[list[str] | None, typer.Argument(help="agent options (see --help)")] = None,
 ) -> None:
-    """Run one job's application master (the daemon's launcher does this)."""
-    if not simulate:
-        fail("only --simulate agents exist yet: the PyTorch application master is issue 5")
-    raise typer.Exit(simulated_agent(args or []))
+    """Run one job's application master (the daemon's launcher does this): the PyTorch
+    trainer (agents/master.py), or with --simulate one that trains nothing."""
+    if simulate:
+        raise typer.Exit(simulated_agent(args or []))
+    from agents.master import main  # noqa: PLC0415 (torch stays out of the daemon's imports)
+
+    raise typer.Exit(main(args or []))

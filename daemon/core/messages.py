@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 DecodeMode = Literal["cpu", "device"]
+DEFAULT_PIPELINE = "imagenet"  # what jobs load with unless they say
 
 
 @dataclass(frozen=True)
@@ -19,10 +20,11 @@ class JobRequest:
     iterations: int
     model_params: float
     flops: float = 0.0  # forward FLOPs per sample; needed unless step_time_s is given
-    pipeline: str = "imagenet"  # preprocessing pipeline id in the TPM
+    pipeline: str = DEFAULT_PIPELINE  # preprocessing pipeline id in the TPM
     step_time_s: float | None = None
     sample_cost_s: float | None = None
     max_restarts: int = 0
+    restarts: int = 0  # already used: a job restored after the daemon restarted
     # What the user asked for; only the `static` policy honours it (paper Table III).
     workers_per_gpu: int | None = None
 

@@ -158,6 +158,7 @@ class Scheduler:
             allocation=allocation,
             iteration=iteration,
             last_heard=now,
+            restarts=request.restarts,
         )
         self._jobs[request.id] = self._live[request.id] = job
         why = "re-attached: its agent outlived the daemon"
@@ -205,7 +206,7 @@ class Scheduler:
             raise SchedulerError(f"job {request.id!r} was submitted already")
         spec = self._rates.job_spec(request)
         self._jobs[request.id] = self._live[request.id] = _Job(
-            request=request, spec=spec, last_heard=now
+            request=request, spec=spec, last_heard=now, restarts=request.restarts
         )
         out.append(Record("submitted", request.id, {"gpus": request.gpus}))
         self._arrivals.append(request.id)

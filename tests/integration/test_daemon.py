@@ -5,6 +5,8 @@ import os
 import signal
 import sqlite3
 import stat
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -115,6 +117,12 @@ def test_tokens_and_tenants(serve: Callable[..., Daemon]) -> None:
         assert bob.get("/v1/jobs").json() == []
         with daemon.client("admin") as admin:
             assert [j["id"] for j in admin.get("/v1/jobs").json()] == [mine["id"]]
+        bobs = submit(bob, "bobs", iterations=100_000)
+        for n in range(5):  # alice's events come first and outnumber bob's
+            submit(alice, f"more-{n}", iterations=10)
+        first = bob.get("/v1/events", params={"limit": 1}).json()
+        assert [event["job_id"] for event in first] == [bobs["id"]], "limit after the filter"
+        bob.delete(f"/v1/jobs/{bobs['id']}")
         cancelled = alice.delete(f"/v1/jobs/{mine['id']}")
         assert cancelled.status_code == 200
         wait_for("the cancel", lambda: states(alice)["alices"] == "cancelled")
@@ -221,3 +229,55 @@ def test_malformed_agent_messages_are_counted_and_the_daemon_carries_on(
     finally:
         rogue.close()
         context.term()
+
+
+def test_a_second_daemon_on_the_same_state_dir_is_refused(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    daemon = serve()
+    second = subprocess.run(
+        [
+            sys.executable, "-m", "daemon.cli", "serve",
+            "--state-dir", str(daemon.state_dir), "--port", str(daemon.port + 1),
+        ],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert second.returncode == 2
+    assert "another stoker daemon" in second.stderr and "--state-dir" in second.stderr
+    assert (daemon.state_dir / "agents.sock").exists(), "the first daemon's socket is intact"
+    with daemon.client() as client:
+        submit(client, "still-served", iterations=30)
+        wait_for("a job on the first", lambda: all_done(client, {"still-served"}), 60)
+
+
+def test_a_cancel_while_a_job_is_being_restored_stops_it(serve: Callable[..., Daemon]) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        job = submit(client, "frozen", iterations=100_000)
+        wait_for("it to run", lambda: states(client)["frozen"] == "running")
+    pid = agent_pids(daemon)[job["id"]]
+    os.killpg(pid, signal.SIGSTOP)  # it cannot say hello to the next daemon
+    daemon.kill(signal.SIGKILL)
+    again = serve(state=daemon.state_dir.name, reattach_timeout_s=30.0)
+    with again.client() as client:
+        assert states(client)["frozen"] == "running"  # waiting for its hello
+        assert client.delete(f"/v1/jobs/{job['id']}").status_code == 200
+        wait_for("the cancel", lambda: states(client)["frozen"] == "cancelled")
+    wait_for("its agent to be gone", lambda: not alive(pid))
+
+
+def test_a_job_that_ended_while_the_daemon_was_down_is_completed(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        job = submit(client, "quick", iterations=400)
+        wait_for("it to run", lambda: states(client)["quick"] == "running")
+    pid = agent_pids(daemon)[job["id"]]
+    daemon.kill(signal.SIGKILL)
+    wait_for("the agent to finish alone", lambda: not alive(pid), 60)
+    again = serve(state=daemon.state_dir.name)
+    with again.client() as client:
+        done = client.get(f"/v1/jobs/{job['id']}").json()
+        assert done["state"] == "completed" and done["restarts"] == 0
+        assert done["iteration"] == 400

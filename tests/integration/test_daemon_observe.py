@@ -13,7 +13,7 @@ import pytest
 from daemon.launcher import alive
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import agent_pids, states, submit
-from tests.unit.tpm.groundtruth import loading_csv, training_csv
+from tests.unit.tpm.groundtruth import LoadingTruth, loading_csv, training_csv
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -72,6 +72,16 @@ def test_samples_refit_and_a_new_model_survives_a_restart(serve: Callable[..., D
         for kind, text in (("training", training_csv(200, 1)), ("loading", loading_csv(200, 2))):
             added = admin.post("/v1/tpm/samples", json={"kind": kind, "csv": text})
             assert added.status_code == 201 and added.json()["added"] == 200
+        # No loading samples of the pipeline jobs use: refused whole, the old model stays.
+        refused = admin.post("/v1/tpm/fit")
+        assert refused.status_code == 422 and "imagenet" in refused.text
+        assert admin.get("/v1/tpm").json()["source"] == "given at start"
+        submit(alice, "planned", iterations=10)  # still planned with the old model
+        imagenet = LoadingTruth(sample_cost_s=(("imagenet", 0.0085),))
+        added = admin.post(
+            "/v1/tpm/samples", json={"kind": "loading", "csv": loading_csv(100, 3, imagenet)}
+        )
+        assert added.status_code == 201
         fitted = admin.post("/v1/tpm/fit")
         assert fitted.status_code == 200, fitted.text
         assert fitted.json()["report"]["training"]["chosen"]
@@ -95,21 +105,28 @@ def test_heartbeats_of_busy_jobs_become_training_samples(serve: Callable[..., Da
         )
 
 
-def test_sigterm_stops_agents_and_keeps_the_jobs(serve: Callable[..., Daemon]) -> None:
+def test_sigterm_checkpoints_stops_agents_and_keeps_the_jobs(
+    serve: Callable[..., Daemon],
+) -> None:
     daemon = serve()
     with daemon.client() as client:
-        submit(client, "long", iterations=100_000)
+        job = submit(client, "long", iterations=100_000, max_restarts=0)
         wait_for("it to run", lambda: states(client)["long"] == "running")
+        wait_for("some progress", lambda: client.get(f"/v1/jobs/{job['id']}").json()["iteration"])
     pids = agent_pids(daemon)
     daemon.kill(signal.SIGTERM)
     # uvicorn drains, then re-raises the signal so supervisors see why it ended
     assert daemon.process is not None and daemon.process.returncode == -signal.SIGTERM
     assert not any(alive(pid) for pid in pids.values()), "no agent outlives a clean stop"
     assert not (daemon.state_dir / "agents.sock").exists(), "the shutdown ran to its end"
+    checkpoint = daemon.state_dir / "jobs" / job["id"] / "checkpoint.json"
+    stopped_at = json.loads(checkpoint.read_text())["iteration"]
+    assert stopped_at > 0, "the agents paused and checkpointed on the way out"
     again = serve(state=daemon.state_dir.name)
     with again.client() as client:
         wait_for("it to run again", lambda: states(client)["long"] == "running")
-        client.delete(f"/v1/jobs/{next(iter(pids))}")
+        back = client.get(f"/v1/jobs/{job['id']}").json()
+        assert back["restarts"] == 0, "a clean stop is no crash (max_restarts = 0 here)"
+        assert back["iteration"] >= stopped_at, "it went on from its checkpoint"
+        client.delete(f"/v1/jobs/{job['id']}")
         wait_for("the cancel", lambda: states(client)["long"] == "cancelled")
-        submit(client, "short", iterations=20)
-        wait_for("short", lambda: states(client).get("short") == "completed")

@@ -206,6 +206,19 @@ def test_a_dead_agent_is_relaunched_from_its_checkpoint_within_its_restart_cap()
     assert core.status("a").state is JobState.FAILED  # the cap is reached
 
 
+def test_restarts_used_before_a_daemon_restart_count_against_the_cap() -> None:
+    core = scheduler(cpu_workers=12)
+    request = replace(job("a"), max_restarts=1, restarts=1)
+    (launch,) = only(core.handle(JobSubmitted(request), 0.0), Launch)
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    core.handle(Failed("a", "agent exited with code 1"), now=1.0)
+    assert core.status("a").state is JobState.FAILED
+    adopted = replace(job("b"), max_restarts=1, restarts=1)
+    core.adopt(adopted, Allocation(2), iteration=10, now=1.0)
+    core.handle(Failed("b", "agent exited with code 1"), now=2.0)
+    assert core.status("b").state is JobState.FAILED
+
+
 def test_a_launched_agent_that_never_says_hello_is_lost() -> None:
     core = Scheduler(
         NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
