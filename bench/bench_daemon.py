@@ -39,7 +39,11 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def bench_submits(submits: int, clients: int, state_dir: Path) -> dict[str, float]:
-    settings = {"scheduler": {"arrival_window_s": 3600.0}, "node": {"cpu_slots": 4}}
+    settings = {
+        "agent_mode": "simulate",  # no agent starts within the window anyway
+        "scheduler": {"arrival_window_s": 3600.0},
+        "node": {"cpu_slots": 4},
+    }
     daemon = Daemon(state_dir, free_port(), settings).start()
     latencies: list[float] = []
     lock = threading.Lock()

@@ -59,6 +59,9 @@ class JobSubmission(BaseModel):
     decode_mode: Literal["cpu", "device"] = "cpu"
     gpu_indices: list[int] | None = Field(None, description="pin to these GPUs")
     max_restarts: int | None = Field(None, ge=0, le=100, description="relaunches after a crash")
+    audit_samples: bool = Field(
+        False, description="write every trained sample to <state>/jobs/<id>/audit/rank<k>.txt"
+    )
 
     @field_validator("gpu_indices")
     @classmethod

@@ -66,6 +66,18 @@ class SimulatedAgents(BaseModel):
     resume_s: float = Field(0.2, ge=0.0, description="worker restart time")
 
 
+class TrainingSettings(BaseModel):
+    """How `process` agents train."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_dataset: Path | None = Field(
+        None, description="for jobs that name no dataset (a `stoker dataset make` folder)"
+    )
+    image_size: int = Field(64, ge=16, le=1024, description="crop size fed to the model")
+    seed: int = 0
+
+
 class DaemonConfig(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="STOKER_", env_nested_delimiter="__", extra="forbid"
@@ -74,10 +86,10 @@ class DaemonConfig(BaseSettings):
     state_dir: Path = Path(".stoker")
     host: str = "127.0.0.1"
     port: int = Field(8470, ge=0, le=65535)
-    agent_mode: Literal["simulate"] = Field(
-        "simulate",
-        description="simulate: `stoker agent --simulate` per job. The PyTorch masters "
-        "(`process`) come with the application master (issue 5).",
+    agent_mode: Literal["process", "simulate"] = Field(
+        "process",
+        description="process: the PyTorch application master per job (agents/master.py); "
+        "simulate: `stoker agent --simulate`, which speaks the protocol and trains nothing",
     )
     tpm: Path | None = Field(None, description="a fitted model (stoker tpm fit); unset = built-in")
     tokens: dict[str, str] = Field(
@@ -99,6 +111,7 @@ class DaemonConfig(BaseSettings):
     node: NodeConfig = NodeConfig()
     scheduler: SchedulerSettings = SchedulerSettings()
     simulated: SimulatedAgents = SimulatedAgents()
+    training: TrainingSettings = TrainingSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -20,6 +20,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from agents.protocol import (
@@ -204,6 +205,12 @@ class Service:
         # Everything the core will ask of the job, checked before anything is written:
         # UnknownModel or InvalidRequest name the field.
         self.scheduler_rates.job_spec(self._request(record))
+        if self.config.agent_mode == "process":
+            dataset = self._dataset(record)
+            if not (dataset / "index.json").is_file():
+                raise SubmitError(
+                    "dataset", f"{dataset} holds no dataset; make one with `stoker dataset make`"
+                )
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         await self._queue.put(_Submit(record, done))
         await done
@@ -510,28 +517,51 @@ class Service:
         self.store.update_job(command.job_id, time.time(), pid=pid)
 
     def _agent_argv(self, record: JobRecord, gen: int, workers: int, resume_from: str) -> list[str]:
-        spec, simulated = record.spec, self.config.simulated
-        predicted = self.scheduler_rates.job_spec(self._request(record))
-        scale = simulated.time_scale
-        argv = [
-            sys.executable, "-m", "agents.simulated",
+        """The agent's command line: the PyTorch master (`process`) or a simulated one."""
+        spec = record.spec
+        common = [
             "--job", record.id,
             "--endpoint", self.link.endpoint,
             "--iterations", str(spec["iterations"]),
             "--batch-size", str(spec["batch_size"]),
+            "--gpus", str(spec["gpus"]),
             "--workers", str(workers),
             "--gen", str(gen),
             "--checkpoint-dir", str(self.launcher.job_dir(record.id)),
-            "--gpus", str(spec["gpus"]),
+            "--heartbeat-s", str(self.config.heartbeat_s),
+        ]  # fmt: skip
+        if resume_from:
+            common += ["--resume-from", resume_from]
+        if self.config.agent_mode == "process":
+            training = self.config.training
+            argv = [
+                sys.executable, "-m", "agents.master", *common,
+                "--model", spec["model"],
+                "--dataset", str(self._dataset(record)),
+                "--image-size", str(training.image_size),
+                "--seed", str(training.seed),
+            ]  # fmt: skip
+            return [*argv, "--audit"] if spec.get("audit_samples") else argv
+        simulated = self.config.simulated
+        predicted = self.scheduler_rates.job_spec(self._request(record))
+        scale = simulated.time_scale
+        return [
+            sys.executable, "-m", "agents.simulated", *common,
             "--step-time-s", str(predicted.step_time_s * scale),
             "--sample-cost-s", str(predicted.sample_cost_s * scale),
             "--pause-s", str(simulated.pause_s * scale),
             "--resume-s", str(simulated.resume_s * scale),
-            "--heartbeat-s", str(self.config.heartbeat_s),
         ]  # fmt: skip
-        if resume_from:
-            argv += ["--resume-from", resume_from]
-        return argv
+
+    def _dataset(self, record: JobRecord) -> Path:
+        given = record.spec.get("dataset") or self.config.training.default_dataset
+        if given is None:
+            raise SubmitError(
+                "dataset",
+                "give a folder made by `stoker dataset make DIR`, or set "
+                "training.default_dataset in the daemon's config",
+            )
+        return Path(given)
 
     # ---- admission, exits, restart ----------------------------------------------------------
 

@@ -30,7 +30,8 @@ def serve(
     host: Annotated[str | None, typer.Option(help="address to bind [127.0.0.1]")] = None,
     port: Annotated[int | None, typer.Option(help="port [8470]")] = None,
     agent_mode: Annotated[
-        str | None, typer.Option(help="how jobs run: simulate (stoker agent --simulate)")
+        str | None,
+        typer.Option(help="process: PyTorch training per job [default]; simulate: no training"),
     ] = None,
     window: Annotated[
         float | None, typer.Option(help="arrival and completion windows, seconds [30]")
@@ -42,11 +43,6 @@ def serve(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if agent_mode == "process":
-        fail(
-            "--agent-mode process runs the PyTorch application master, which is not built "
-            "yet (issue 5); use --agent-mode simulate"
-        )
     overrides: dict[str, object] = {
         "state_dir": state_dir,
         "host": host,

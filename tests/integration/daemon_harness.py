@@ -17,6 +17,7 @@ import tomli_w
 T = TypeVar("T")
 
 FAST = {
+    "agent_mode": "simulate",
     # windows short, agents 20x faster than the jobs the TPM predicts, frequent heartbeats
     "heartbeat_s": 0.2,
     "scheduler": {"arrival_window_s": 0.3, "completion_window_s": 0.3, "gate": False},

@@ -1,0 +1,61 @@
+"""The daemon with its real application masters (`agent_mode = "process"`): PyTorch jobs on
+real JPEGs, paused and resized while they train, every sample counted once."""
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from agents.data import make_dataset
+from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+from tests.integration.test_daemon import all_done, states, submit
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    yield from daemon_factory(tmp_path)
+
+
+def test_real_jobs_are_resized_while_they_train(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    make_dataset(data, images=40, size=40, classes=4)
+    daemon = serve(
+        agent_mode="process",
+        training={"default_dataset": str(data), "image_size": 32},
+        node={"cpu_slots": 2, "cpu_workers": 4},
+    )
+    with daemon.client() as client:
+        bad = client.post(
+            "/v1/jobs",
+            json={"name": "x", "model": "smVGG7", "batch_size": 8, "gpus": 1,
+                  "iterations": 5, "dataset": str(tmp_path / "nothing")},
+        )  # fmt: skip
+        assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "dataset"
+        first = submit(
+            client, "first", model="smResnet20", batch_size=8, iterations=400, audit_samples=True
+        )
+        wait_for("first to train", lambda: states(client)["first"] == "running", 60)
+        alone = client.get("/v1/allocations").json()["allocations"][first["id"]]
+        submit(client, "second", model="smVGG7", batch_size=8, iterations=60)
+        wait_for("both to finish", lambda: all_done(client, {"first", "second"}), 200)
+        events = client.get(f"/v1/jobs/{first['id']}/events").json()
+        moves = [(e["data"]["from"], e["data"]["to"]) for e in events if e["kind"] == "state"]
+        assert ("running", "pausing") in moves and ("resuming", "running") in moves
+        history = client.get("/v1/allocations/history").json()
+        workers = {p["allocations"][first["id"]]["workers_per_gpu"] for p in history}
+        assert alone["workers_per_gpu"] in workers and len(workers) > 1
+        done = client.get(f"/v1/jobs/{first['id']}").json()
+        assert done["iteration"] == 400 and done["measured_samples_per_s"] > 0
+    audit = Counter(
+        tuple(line.split())
+        for line in (daemon.state_dir / "jobs" / first["id"] / "audit" / "rank0.txt")
+        .read_text()
+        .splitlines()
+    )
+    assert set(audit.values()) == {1}  # 400 x 8 samples = 80 epochs of 40, each once
+    assert len(audit) == 400 * 8
