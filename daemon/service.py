@@ -291,7 +291,7 @@ class Service:
                 self.store.add_job(record)  # committed before the reply
                 self._records[record.id] = record
                 self.waiting.append(record.id)
-                done.set_result(None)
+                _resolve(done)
                 self._admit()
             case _Cancel(job_id=job_id, done=done):
                 if job_id in self.waiting:
@@ -305,20 +305,21 @@ class Service:
                     self._set_state(job_id, JobState.CANCELLED.value, "cancelled while restoring")
                 elif self.store_state(job_id) not in _FINAL:
                     self._feed(JobCancelled(job_id))
-                done.set_result(None)
+                _resolve(done)
             case _FromAgent(message=message):
                 self._from_agent(message)
             case _Samples(kind=kind, rows=rows, source=source, done=done):
                 self.store.add_samples(kind, rows, time.time(), source)
                 self._samples_since_fit += len(rows)
-                done.set_result(None)
+                _resolve(done)
             case _Fitted(result=result, done=done):
                 try:
                     self._use_model(result)
                 except ModelRejected as error:
-                    done.set_exception(error)
+                    if not done.done():  # the caller may have gone
+                        done.set_exception(error)
                 else:
-                    done.set_result(None)
+                    _resolve(done)
 
     def store_state(self, job_id: str) -> str:
         record = self.store.job(job_id)
@@ -744,6 +745,12 @@ class Service:
                         checkpoint=message.checkpoint,
                         iteration=message.iteration,
                     )
+
+
+def _resolve(done: asyncio.Future[None]) -> None:
+    """Answer a waiting REST call, unless its client went away and cancelled it."""
+    if not done.done():
+        done.set_result(None)
 
 
 def new_job_id(name: str) -> str:

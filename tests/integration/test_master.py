@@ -4,16 +4,11 @@ and a cold restart, with the sample audit proving every sample of an epoch count
 
 import os
 import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-import zmq
 
 from agents.data import make_dataset
 from agents.protocol import (
@@ -24,43 +19,11 @@ from agents.protocol import (
     PauseMessage,
     ResumedMessage,
     ResumeMessage,
-    decode_agent,
-    encode,
 )
+from tests.integration.agent_harness import Router, start_master
 
 pytestmark = pytest.mark.timeout(240)
 IMAGES, BATCH = 48, 8  # 6 global batches an epoch
-
-
-class Router:
-    """The daemon's end, by hand: one ROUTER, one job."""
-
-    def __init__(self, path: Path) -> None:
-        self.started: list[subprocess.Popen[bytes]] = []
-        self.context = zmq.Context()
-        self.socket = self.context.socket(zmq.ROUTER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)  # as the daemon's AgentLink
-        self.endpoint = f"ipc://{path}"
-        self.socket.bind(self.endpoint)
-
-    def expect(self, kind: type, timeout_s: float = 60.0) -> Any:
-        """The next message of `kind`, skipping heartbeats and hellos unless asked for."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.socket.poll(200, zmq.POLLIN):
-                _, data = self.socket.recv_multipart()
-                message = decode_agent(data)
-                if isinstance(message, kind):
-                    return message
-        raise AssertionError(f"no {kind.__name__} within {timeout_s} s")
-
-    def send(self, job: str, message: Any) -> None:
-        self.socket.send_multipart([job.encode(), encode(message)])
-
-    def close(self) -> None:
-        self.socket.close()
-        self.context.term()
 
 
 @pytest.fixture(scope="module")
@@ -79,24 +42,6 @@ def router(tmp_path: Path) -> Iterator[Router]:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     link.close()
-
-
-def master(
-    router: Router, dataset: Path, out: Path, *, gpus: int, iterations: int, **more: str
-) -> "subprocess.Popen[bytes]":
-    argv = [
-        sys.executable, "-m", "agents.master",
-        "--job", "job", "--endpoint", router.endpoint,
-        "--model", "smResnet20", "--dataset", str(dataset),
-        "--batch-size", str(BATCH), "--gpus", str(gpus), "--iterations", str(iterations),
-        "--workers", "1", "--checkpoint-dir", str(out), "--heartbeat-s", "0.2", "--audit",
-    ]  # fmt: skip
-    for flag, value in more.items():
-        argv += [f"--{flag.replace('_', '-')}", value]
-    with (out.parent / f"{out.name}.log").open("ab") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
-    router.started.append(process)
-    return process
 
 
 def audit(out: Path) -> Counter[tuple[int, int]]:
@@ -124,7 +69,7 @@ def test_pauses_and_hot_resizes_keep_every_sample_once(
 ) -> None:
     iterations = 30  # 5 epochs
     out = tmp_path / "job"
-    process = master(router, dataset, out, gpus=gpus, iterations=iterations)
+    process = start_master(router, dataset, out, batch_size=BATCH, gpus=gpus, iterations=iterations)
     hello = router.expect(Hello)
     assert hello.state == "running" and hello.workers == 1
     router.expect(HeartbeatMessage)
@@ -147,7 +92,7 @@ def test_a_cold_restart_after_kill_9_rolls_the_audit_back(
 ) -> None:
     iterations = 24
     out = tmp_path / "job"
-    first = master(router, dataset, out, gpus=1, iterations=iterations)
+    first = start_master(router, dataset, out, batch_size=BATCH, gpus=1, iterations=iterations)
     router.expect(Hello)
     router.send("job", PauseMessage(job="job", gen=1))
     paused = router.expect(PausedMessage)
@@ -158,8 +103,14 @@ def test_a_cold_restart_after_kill_9_rolls_the_audit_back(
     first.wait()
     trained_past = len(audit(out))
     assert trained_past > paused.iteration * BATCH
-    second = master(
-        router, dataset, out, gpus=1, iterations=iterations, resume_from=paused.checkpoint
+    second = start_master(
+        router,
+        dataset,
+        out,
+        batch_size=BATCH,
+        gpus=1,
+        iterations=iterations,
+        resume_from=paused.checkpoint,
     )
     hello = router.expect(Hello)
     assert hello.iteration == paused.iteration

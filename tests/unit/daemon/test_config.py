@@ -41,3 +41,13 @@ def test_bad_settings_name_the_key(tmp_path: Path, text: str, named: str) -> Non
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no file"):
         load_config(tmp_path / "absent.toml")
+
+
+def test_the_example_in_docs_daemon_md_is_a_valid_config(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "daemon.md").read_text()
+    example = doc.split("```toml\nstate_dir")[1].split("```")[0]
+    path = tmp_path / "example.toml"
+    path.write_text("state_dir" + example)
+    config = load_config(path)
+    assert config.agent_mode == "process" and config.training.image_size == 64
+    assert config.tokens == {"admin": "change-me"}
