@@ -1,5 +1,6 @@
-"""The `stoker` commands that need torch: `stoker dataset make`. Torch is imported inside
-the commands, so that the daemon's other commands (and `stoker serve`) never load it."""
+"""The `stoker` commands that need torch: `stoker dataset make` and `stoker profile`. Torch
+is imported inside the commands, so that the daemon's other commands (and `stoker serve`)
+never load it."""
 
 from pathlib import Path
 from typing import Annotated
@@ -29,3 +30,34 @@ def make_command(
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"{images} images of {size} x {size} px in {directory}; index {index}")
+
+
+def profile_command(
+    *,
+    dataset: Annotated[Path, typer.Option(help="a `stoker dataset make` folder")],
+    out: Annotated[Path, typer.Option(help="where training.csv and loading.csv go")],
+    models: Annotated[
+        str, typer.Option(help="zoo names, comma-separated")
+    ] = "smResnet20,mdResnet12,smVGG7",
+    batch_sizes: Annotated[str, typer.Option(help="per-GPU batches, comma-separated")] = "8,16,32",
+    max_workers: Annotated[int, typer.Option(help="loading samples for 1 .. this many")] = 4,
+    image_size: Annotated[int, typer.Option(help="crop size fed to the models")] = 32,
+) -> None:
+    """Collect the TPM's samples on this node (paper Sec. III-B) for `stoker tpm fit`."""
+    from agents.data import DataError  # noqa: PLC0415 (torch stays lazy)
+    from agents.profile import ProfileOptions, profile  # noqa: PLC0415
+
+    try:
+        options = ProfileOptions(
+            dataset=dataset,
+            out=out,
+            models=tuple(name.strip() for name in models.split(",") if name.strip()),
+            batch_sizes=tuple(int(size) for size in batch_sizes.split(",")),
+            max_workers=max_workers,
+            image_size=image_size,
+        )
+        training, loading = profile(options, lambda line: typer.echo(line, err=True))
+    except (DataError, ValueError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {training} and {loading}; next: stoker tpm fit {training} {loading}")

@@ -6,7 +6,7 @@ machines is one JSON object on stdout; diagnostics go to stderr.
 
 import typer
 
-from agents.cli import dataset_app
+from agents.cli import dataset_app, profile_command
 from daemon.cli.allocate import register_allocate
 from daemon.cli.client import register_client
 from daemon.cli.serve import register_serve
@@ -23,6 +23,7 @@ app = typer.Typer(
 app.add_typer(tpm_app, name="tpm")
 app.add_typer(workload_app, name="workload")
 app.add_typer(dataset_app, name="dataset")
+app.command("profile")(profile_command)
 register_allocate(app)
 register_simulate(app)
 register_serve(app)

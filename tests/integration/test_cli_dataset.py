@@ -26,3 +26,26 @@ def test_the_daemon_and_its_cli_never_import_torch() -> None:
         "sys.exit(1 if 'torch' in sys.modules else 0)"
     )
     assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
+
+
+def test_profile_writes_samples_that_tpm_fit_reads(tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "profile"
+    assert stoker("dataset", "make", data, "--images", "400", "--size", "40").code == 0
+    run = stoker(
+        "profile", "--dataset", data, "--out", out, "--models", "smVGG7,smResnet20",
+        "--batch-sizes", "4,8,16,24", "--max-workers", "2",
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    training = (out / "training.csv").read_text().splitlines()
+    loading = (out / "loading.csv").read_text().splitlines()
+    assert training[0] == "batch_size,flops,model_params,gpus,step_time_s"
+    assert loading[0] == "pipeline,batch_size,workers,load_rate"
+    assert len(training) == 1 + 2 * 4 and len(loading) == 1 + 4 * 2
+    steps = [float(row.split(",")[-1]) for row in training[1:5]]  # smVGG7, batch 4 .. 24
+    assert steps[-1] > steps[0], "a bigger batch takes longer"
+    fitted = stoker(
+        "tpm", "fit", out / "training.csv", out / "loading.csv", "--out", out / "m.json"
+    )
+    assert fitted.code == 0, fitted.stderr
+    too_small = stoker("profile", "--dataset", data, "--out", out, "--batch-sizes", "64,128")
+    assert too_small.code == 2 and "--images" in too_small.stderr
