@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-demo: install
+demo: install  # ends with `stoker demo`, about a minute of real training
 	@echo "== stoker allocate: the paper's static case (Sec. II-D) under every policy =="
 	$(BIN)/stoker allocate configs/requests/paper-static.json --compare
 	@echo
@@ -27,6 +27,9 @@ demo: install
 	$(BIN)/stoker simulate configs/workloads/paper-dynamic.toml --policy static
 	@echo
 	$(BIN)/stoker simulate configs/workloads/paper-dynamic.toml --policy optimal --timeline paper-dynamic-optimal.png
+	@echo
+	@echo "== the live daemon: real PyTorch jobs on this machine, resized as they arrive and finish =="
+	$(BIN)/stoker demo
 
 lint: install
 	$(BIN)/ruff check .

@@ -97,6 +97,7 @@ class AgentLink:
         log.warning("agent %r: message refused: %s", identity[:64], reason)
 
     def close(self) -> None:
-        self._socket.close()
-        self._context.term()
+        # destroy, not term: term waits for every socket of the context to close, and a
+        # receive cancelled at shutdown must not be able to hang the daemon's exit.
+        self._context.destroy(linger=0)
         self.socket_path.unlink(missing_ok=True)

@@ -362,7 +362,10 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await service.shutdown()
+            try:  # bounded: a stop must end even if an agent or a socket does not answer
+                await asyncio.wait_for(service.shutdown(), config.shutdown_grace_s + 30.0)
+            except TimeoutError:
+                log.error("shutdown did not finish in time; exiting anyway")
 
     # max_body_size counts the bytes as they arrive, so a chunked body is bounded too.
     app = FastAPI(

@@ -366,6 +366,12 @@ class Service:
                 event = Paused(message.job, message.gen, message.iteration, message.checkpoint)
             case ResumedMessage():
                 self.metrics.pause_gap.observe(message.gap_s)
+                self.store.add_event(
+                    message.job,
+                    time.time(),
+                    "resumed",
+                    {"gen": message.gen, "workers": message.workers, "gap_s": message.gap_s},
+                )
                 event = Resumed(message.job, message.gen, message.workers, message.gap_s)
             case FinishedMessage():
                 self.store.update_job(message.job, time.time(), iteration=message.iteration)

@@ -9,6 +9,7 @@ import typer
 from agents.cli import dataset_app, profile_command
 from daemon.cli.allocate import register_allocate
 from daemon.cli.client import register_client
+from daemon.cli.demo import demo_command
 from daemon.cli.serve import register_serve
 from daemon.cli.simulate import register_simulate
 from daemon.cli.tpm_commands import tpm_app
@@ -28,3 +29,4 @@ register_allocate(app)
 register_simulate(app)
 register_serve(app)
 register_client(app, workload_app)
+app.command("demo")(demo_command)

@@ -56,9 +56,11 @@ class Daemon:
             fail(f"no token: give --token or STOKER_TOKEN, or --state-dir with {path.name}")
         return read_text(path, "token").strip()
 
-    def call(self, method: str, path: str, body: object = None) -> Any:
+    def call(
+        self, method: str, path: str, body: object = None, params: dict[str, Any] | None = None
+    ) -> Any:
         try:
-            reply = self.http.request(method, path, json=body)
+            reply = self.http.request(method, path, json=body, params=params)
         except httpx.TransportError as error:
             fail(f"no daemon at {self.url} ({error}); start one with `stoker serve`")
         if reply.status_code >= 400:
@@ -140,17 +142,20 @@ def run_workload(
     except WorkloadError as error:
         fail(str(error))
     daemon = Daemon(url, token, state_dir)
-    ids = _submit_on_schedule(daemon, workload, speed)
+    ids = submit_on_schedule(daemon, workload, speed)
     if wait:
         _wait_for(daemon, ids)
     print_json({"workload": workload.name, "jobs": ids})
 
 
-def _submit_on_schedule(daemon: Daemon, workload: Workload, speed: float) -> dict[str, str]:
+def submit_on_schedule(
+    daemon: Daemon, workload: Workload, speed: float, *, progress: bool = True
+) -> dict[str, str]:
+    """Submit each job at its arrival time divided by `speed`; workload id -> job id."""
     ids: dict[str, str] = {}
     started = time.monotonic()
     first = min(job.arrival_s for job in workload.jobs)
-    with _progress() as bar:
+    with _progress(disable=not progress) as bar:
         task = bar.add_task("submitted", total=len(workload.jobs))
         for job in sorted(workload.jobs, key=lambda job: job.arrival_s):
             delay = (job.arrival_s - first) / speed - (time.monotonic() - started)
@@ -182,7 +187,7 @@ def _wait_for(daemon: Daemon, ids: dict[str, str]) -> None:
             time.sleep(0.5)
 
 
-def _progress() -> Progress:
+def _progress(*, disable: bool = False) -> Progress:
     return Progress(
         TextColumn("{task.description:>10}"),
         BarColumn(),
@@ -190,4 +195,5 @@ def _progress() -> Progress:
         TimeElapsedColumn(),
         console=Console(stderr=True),  # stdout is for the JSON result
         transient=False,
+        disable=disable,
     )

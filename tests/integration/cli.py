@@ -24,13 +24,13 @@ class Run:
         return payload
 
 
-def stoker(*args: str | Path, cwd: Path | None = None) -> Run:
+def stoker(*args: str | Path, cwd: Path | None = None, timeout: float = 60) -> Run:
     """`stoker ARGS...`, with a timeout so that a hang fails the test instead of CI."""
     done = subprocess.run(
         [str(STOKER), *map(str, args)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         cwd=cwd or REPO,
         check=False,
     )

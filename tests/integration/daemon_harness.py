@@ -104,8 +104,17 @@ class Daemon:
         self.process.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.kill(signal.SIGTERM)
+        """SIGTERM, as an operator stops it; a daemon that does not end in 60 s is killed
+        and the test fails, so that none outlives the suite unseen."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise AssertionError(f"the daemon on {self.url} ignored SIGTERM for 60 s") from None
 
 
 def job_body(name: str, **fields: Any) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from pathlib import Path
 from PIL import Image
 
 from tests.integration.cli import stoker
+from tests.integration.daemon_harness import free_port
 
 
 def test_dataset_make_writes_jpegs_and_an_index(tmp_path: Path) -> None:
@@ -49,3 +50,20 @@ def test_profile_writes_samples_that_tpm_fit_reads(tmp_path: Path) -> None:
     assert fitted.code == 0, fitted.stderr
     too_small = stoker("profile", "--dataset", data, "--out", out, "--batch-sizes", "64,128")
     assert too_small.code == 2 and "--images" in too_small.stderr
+
+
+def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(tmp_path: Path) -> None:
+    port = free_port()
+    run = stoker(
+        "demo", "--state-dir", tmp_path / "demo", "--port", str(port), "--images", "128",
+        timeout=240,
+    )  # fmt: skip
+    assert run.code == 0, run.stderr[-2000:]
+    assert "resumed with" in run.stdout, "a running job was resized"
+    summary = run.stdout.split("summary")[1]
+    assert summary.count("completed") == 4
+    assert "daemon stopped" in run.stdout
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(tmp_path / "demo")], capture_output=True, check=False
+    )
+    assert leftovers.stdout == b"", "nothing of the demo is left running"

@@ -1,0 +1,216 @@
+"""`stoker demo`: the whole system on this machine in about a minute.
+
+It makes a small JPEG dataset, starts `stoker serve` with real PyTorch application masters
+(CPU training slots in place of GPUs), submits `configs/workloads/demo-cpu.toml` on its
+schedule, prints every launch, pause and resume as it happens, and ends with a summary:
+each job's throughput, its reallocations and pause gaps, and how far the measured
+throughput was from the TPM's prediction. Ctrl-C stops it; either way the daemon and its
+agents are stopped and nothing is left running.
+"""
+
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+import tomli_w
+import typer
+
+from daemon.cli.client import Daemon, submit_on_schedule
+from daemon.cli.common import fail
+from workloads.errors import WorkloadError
+from workloads.spec import Workload, load_workload
+
+REPO_WORKLOAD = Path(__file__).resolve().parents[2] / "configs" / "workloads" / "demo-cpu.toml"
+FINAL = {"completed", "failed", "cancelled"}
+
+
+def demo_command(
+    *,
+    workload: Annotated[Path, typer.Option(help="the jobs to run")] = REPO_WORKLOAD,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="keep the daemon's state here [a new temp dir]")
+    ] = None,
+    port: Annotated[int, typer.Option(help="the demo daemon's port")] = 8471,
+    images: Annotated[int, typer.Option(help="JPEGs in the demo dataset")] = 256,
+) -> None:
+    """Run a small dynamic workload of real training jobs through a live daemon."""
+    try:
+        jobs = load_workload(workload)
+    except WorkloadError as error:
+        fail(str(error))
+    where = state_dir or Path(tempfile.mkdtemp(prefix="stoker-demo-"))
+    typer.echo(f"demo state, logs and checkpoints: {where}")
+    dataset = _dataset(where / "data", images)
+    daemon = _start(where, port, jobs, dataset)
+    try:
+        _run(Daemon(f"http://127.0.0.1:{port}", None, where / "state"), jobs, where)
+    except KeyboardInterrupt:
+        typer.echo("\ninterrupted: stopping the daemon and its agents", err=True)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+    typer.echo(f"daemon stopped; its log is {where / 'daemon.log'}")
+
+
+def _dataset(root: Path, images: int) -> Path:
+    from agents.data import make_dataset  # noqa: PLC0415 (torch stays out of `stoker serve`)
+
+    make_dataset(root, images=images, size=48, classes=10)
+    typer.echo(f"made {images} JPEG images in {root}")
+    return root
+
+
+def _start(where: Path, port: int, jobs: Workload, dataset: Path) -> "subprocess.Popen[bytes]":
+    settings = {
+        "state_dir": str(where / "state"),
+        "port": port,
+        "agent_mode": "process",
+        "heartbeat_s": 0.5,
+        # GPUs if nvidia-smi finds any, else the workload's GPU count as CPU training slots.
+        "node": {"cpu_slots": jobs.node.gpus, "cpu_workers": jobs.node.cpu_workers},
+        # Short windows; the gate off, so that every change the plan makes shows.
+        "scheduler": {"arrival_window_s": 2.0, "completion_window_s": 2.0, "gate": False},
+        "training": {"default_dataset": str(dataset), "image_size": 32},
+    }
+    config = where / "stoker.toml"
+    config.write_text(tomli_w.dumps(settings))
+    with (where / "daemon.log").open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "daemon.cli", "serve", "--config", str(config)],
+            stdout=log,
+            stderr=log,
+        )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            fail(f"the daemon did not start; see {where / 'daemon.log'}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                typer.echo(f"daemon up: http://127.0.0.1:{port}/docs (policy optimal)")
+                return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+    process.kill()
+    fail(f"the daemon did not answer within 60 s; see {where / 'daemon.log'}")
+
+
+def _run(daemon: Daemon, jobs: Workload, where: Path) -> None:
+    """Submit on schedule in a thread while this one tells what happens, as it happens."""
+    ids: dict[str, str] = {}
+    submitter = threading.Thread(
+        target=lambda: ids.update(submit_on_schedule(daemon, jobs, 1.0, progress=False)),
+        daemon=True,
+    )
+    submitter.start()
+    seen, last_seq, names = _Seen(), 0, _Names()
+    while True:
+        for event in daemon.call("GET", "/v1/events", params={"after": last_seq}):
+            last_seq = event["seq"]
+            names.learn(event)
+            _narrate(event, names)
+        for job in daemon.call("GET", "/v1/jobs"):
+            seen.note(job)
+        if not submitter.is_alive() and seen.ended(ids.values()):
+            break
+        time.sleep(0.5)
+    _summary(daemon, ids, seen, where)
+
+
+class _Names:
+    """Job ids to the workload's names, and the clock of the first event."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        self.started: float | None = None
+
+    def learn(self, event: dict[str, Any]) -> None:
+        self.started = event["at"] if self.started is None else self.started
+        if event["kind"] == "submitted" and event["job_id"]:
+            self.names.setdefault(event["job_id"], event["job_id"].rsplit("-", 1)[0])
+
+    def of(self, job_id: str | None) -> str:
+        return self.names.get(job_id or "", job_id or "node")
+
+
+def _narrate(event: dict[str, Any], names: _Names) -> None:
+    name, data = names.of(event["job_id"]), event["data"]
+    clock = f"{event['at'] - (names.started or event['at']):6.1f} s"
+    if event["kind"] == "submitted" and "tenant" in data:
+        typer.echo(f"{clock}  {name}: submitted")
+    elif event["kind"] == "plan":
+        shares = ", ".join(
+            f"{names.of(job)} {plan['workers_per_gpu']}"
+            for job, plan in data.get("allocations", {}).items()
+        )
+        typer.echo(f"{clock}  plan {data['gen']}, workers per GPU: {shares}")
+    elif event["kind"] == "state" and data.get("to") in {
+        "running",
+        "pausing",
+        "completed",
+        "failed",
+    }:
+        why = f" ({data['why']})" if data.get("why") and data["to"] != "completed" else ""
+        typer.echo(f"{clock}  {name}: {data['to']}{why}")
+    elif event["kind"] == "resumed":
+        typer.echo(
+            f"{clock}  {name}: resumed with {data['workers']} workers per GPU, "
+            f"{data['gap_s']:.2f} s after its pause"
+        )
+
+
+class _Seen:
+    """What the demo saw of each job while it ran."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, dict[str, Any]] = {}
+        self.errors: dict[str, list[float]] = {}
+
+    def note(self, job: dict[str, Any]) -> None:
+        self.jobs[job["id"]] = job
+        predicted, measured = job["predicted_samples_per_s"], job["measured_samples_per_s"]
+        if job["state"] == "running" and predicted and measured:
+            self.errors.setdefault(job["id"], []).append(measured / predicted - 1.0)
+
+    def ended(self, ids: Any) -> bool:
+        return all(self.jobs.get(job_id, {}).get("state") in FINAL for job_id in ids)
+
+
+def _summary(daemon: Daemon, ids: dict[str, str], seen: _Seen, where: Path) -> None:
+    typer.echo("\nsummary")
+    typer.echo(
+        f"  {'job':<10}{'state':<11}{'samples/s':>10}{'pauses':>8}{'pause gap':>11}"
+        f"{'measured vs TPM':>17}"
+    )
+    for name, job_id in ids.items():
+        job = seen.jobs[job_id]
+        events = daemon.call("GET", f"/v1/jobs/{job_id}/events")
+        running = [e["at"] for e in events if e["kind"] == "state" and e["data"]["to"] == "running"]
+        ended = [e["at"] for e in events if e["kind"] == "state" and e["data"]["to"] in FINAL]
+        gaps = [e["data"]["gap_s"] for e in events if e["kind"] == "resumed"]
+        pauses = sum(1 for e in events if e["kind"] == "state" and e["data"]["to"] == "pausing")
+        samples = job["iteration"] * job["batch_size"]
+        rate = samples / (ended[-1] - running[0]) if running and ended else 0.0
+        gap = f"{statistics.median(gaps):.2f} s" if gaps else "-"
+        errors = seen.errors.get(job_id)
+        error = f"{statistics.median(errors):+.0%}" if errors else "-"
+        typer.echo(f"  {name:<10}{job['state']:<11}{rate:>10.0f}{pauses:>8}{gap:>11}{error:>17}")
+    typer.echo(
+        "\nmeasured vs TPM: the built-in model was fitted for the paper's GPU testbed, not this "
+        "CPU;\n  `stoker profile` and POST /v1/tpm/samples + /v1/tpm/fit teach it this node."
+    )
+    typer.echo(
+        f"\nwhere to look: {where / 'state' / 'jobs'} (each job's log, checkpoint, audit), "
+        f"{where / 'daemon.log'}, and the events: stoker jobs --url {daemon.url} "
+        f"--state-dir {where / 'state'} while a daemon runs"
+    )
