@@ -34,13 +34,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-import zmq
 from torch.multiprocessing.spawn import spawn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
-from zmq.utils.monitor import recv_monitor_message
 
 from agents.data import EpochOrder, JpegDataset
+from agents.link import DaemonLink
 from agents.models import build
 from agents.protocol import (
     AgentState,
@@ -51,9 +50,6 @@ from agents.protocol import (
     PausedMessage,
     PauseMessage,
     ResumedMessage,
-    ResumeMessage,
-    decode_daemon,
-    encode,
     write_finished_marker,
 )
 
@@ -84,62 +80,6 @@ class MasterJob:
     master_pid: int = 0  # the process the daemon launched (ranks may be its children)
 
 
-class _Daemon:
-    """Rank 0's line to the daemon."""
-
-    def __init__(self, job: MasterJob) -> None:
-        self.job = job
-        self.context = zmq.Context()
-        self.socket = self.context.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.IDENTITY, job.job_id.encode())
-        self.socket.setsockopt(zmq.LINGER, 2000)
-        # A restarted daemon binds again and the DEALER reconnects by itself; the monitor
-        # tells us, and a new hello re-attaches the job (see agents/simulated.py).
-        self.monitor = self.socket.get_monitor_socket(zmq.EVENT_CONNECTED)
-        self.connections = 0
-        self.socket.connect(job.endpoint)
-        self.gen = job.gen
-
-    def reconnected(self) -> bool:
-        """Whether the link came back since the last call (not its first connection)."""
-        again = False
-        while self.monitor.poll(0, zmq.POLLIN):
-            if recv_monitor_message(self.monitor)["event"] == zmq.EVENT_CONNECTED:
-                self.connections += 1
-                again = again or self.connections > 1
-        return again
-
-    def send(self, message: Any) -> None:
-        self.socket.send(encode(message.model_copy(update={"ts": time.time()})))
-
-    def poll(self) -> int:
-        """GO, PAUSE or CANCEL: the first pause or cancel waiting, without blocking."""
-        while self.socket.poll(0, zmq.POLLIN):
-            message = decode_daemon(self.socket.recv())
-            if isinstance(message, CancelMessage):
-                return CANCEL
-            if isinstance(message, PauseMessage):
-                self.gen = message.gen
-                return PAUSE
-        return GO
-
-    def wait_for_resume(self) -> ResumeMessage | None:
-        """Block until resume (its message) or cancel (None)."""
-        while True:
-            message = decode_daemon(self.socket.recv())
-            if isinstance(message, CancelMessage):
-                return None
-            if isinstance(message, ResumeMessage):
-                self.gen = message.gen
-                return message
-
-    def close(self) -> None:
-        self.socket.disable_monitor()
-        self.monitor.close()
-        self.socket.close()
-        self.context.term()
-
-
 @dataclass
 class _Meter:
     """Idle and step seconds since the last heartbeat."""
@@ -167,7 +107,8 @@ class Trainer:
         self.audit = self._audit_file()
         if job.resume_from is not None:
             self._load(job.resume_from)
-        self.daemon = _Daemon(job) if rank == 0 else None
+        self.daemon = DaemonLink(job.job_id, job.endpoint) if rank == 0 else None
+        self.gen = job.gen
 
     # ---- the loop ------------------------------------------------------------------------
 
@@ -242,7 +183,11 @@ class Trainer:
         if self.daemon is not None:
             if self.daemon.reconnected():
                 self._hello("running")
-            decision = self.daemon.poll()
+            stop = self.daemon.next_stop()
+            if isinstance(stop, PauseMessage):
+                decision, self.gen = PAUSE, stop.gen
+            elif isinstance(stop, CancelMessage):
+                decision = CANCEL
         if self.world == 1:
             return decision
         flag = torch.tensor([decision], dtype=torch.int64)
@@ -262,12 +207,14 @@ class Trainer:
             self.daemon.send(
                 PausedMessage(
                     job=self.job.job_id,
-                    gen=self.daemon.gen,
+                    gen=self.gen,
                     iteration=self.iteration,
                     checkpoint=str(path),
                 )
             )
             resume = self.daemon.wait_for_resume()
+            if resume is not None:
+                self.gen = resume.gen
             workers[0] = resume.workers_per_gpu if resume is not None else 0
         if self.world > 1:
             dist.broadcast(workers, src=0)
@@ -281,7 +228,7 @@ class Trainer:
         self.daemon.send(
             ResumedMessage(
                 job=self.job.job_id,
-                gen=self.daemon.gen,
+                gen=self.gen,
                 workers=self.workers,
                 gap_s=time.monotonic() - paused_at,
             )
@@ -352,7 +299,7 @@ class Trainer:
         self.daemon.send(
             Hello(
                 job=self.job.job_id,
-                gen=self.daemon.gen,
+                gen=self.gen,
                 pid=self.job.master_pid or os.getpid(),
                 state=state,
                 iteration=self.iteration,
@@ -367,7 +314,7 @@ class Trainer:
         self.daemon.send(
             HeartbeatMessage(
                 job=self.job.job_id,
-                gen=self.daemon.gen,
+                gen=self.gen,
                 iteration=self.iteration,
                 samples=self.iteration * self.job.batch_size,
                 idle_s=meter.idle_s,
@@ -385,9 +332,7 @@ class Trainer:
             if not cancelled:
                 write_finished_marker(self.job.checkpoint_dir, self.iteration)
                 self.daemon.send(
-                    FinishedMessage(
-                        job=self.job.job_id, gen=self.daemon.gen, iteration=self.iteration
-                    )
+                    FinishedMessage(job=self.job.job_id, gen=self.gen, iteration=self.iteration)
                 )
             self.daemon.close()
         return 0

@@ -80,7 +80,19 @@ def _shortcut(c_in: int, c_out: int, stride: int) -> nn.Module:
     return nn.Sequential(*_conv_bn(c_in, c_out, 1, stride))
 
 
-class ResNet(nn.Module):
+class _Classifier(nn.Module):
+    """Convolutional `features`, then global average pooling and one linear `head`."""
+
+    features: nn.Sequential
+    head: nn.Linear
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        pooled = torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1)
+        logits: torch.Tensor = self.head(pooled)
+        return logits
+
+
+class ResNet(_Classifier):
     def __init__(self, shape: Layout, classes: int) -> None:
         super().__init__()
         block = _Bottleneck if shape.bottleneck else _Basic
@@ -99,13 +111,8 @@ class ResNet(nn.Module):
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(channels, classes)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        pooled = torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1)
-        logits: torch.Tensor = self.head(pooled)
-        return logits
 
-
-class VGG(nn.Module):
+class VGG(_Classifier):
     """Convolutions with batch norm, a max pool after each of the 5 stages, then global
     pooling and one linear layer (the head that gives the paper's VGG13 its 9.9 M)."""
 
@@ -121,11 +128,6 @@ class VGG(nn.Module):
             layers.append(nn.MaxPool2d(2))
         self.features = nn.Sequential(*layers)
         self.head = nn.Linear(channels, classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        pooled = torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1)
-        logits: torch.Tensor = self.head(pooled)
-        return logits
 
 
 @dataclass(frozen=True)

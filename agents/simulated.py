@@ -18,9 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import zmq
-from zmq.utils.monitor import recv_monitor_message
-
+from agents.link import DaemonLink
 from agents.protocol import (
     AgentState,
     CancelMessage,
@@ -31,8 +29,6 @@ from agents.protocol import (
     PauseMessage,
     ResumedMessage,
     ResumeMessage,
-    decode_daemon,
-    encode,
     write_finished_marker,
 )
 
@@ -69,15 +65,7 @@ class SimulatedAgent:
         self.gen = job.gen
         if job.resume_from is not None:
             self.iteration = int(json.loads(job.resume_from.read_text())["iteration"])
-        self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.IDENTITY, job.job_id.encode())
-        self._socket.setsockopt(zmq.LINGER, 2000)
-        # A daemon that restarts binds the socket again and the DEALER reconnects by itself;
-        # the monitor tells us so, and a new hello re-attaches us to the new daemon.
-        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_CONNECTED)
-        self._connections = 0
-        self._socket.connect(job.endpoint)
+        self._link = DaemonLink(job.job_id, job.endpoint)
 
     def run(self) -> int:
         """Train to the end or until cancelled; the process exit code."""
@@ -89,17 +77,14 @@ class SimulatedAgent:
             log.info("job %s: cancelled at iteration %d", self.job.job_id, self.iteration)
             return 0
         finally:
-            self._socket.disable_monitor()
-            self._monitor.close()
-            self._socket.close()
-            self._context.term()
+            self._link.close()
         return 0
 
     def _train(self) -> None:
         window_start, window_samples = time.monotonic(), 0
         idle_s = step_s = 0.0
         while self.iteration < self.job.iterations:
-            self._poll(block_s=0.0)
+            self._poll()
             per_gpu = self.job.batch_size / self.job.gpus
             step = max(self.job.step_time_s, per_gpu * self.job.sample_cost_s / self.workers)
             time.sleep(step)
@@ -109,7 +94,7 @@ class SimulatedAgent:
             window_samples += self.job.batch_size
             elapsed = time.monotonic() - window_start
             if elapsed >= self.job.heartbeat_s:
-                self._send(
+                self._link.send(
                     HeartbeatMessage(
                         job=self.job.job_id,
                         gen=self.gen,
@@ -123,10 +108,12 @@ class SimulatedAgent:
                 )
                 window_start, window_samples, idle_s, step_s = time.monotonic(), 0, 0.0, 0.0
         write_finished_marker(self.job.checkpoint_dir, self.iteration)
-        self._send(FinishedMessage(job=self.job.job_id, gen=self.gen, iteration=self.iteration))
+        self._link.send(
+            FinishedMessage(job=self.job.job_id, gen=self.gen, iteration=self.iteration)
+        )
 
     def _hello(self, state: AgentState) -> None:
-        self._send(
+        self._link.send(
             Hello(
                 job=self.job.job_id,
                 gen=self.gen,
@@ -139,51 +126,37 @@ class SimulatedAgent:
 
     def _reconnected(self, state: AgentState) -> None:
         """Say hello again after every reconnection (a new daemon)."""
-        while self._monitor.poll(0, zmq.POLLIN):
-            event = recv_monitor_message(self._monitor)
-            if event["event"] == zmq.EVENT_CONNECTED:
-                self._connections += 1
-                if self._connections > 1:
-                    log.info("job %s: reconnected, saying hello", self.job.job_id)
-                    self._hello(state)
+        if self._link.reconnected():
+            log.info("job %s: reconnected, saying hello", self.job.job_id)
+            self._hello(state)
 
-    def _poll(self, block_s: float) -> None:
-        """Apply every command waiting, blocking up to `block_s` for the first."""
+    def _poll(self) -> None:
+        """Apply a pause or cancel that is waiting."""
         self._reconnected("running")
-        timeout_ms = int(block_s * 1000)
-        while self._socket.poll(timeout_ms, zmq.POLLIN):
-            timeout_ms = 0
-            message = decode_daemon(self._socket.recv())
-            match message:
-                case PauseMessage():
-                    self._pause(message.gen)
-                case CancelMessage():
-                    raise _Cancelled
-                case ResumeMessage():
-                    log.info(
-                        "job %s: resume for gen %d while running", self.job.job_id, message.gen
-                    )
+        match self._link.next_stop():
+            case PauseMessage(gen=gen):
+                self._pause(gen)
+            case CancelMessage():
+                raise _Cancelled
 
     def _pause(self, gen: int) -> None:
         paused_at = time.monotonic()
         time.sleep(self.job.pause_s)
         checkpoint = self._checkpoint()
-        self._send(
+        self._link.send(
             PausedMessage(
                 job=self.job.job_id, gen=gen, iteration=self.iteration, checkpoint=str(checkpoint)
             )
         )
         while True:  # paused: only resume or cancel moves us on
             self._reconnected("paused")
-            if not self._socket.poll(int(self.job.heartbeat_s * 1000), zmq.POLLIN):
-                continue
-            message = decode_daemon(self._socket.recv())
+            message = self._link.receive(self.job.heartbeat_s)
             if isinstance(message, CancelMessage):
                 raise _Cancelled
             if isinstance(message, ResumeMessage):
                 time.sleep(self.job.resume_s)
                 self.gen, self.workers = message.gen, message.workers_per_gpu
-                self._send(
+                self._link.send(
                     ResumedMessage(
                         job=self.job.job_id,
                         gen=self.gen,
@@ -204,11 +177,6 @@ class SimulatedAgent:
             os.fsync(handle.fileno())
         temporary.replace(final)
         return final
-
-    def _send(
-        self, message: Hello | HeartbeatMessage | PausedMessage | ResumedMessage | FinishedMessage
-    ) -> None:
-        self._socket.send(encode(message.model_copy(update={"ts": time.time()})))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,77 @@
+"""An agent's line to the daemon: a ZeroMQ DEALER whose identity is the job id. No torch.
+
+Both application masters use it: the PyTorch one (agents/master.py) and the simulated one
+(agents/simulated.py). A daemon that restarts binds its socket again and the DEALER
+reconnects by itself; a socket monitor notices, and `reconnected()` tells the agent to say
+hello again, so that the new daemon re-attaches the job.
+"""
+
+import time
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from agents.protocol import (
+    AgentMessage,
+    CancelMessage,
+    DaemonMessage,
+    PauseMessage,
+    ResumeMessage,
+    decode_daemon,
+    encode,
+)
+
+
+class DaemonLink:
+    def __init__(self, job_id: str, endpoint: str) -> None:
+        self.job_id = job_id
+        self._context = zmq.Context()
+        self._socket = self._context.socket(zmq.DEALER)
+        self._socket.setsockopt(zmq.IDENTITY, job_id.encode())
+        self._socket.setsockopt(zmq.LINGER, 2000)  # the last `finished` gets out
+        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_CONNECTED)
+        self._connections = 0
+        self._socket.connect(endpoint)
+
+    def send(self, message: AgentMessage) -> None:
+        """Send, stamped with the wall clock."""
+        self._socket.send(encode(message.model_copy(update={"ts": time.time()})))
+
+    def receive(self, timeout_s: float | None) -> DaemonMessage | None:
+        """The next command, waiting up to `timeout_s` (None: for ever); None if none came."""
+        timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
+        if not self._socket.poll(timeout_ms, zmq.POLLIN):
+            return None
+        return decode_daemon(self._socket.recv())
+
+    def next_stop(self) -> PauseMessage | CancelMessage | None:
+        """The first pause or cancel waiting, without blocking; other commands are dropped
+        (a resume while running means nothing)."""
+        while (message := self.receive(0)) is not None:
+            if isinstance(message, PauseMessage | CancelMessage):
+                return message
+        return None
+
+    def wait_for_resume(self) -> ResumeMessage | None:
+        """Block until resume (returned) or cancel (None), saying nothing meanwhile."""
+        while True:
+            message = self.receive(None)
+            if isinstance(message, CancelMessage):
+                return None
+            if isinstance(message, ResumeMessage):
+                return message
+
+    def reconnected(self) -> bool:
+        """Whether the link came back since the last call (not its first connection)."""
+        again = False
+        while self._monitor.poll(0, zmq.POLLIN):
+            if recv_monitor_message(self._monitor)["event"] == zmq.EVENT_CONNECTED:
+                self._connections += 1
+                again = again or self._connections > 1
+        return again
+
+    def close(self) -> None:
+        self._socket.disable_monitor()
+        self._monitor.close()
+        self._socket.close()
+        self._context.term()
