@@ -78,6 +78,8 @@ class MasterJob:
     audit: bool = False
     rendezvous_port: int = 0
     master_pid: int = 0  # the process the daemon launched (ranks may be its children)
+    cold_resize: bool = False  # on pause: checkpoint, say paused, exit; the daemon relaunches
+    paused_at: float | None = None  # started by a cold resume: when the pause came (epoch s)
 
 
 @dataclass
@@ -116,7 +118,9 @@ class Trainer:
         if self.daemon is not None:
             self._hello("running")
         meter = _Meter(time.monotonic())
-        paused_at: float | None = None
+        # A cold resume says `resumed` after its first step, like a hot one (wall clock,
+        # since the pause happened in the process before this one).
+        paused_at = self.job.paused_at
         while self.iteration < self.job.iterations:
             self.dataset.epoch = self.order.epoch
             epoch = self.order.epoch
@@ -135,7 +139,7 @@ class Trainer:
                 if decision == CANCEL:
                     return self._end(cancelled=True)
                 if decision == PAUSE:
-                    paused_at = time.monotonic()
+                    paused_at = time.time()
                     if not self._pause():
                         return self._end(cancelled=True)
                     meter = _Meter(time.monotonic())
@@ -212,7 +216,11 @@ class Trainer:
                     checkpoint=str(path),
                 )
             )
-            resume = self.daemon.wait_for_resume()
+            if self.job.cold_resize:
+                log.info("job %s: cold resize: exiting after the checkpoint", self.job.job_id)
+                resume = None
+            else:
+                resume = self.daemon.wait_for_resume()
             if resume is not None:
                 self.gen = resume.gen
             workers[0] = resume.workers_per_gpu if resume is not None else 0
@@ -230,7 +238,7 @@ class Trainer:
                 job=self.job.job_id,
                 gen=self.gen,
                 workers=self.workers,
-                gap_s=time.monotonic() - paused_at,
+                gap_s=max(0.0, time.time() - paused_at),
             )
         )
 
@@ -400,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gen", type=int, default=0)
     parser.add_argument("--resume-from", type=Path, default=None)
     parser.add_argument("--audit", action="store_true")
+    parser.add_argument("--cold-resize", action="store_true")
+    parser.add_argument("--paused-at", type=float, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     job = MasterJob(
@@ -419,6 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         gen=args.gen,
         resume_from=args.resume_from,
         audit=args.audit,
+        cold_resize=args.cold_resize,
+        paused_at=args.paused_at,
     )
     return run(job)
 

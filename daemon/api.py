@@ -59,6 +59,11 @@ class JobSubmission(BaseModel):
     decode_mode: Literal["cpu", "device"] = "cpu"
     gpu_indices: list[int] | None = Field(None, description="pin to these GPUs")
     max_restarts: int | None = Field(None, ge=0, le=100, description="relaunches after a crash")
+    resize: Literal["hot", "cold"] = Field(
+        "hot",
+        description="hot: the agent rebuilds its loaders in place; cold: it exits after each "
+        "pause's checkpoint and a new process starts from it (process agents only)",
+    )
     audit_samples: bool = Field(
         False, description="write every trained sample to <state>/jobs/<id>/audit/rank<k>.txt"
     )

@@ -188,6 +188,7 @@ class Service:
         self._resume_from: dict[str, str] = {}
         self._cancelled_at: dict[str, float] = {}
         self._awaiting: dict[str, float] = {}  # restored running job -> hello deadline
+        self._cold_pauses: dict[str, float] = {}  # cold-resize job paused -> when (epoch s)
         self._started = time.monotonic()
         self.accepting = True
 
@@ -356,6 +357,8 @@ class Service:
                     message.workers,
                 )
             case PausedMessage():
+                if self._cold(message.job):  # its process exits now; Resume relaunches it
+                    self._cold_pauses[message.job] = message.ts or time.time()
                 if message.checkpoint:
                     self.store.update_job(
                         message.job,
@@ -463,6 +466,9 @@ class Service:
                 self._send(PauseMessage(job=job_id, gen=gen))
             case Resume(job_id=job_id, gen=gen, allocation=allocation):
                 self.counters.resumes += 1
+                if job_id in self._cold_pauses:
+                    self._resume_cold(job_id, gen, allocation)
+                    return
                 self._send(
                     ResumeMessage(
                         job=job_id,
@@ -510,18 +516,42 @@ class Service:
             self._admit()
 
     def _launch(self, command: Launch) -> None:
-        record = self._records[command.job_id]
-        self.counters.launches += 1
-        if self.launcher.running(command.job_id):
-            self.launcher.stop(command.job_id, grace_s=0.0)
         resume_from = command.resume_from or self._resume_from.pop(command.job_id, "")
-        argv = self._agent_argv(
-            record, command.gen, command.allocation.workers_per_gpu, resume_from
-        )
-        indices = ",".join(str(index) for index in self.placement.get(command.job_id, ()))
+        self._start_agent(command.job_id, command.gen, command.allocation, resume_from)
+
+    def _resume_cold(self, job_id: str, gen: int, allocation: Allocation) -> None:
+        """A cold-resize job's agent exited after `paused`: start a new one from the
+        checkpoint with the new allocation; it says `resumed` after its first step."""
+        paused_at = self._cold_pauses.pop(job_id)
+        stored = self.store.job(job_id)
+        checkpoint = stored.checkpoint if stored is not None else ""
+        self._start_agent(job_id, gen, allocation, checkpoint, paused_at=paused_at)
+
+    def _start_agent(
+        self,
+        job_id: str,
+        gen: int,
+        allocation: Allocation,
+        resume_from: str,
+        paused_at: float | None = None,
+    ) -> None:
+        record = self._records[job_id]
+        self.counters.launches += 1
+        if self.launcher.running(job_id):
+            self.launcher.stop(job_id, grace_s=2.0)
+        argv = self._agent_argv(record, gen, allocation.workers_per_gpu, resume_from)
+        if paused_at is not None:
+            argv += ["--paused-at", repr(paused_at)]
+        indices = ",".join(str(index) for index in self.placement.get(job_id, ()))
         env = {"CUDA_VISIBLE_DEVICES": indices} if self.uses_gpus else {"STOKER_CPU_SLOTS": indices}
-        pid = self.launcher.launch(command.job_id, argv, env)
-        self.store.update_job(command.job_id, time.time(), pid=pid)
+        pid = self.launcher.launch(job_id, argv, env)
+        self.store.update_job(job_id, time.time(), pid=pid)
+
+    def _cold(self, job_id: str) -> bool:
+        """Whether the job resizes cold: its agent exits after each pause."""
+        record = self._records.get(job_id)
+        cold = record is not None and record.spec.get("resize") == "cold"
+        return cold and self.config.agent_mode == "process"
 
     def _agent_argv(self, record: JobRecord, gen: int, workers: int, resume_from: str) -> list[str]:
         """The agent's command line: the PyTorch master (`process`) or a simulated one."""
@@ -548,6 +578,8 @@ class Service:
                 "--image-size", str(training.image_size),
                 "--seed", str(training.seed),
             ]  # fmt: skip
+            if spec.get("resize") == "cold":
+                argv.append("--cold-resize")
             return [*argv, "--audit"] if spec.get("audit_samples") else argv
         simulated = self.config.simulated
         predicted = self.scheduler_rates.job_spec(self._request(record))
@@ -622,6 +654,8 @@ class Service:
             status = self.scheduler.jobs().get(job_id)
             if status is None or not status.state.holds_resources:
                 continue
+            if code == 0 and job_id in self._cold_pauses:
+                continue  # a cold resize: it checkpointed and left, as asked
             if code in (0, None) and self._finished_marker(job_id) is not None:
                 self._feed(Finished(job_id))  # it exited before its `finished` was read
             else:

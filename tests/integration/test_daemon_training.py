@@ -19,8 +19,9 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield from daemon_factory(tmp_path)
 
 
+@pytest.mark.parametrize("resize", ["hot", "cold"])
 def test_real_jobs_are_resized_while_they_train(
-    serve: Callable[..., Daemon], tmp_path: Path
+    serve: Callable[..., Daemon], tmp_path: Path, resize: str
 ) -> None:
     data = tmp_path / "data"
     make_dataset(data, images=40, size=40, classes=4)
@@ -37,7 +38,13 @@ def test_real_jobs_are_resized_while_they_train(
         )  # fmt: skip
         assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "dataset"
         first = submit(
-            client, "first", model="smResnet20", batch_size=8, iterations=400, audit_samples=True
+            client,
+            "first",
+            model="smResnet20",
+            batch_size=8,
+            iterations=400,
+            audit_samples=True,
+            resize=resize,
         )
         wait_for("first to train", lambda: states(client)["first"] == "running", 60)
         alone = client.get("/v1/allocations").json()["allocations"][first["id"]]
@@ -51,6 +58,13 @@ def test_real_jobs_are_resized_while_they_train(
         assert alone["workers_per_gpu"] in workers and len(workers) > 1
         done = client.get(f"/v1/jobs/{first['id']}").json()
         assert done["iteration"] == 400 and done["measured_samples_per_s"] > 0
+        resumed = [e["data"] for e in events if e["kind"] == "resumed"]
+        assert resumed and all(0 < r["gap_s"] < 30 for r in resumed)
+        launches = sum(1 for e in events if e["kind"] == "state" and e["data"]["to"] == "starting")
+        assert done["restarts"] == 0 and launches == 1  # a cold resize is no restart
+    log = (daemon.state_dir / "jobs" / first["id"] / "stderr.log").read_text()
+    exits = log.count("cold resize: exiting after the checkpoint")
+    assert exits == (len(resumed) if resize == "cold" else 0)
     audit = Counter(
         tuple(line.split())
         for line in (daemon.state_dir / "jobs" / first["id"] / "audit" / "rank0.txt")
