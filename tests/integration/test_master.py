@@ -96,8 +96,8 @@ def test_a_cold_restart_after_kill_9_rolls_the_audit_back(
     router.expect(Hello)
     router.send("job", PauseMessage(job="job", gen=1))
     paused = router.expect(PausedMessage)
-    router.send("job", ResumeMessage(job="job", gen=1, workers_per_gpu=1))
-    router.expect(ResumedMessage)
+    router.send("job", ResumeMessage(job="job", gen=1, workers_per_gpu=2))  # a resize
+    assert router.expect(ResumedMessage).workers == 2
     router.expect(HeartbeatMessage)  # trained past the checkpoint...
     first.send_signal(signal.SIGKILL)  # ...and died without a word
     first.wait()
