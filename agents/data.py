@@ -147,14 +147,22 @@ class EpochOrder:
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         return torch.randperm(self.samples, generator=generator).tolist()
 
+    def global_batches(self, batch_size: int, world: int) -> list[list[int]]:
+        """Every global batch from the cursor to the epoch's end. A last batch smaller than
+        `world` joins the one before it, so that every rank has a sample in every step (a
+        rank with none would leave the others waiting in their collectives)."""
+        order = self.permutation()[self.cursor :]
+        chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        if len(chunks) > 1 and len(chunks[-1]) < world:
+            tail = chunks.pop()
+            chunks[-1] = chunks[-1] + tail
+        return chunks
+
     def batches(self, rank: int, world: int, batch_size: int) -> Iterator[list[int]]:
-        """Rank `rank`'s indices of every global batch from the cursor to the epoch's end.
-        The last global batch may be short; it is split as evenly as the others."""
-        order = self.permutation()
-        for start in range(self.cursor, self.samples, batch_size):
-            batch = order[start : start + batch_size]
-            share = math.ceil(len(batch) / world)
-            yield batch[rank * share : (rank + 1) * share]
+        """Rank `rank`'s share of every global batch from the cursor on: the batch split
+        into `world` parts whose sizes differ by one at most."""
+        for batch in self.global_batches(batch_size, world):
+            yield batch[rank * len(batch) // world : (rank + 1) * len(batch) // world]
 
     def advance(self, consumed: int) -> None:
         """Count `consumed` samples (all ranks); roll into the next epoch at its end."""

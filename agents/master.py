@@ -38,7 +38,7 @@ from torch.multiprocessing.spawn import spawn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from agents.data import EpochOrder, JpegDataset
+from agents.data import DataError, EpochOrder, JpegDataset
 from agents.link import DaemonLink
 from agents.models import build
 from agents.protocol import (
@@ -100,6 +100,8 @@ class Trainer:
         self.device = _device(rank)
         torch.manual_seed(job.seed)
         self.dataset = JpegDataset(job.dataset, job.image_size, seed=job.seed)
+        if len(self.dataset) < self.world:
+            raise DataError(f"{job.dataset} has {len(self.dataset)} images for {self.world} ranks")
         model = build(job.model, classes=self.dataset.classes).to(self.device)
         self.model: torch.nn.Module = DistributedDataParallel(model) if self.world > 1 else model
         self.optimiser = torch.optim.SGD(self.model.parameters(), lr=job.lr, momentum=0.9)
@@ -124,13 +126,13 @@ class Trainer:
         while self.iteration < self.job.iterations:
             self.dataset.epoch = self.order.epoch
             epoch = self.order.epoch
-            for images, labels, indices in self._loader():
+            for images, labels, indices, global_size in self._loader():
                 waited = time.monotonic()
                 self._step(images, labels)
                 done = time.monotonic()
                 meter.idle_s += waited - meter.started
                 meter.step_s += done - waited
-                self._account(indices)
+                self._account(indices, global_size)
                 meter.samples += self.job.batch_size
                 if paused_at is not None and self.daemon is not None:
                     self._resumed(paused_at)
@@ -151,7 +153,9 @@ class Trainer:
         return self._end(cancelled=False)
 
     def _loader(self) -> Any:
-        """This rank's batches from the cursor on, with their sample indices."""
+        """This rank's batches from the cursor on, with their sample indices and the size of
+        the global batch each belongs to."""
+        batches = self.order.global_batches(self.job.batch_size, self.world)
         shares = list(self.order.batches(self.rank, self.world, self.job.batch_size))
         loader: DataLoader[Any] = DataLoader(
             self.dataset,
@@ -160,7 +164,8 @@ class Trainer:
             pin_memory=self.device.type == "cuda",
         )
         return (
-            (images, labels, share) for (images, labels), share in zip(loader, shares, strict=False)
+            (images, labels, share, len(batch))
+            for (images, labels), share, batch in zip(loader, shares, batches, strict=False)
         )
 
     def _step(self, images: torch.Tensor, labels: torch.Tensor) -> None:
@@ -173,12 +178,11 @@ class Trainer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def _account(self, indices: list[int]) -> None:
+    def _account(self, indices: list[int], global_size: int) -> None:
         if self.audit is not None:
             self.audit.write("".join(f"{self.order.epoch} {index}\n" for index in indices))
             self.audit.flush()
-        remaining = self.order.samples - self.order.cursor
-        self.order.advance(min(self.job.batch_size, remaining))
+        self.order.advance(global_size)
         self.iteration += 1
 
     def _decide(self) -> int:

@@ -75,6 +75,16 @@ def test_every_sample_of_an_epoch_counts_once_across_pauses(
     assert order.epoch == 1 and order.cursor == 0
 
 
+@settings(max_examples=200, deadline=None)
+@given(samples=st.integers(4, 300), batch=st.integers(4, 64), world=st.sampled_from([2, 3, 4]))
+def test_every_rank_has_a_sample_in_every_step(samples: int, batch: int, world: int) -> None:
+    order = EpochOrder(samples, seed=1)
+    shares = [list(order.batches(rank, world, batch)) for rank in range(world)]
+    assert len({len(rank_shares) for rank_shares in shares}) == 1, "the same number of steps"
+    for step in zip(*shares, strict=True):
+        assert all(step) and max(map(len, step)) - min(map(len, step)) <= 1
+
+
 def test_a_loader_with_any_worker_count_yields_the_same_batches(folder: Path) -> None:
     dataset = JpegDataset(folder, image_size=32)
     order = EpochOrder(len(dataset), seed=5, cursor=8)
