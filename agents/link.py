@@ -6,7 +6,9 @@ reconnects by itself; a socket monitor notices, and `reconnected()` tells the ag
 hello again, so that the new daemon re-attaches the job.
 """
 
+import argparse
 import time
+from pathlib import Path
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -75,3 +77,20 @@ class DaemonLink:
         self._monitor.close()
         self._socket.close()
         self._context.term()
+
+
+def agent_arguments(description: str) -> argparse.ArgumentParser:
+    """The options every agent takes from the daemon's launcher (daemon/service.py builds
+    them once for both kinds); each agent adds its own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--job", required=True, help="the job id, also the DEALER identity")
+    parser.add_argument("--endpoint", required=True, help="the daemon's ROUTER")
+    parser.add_argument("--iterations", type=int, required=True)
+    parser.add_argument("--batch-size", type=int, required=True, help="global batch")
+    parser.add_argument("--gpus", type=int, default=1, help="ranks")
+    parser.add_argument("--workers", type=int, required=True, help="loader workers per GPU")
+    parser.add_argument("--checkpoint-dir", type=Path, required=True)
+    parser.add_argument("--heartbeat-s", type=float, default=1.0)
+    parser.add_argument("--gen", type=int, default=0)
+    parser.add_argument("--resume-from", type=Path, default=None)
+    return parser

@@ -20,7 +20,6 @@ obeys the daemon (DESIGN.md, "Application master"; paper Sec. III-C 4).
   audit rolls back with the model and every sample of an epoch is counted once.
 """
 
-import argparse
 import datetime
 import logging
 import os
@@ -39,7 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from agents.data import DataError, EpochOrder, JpegDataset
-from agents.link import DaemonLink
+from agents.link import DaemonLink, agent_arguments
 from agents.models import build
 from agents.protocol import (
     AgentState,
@@ -395,22 +394,12 @@ def _free_port() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--job", required=True)
-    parser.add_argument("--endpoint", required=True)
+    parser = agent_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--gpus", type=int, default=1)
-    parser.add_argument("--iterations", type=int, required=True)
-    parser.add_argument("--workers", type=int, required=True)
-    parser.add_argument("--checkpoint-dir", type=Path, required=True)
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--heartbeat-s", type=float, default=1.0)
-    parser.add_argument("--gen", type=int, default=0)
-    parser.add_argument("--resume-from", type=Path, default=None)
     parser.add_argument("--audit", action="store_true")
     parser.add_argument("--cold-resize", action="store_true")
     parser.add_argument("--paused-at", type=float, default=None)

@@ -9,7 +9,6 @@ temp file, fsync, rename) and resume behave as DESIGN.md's hot resize; a job sta
 `--resume-from` continues from the checkpoint's iteration.
 """
 
-import argparse
 import json
 import logging
 import os
@@ -18,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.link import DaemonLink
+from agents.link import DaemonLink, agent_arguments
 from agents.protocol import (
     AgentState,
     CancelMessage,
@@ -181,21 +180,11 @@ class SimulatedAgent:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m agents.simulated ...`, which the daemon's launcher runs per job."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--job", required=True)
-    parser.add_argument("--endpoint", required=True)
-    parser.add_argument("--iterations", type=int, required=True)
-    parser.add_argument("--batch-size", type=int, required=True)
-    parser.add_argument("--workers", type=int, required=True)
-    parser.add_argument("--checkpoint-dir", type=Path, required=True)
-    parser.add_argument("--gen", type=int, default=0)
-    parser.add_argument("--gpus", type=int, default=1)
+    parser = agent_arguments(__doc__.split("\n\n")[0])
     parser.add_argument("--step-time-s", type=float, required=True)
     parser.add_argument("--sample-cost-s", type=float, required=True)
     parser.add_argument("--pause-s", type=float, default=0.05)
     parser.add_argument("--resume-s", type=float, default=0.05)
-    parser.add_argument("--heartbeat-s", type=float, default=1.0)
-    parser.add_argument("--resume-from", type=Path, default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     job = SimulatedJob(
