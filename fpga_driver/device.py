@@ -247,6 +247,54 @@ def _check_share(share: float) -> None:
         raise DecoderError(f"share must be in (0, 1], got {share}")
 
 
+def saturate(
+    device: DecoderDevice, client: str, paths: Sequence[Path], size: int, stop: threading.Event
+) -> None:
+    """Keep 4 batches of `client` queued until `stop` is set: a loader that never waits."""
+
+    def again(_: "Future[Pixels] | None") -> None:
+        if not stop.is_set():
+            device.submit(DecodeCommand(client, tuple(paths), size)).add_done_callback(again)
+
+    for _ in range(4):
+        again(None)
+
+
+def bench(
+    capacity: float, shares: Sequence[float], seconds: float, paths: Sequence[Path], size: int
+) -> dict[str, object]:
+    """`stoker decoder bench`: one saturating client per share against a fresh emulator;
+    what each was served, and the host CPU the whole process spent meanwhile (an upper
+    bound on the emulator's own)."""
+    device = EmulatedDevice(capacity)
+    names = [f"client{index}" for index in range(len(shares))]
+    for name, share in zip(names, shares, strict=True):
+        device.register(name, share)
+    stop = threading.Event()
+    try:
+        for name in names:
+            saturate(device, name, paths, size, stop)
+        served_per_s(device, names, seconds=min(1.0, seconds / 4))  # warm: images decoded once
+        cpu_before = time.process_time()
+        rates = served_per_s(device, names, seconds)
+        cpu_s = time.process_time() - cpu_before
+    finally:
+        stop.set()
+        device.close()
+    total = sum(rates.values())
+    return {
+        "capacity": capacity,
+        "seconds": seconds,
+        "clients": [
+            {"share": share, "served_per_s": rates[name]}
+            for name, share in zip(names, shares, strict=True)
+        ],
+        "device_cpu_s": cpu_s,
+        "cores_per_1000_samples_per_s": cpu_s / seconds / (total / 1000) if total else None,
+        "device": "EMULATED decoder (no hardware)",
+    }
+
+
 def served_per_s(
     device: EmulatedDevice, clients: Sequence[str], seconds: float
 ) -> dict[str, float]:

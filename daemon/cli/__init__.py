@@ -14,6 +14,7 @@ from daemon.cli.serve import register_serve
 from daemon.cli.simulate import register_simulate
 from daemon.cli.tpm_commands import tpm_app
 from daemon.cli.workload_commands import workload_app
+from fpga_driver.cli import decoder_app
 
 app = typer.Typer(
     name="stoker",
@@ -24,6 +25,7 @@ app = typer.Typer(
 app.add_typer(tpm_app, name="tpm")
 app.add_typer(workload_app, name="workload")
 app.add_typer(dataset_app, name="dataset")
+app.add_typer(decoder_app, name="decoder")
 app.command("profile")(profile_command)
 register_allocate(app)
 register_simulate(app)

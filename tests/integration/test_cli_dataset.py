@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from tests.integration.cli import stoker
@@ -67,3 +68,20 @@ def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(tmp_path: P
         ["pgrep", "-f", str(tmp_path / "demo")], capture_output=True, check=False
     )
     assert leftovers.stdout == b"", "nothing of the demo is left running"
+
+
+def test_decoder_bench_prints_the_contract_json() -> None:
+    run = stoker(
+        "decoder", "bench", "--capacity", "1500", "--shares", "0.25,0.75",
+        "--seconds", "2", "--json",
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    result = run.json()
+    assert result["capacity"] == 1500 and result["seconds"] == 2
+    clients = result["clients"]
+    assert isinstance(clients, list) and [c["share"] for c in clients] == [0.25, 0.75]
+    for client in clients:
+        assert client["served_per_s"] == pytest.approx(client["share"] * 1500, rel=0.05)
+    assert isinstance(result["device_cpu_s"], float) and "EMULATED" in str(result["device"])
+    bad = stoker("decoder", "bench", "--shares", "0.5,1.5", "--seconds", "1")
+    assert bad.code == 2 and "share" in bad.stderr

@@ -2,7 +2,6 @@
 
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +9,13 @@ import pytest
 from PIL import Image
 
 from agents.data import file_name, make_dataset
-from fpga_driver.device import DecodeCommand, DecoderError, EmulatedDevice, Pixels, served_per_s
+from fpga_driver.device import (
+    DecodeCommand,
+    DecoderError,
+    EmulatedDevice,
+    saturate,
+    served_per_s,
+)
 
 CAPACITY = 4000.0  # samples/s
 BATCH = 16
@@ -33,15 +38,7 @@ def device() -> Iterator[EmulatedDevice]:
 def keep_busy(
     device: EmulatedDevice, client: str, images: list[Path], stop: threading.Event
 ) -> None:
-    """Keep 4 batches of `client` queued until `stop`: the device is saturated."""
-
-    def again(_: "Future[Pixels] | None") -> None:
-        if not stop.is_set():
-            command = DecodeCommand(client, tuple(images[:BATCH]), 32)
-            device.submit(command).add_done_callback(again)
-
-    for _ in range(4):
-        again(None)
+    saturate(device, client, images[:BATCH], 32, stop)
 
 
 def test_each_client_gets_its_share_under_saturation(
