@@ -8,7 +8,9 @@ hello again, so that the new daemon re-attaches the job.
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -77,6 +79,39 @@ class DaemonLink:
         self._monitor.close()
         self._socket.close()
         self._context.term()
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentJob:
+    """What every agent is told by the launcher (`agent_arguments`); each agent's own job
+    adds its fields."""
+
+    job_id: str
+    endpoint: str  # the daemon's ROUTER, e.g. ipc:///state/agents.sock
+    iterations: int
+    batch_size: int  # global
+    workers_per_gpu: int
+    checkpoint_dir: Path
+    gpus: int = 1  # ranks
+    heartbeat_s: float = 1.0
+    gen: int = 0
+    resume_from: Path | None = None
+
+    @staticmethod
+    def options(args: argparse.Namespace) -> dict[str, Any]:
+        """The common fields, from arguments parsed by `agent_arguments`."""
+        return {
+            "job_id": args.job,
+            "endpoint": args.endpoint,
+            "iterations": args.iterations,
+            "batch_size": args.batch_size,
+            "workers_per_gpu": args.workers,
+            "checkpoint_dir": args.checkpoint_dir,
+            "gpus": args.gpus,
+            "heartbeat_s": args.heartbeat_s,
+            "gen": args.gen,
+            "resume_from": args.resume_from,
+        }
 
 
 def agent_arguments(description: str) -> argparse.ArgumentParser:

@@ -38,7 +38,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
 from agents.data import DataError, EpochOrder, JpegDataset
-from agents.link import DaemonLink, agent_arguments
+from agents.link import AgentJob, DaemonLink, agent_arguments
 from agents.models import build
 from agents.protocol import (
     AgentState,
@@ -57,23 +57,13 @@ log = logging.getLogger(__name__)
 GO, PAUSE, CANCEL = 0, 1, 2
 
 
-@dataclass(frozen=True)
-class MasterJob:
-    job_id: str
-    endpoint: str
+@dataclass(frozen=True, kw_only=True)
+class MasterJob(AgentJob):
     model: str
     dataset: Path
-    batch_size: int  # global
-    gpus: int  # ranks
-    iterations: int
-    workers_per_gpu: int
-    checkpoint_dir: Path
     image_size: int = 32
     seed: int = 0
     lr: float = 0.05
-    heartbeat_s: float = 1.0
-    gen: int = 0
-    resume_from: Path | None = None
     audit: bool = False
     rendezvous_port: int = 0
     master_pid: int = 0  # the process the daemon launched (ranks may be its children)
@@ -406,21 +396,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     job = MasterJob(
-        job_id=args.job,
-        endpoint=args.endpoint,
+        **AgentJob.options(args),
         model=args.model,
         dataset=args.dataset,
-        batch_size=args.batch_size,
-        gpus=args.gpus,
-        iterations=args.iterations,
-        workers_per_gpu=args.workers,
-        checkpoint_dir=args.checkpoint_dir,
         image_size=args.image_size,
         seed=args.seed,
         lr=args.lr,
-        heartbeat_s=args.heartbeat_s,
-        gen=args.gen,
-        resume_from=args.resume_from,
         audit=args.audit,
         cold_resize=args.cold_resize,
         paused_at=args.paused_at,

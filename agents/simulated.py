@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.link import DaemonLink, agent_arguments
+from agents.link import AgentJob, DaemonLink, agent_arguments
 from agents.protocol import (
     AgentState,
     CancelMessage,
@@ -34,22 +34,12 @@ from agents.protocol import (
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class SimulatedJob:
-    job_id: str
-    endpoint: str  # the daemon's ROUTER, e.g. ipc:///state/agents.sock
-    iterations: int
-    batch_size: int
-    workers_per_gpu: int
-    checkpoint_dir: Path
-    gpus: int = 1
+@dataclass(frozen=True, kw_only=True)
+class SimulatedJob(AgentJob):
     step_time_s: float = 0.05
     sample_cost_s: float = 0.0
     pause_s: float = 0.05
     resume_s: float = 0.05
-    heartbeat_s: float = 1.0
-    gen: int = 0
-    resume_from: Path | None = None
 
 
 class _Cancelled(Exception):
@@ -188,20 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     job = SimulatedJob(
-        job_id=args.job,
-        endpoint=args.endpoint,
-        iterations=args.iterations,
-        batch_size=args.batch_size,
-        workers_per_gpu=args.workers,
-        checkpoint_dir=args.checkpoint_dir,
-        gpus=args.gpus,
+        **AgentJob.options(args),
         step_time_s=args.step_time_s,
         sample_cost_s=args.sample_cost_s,
         pause_s=args.pause_s,
         resume_s=args.resume_s,
-        heartbeat_s=args.heartbeat_s,
-        gen=args.gen,
-        resume_from=args.resume_from,
     )
     return SimulatedAgent(job).run()
 
