@@ -5,6 +5,7 @@ from types import MappingProxyType
 
 from allocator.baselines import balance, inverse, proportion
 from allocator.errors import UnknownPolicy
+from allocator.joint import joint
 from allocator.optimal import fair, optimal
 from allocator.types import AllocationPlan, AllocationRequest
 from allocator.waa import static, waa
@@ -20,6 +21,7 @@ POLICIES: Mapping[str, Policy] = MappingProxyType(
         "static": static,
         "optimal": optimal,
         "fair": fair,
+        "joint": joint,
     }
 )
 
