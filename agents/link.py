@@ -19,8 +19,10 @@ from agents.protocol import (
     AgentMessage,
     CancelMessage,
     DaemonMessage,
+    DecodeMode,
     PauseMessage,
     ResumeMessage,
+    ShareMessage,
     decode_daemon,
     encode,
 )
@@ -35,6 +37,7 @@ class DaemonLink:
         self._socket.setsockopt(zmq.LINGER, 2000)  # the last `finished` gets out
         self._monitor = self._socket.get_monitor_socket(zmq.EVENT_CONNECTED)
         self._connections = 0
+        self.share: float | None = None  # the latest live share from the daemon, if any
         self._socket.connect(endpoint)
 
     def send(self, message: AgentMessage) -> None:
@@ -49,10 +52,12 @@ class DaemonLink:
         return decode_daemon(self._socket.recv())
 
     def next_stop(self) -> PauseMessage | CancelMessage | None:
-        """The first pause or cancel waiting, without blocking; other commands are dropped
-        (a resume while running means nothing)."""
+        """The first pause or cancel waiting, without blocking. A live share change is kept
+        in `share` for the agent to apply; a resume while running means nothing."""
         while (message := self.receive(0)) is not None:
-            if isinstance(message, PauseMessage | CancelMessage):
+            if isinstance(message, ShareMessage):
+                self.share = message.decoder_share
+            elif isinstance(message, PauseMessage | CancelMessage):
                 return message
         return None
 
@@ -96,6 +101,9 @@ class AgentJob:
     heartbeat_s: float = 1.0
     gen: int = 0
     resume_from: Path | None = None
+    decode_mode: DecodeMode = "cpu"  # device: the node's decoder decodes, workers augment
+    decoder_share: float = 0.0
+    decoder_endpoint: str = ""  # the decoder service, for device mode
 
     @staticmethod
     def options(args: argparse.Namespace) -> dict[str, Any]:
@@ -111,6 +119,9 @@ class AgentJob:
             "heartbeat_s": args.heartbeat_s,
             "gen": args.gen,
             "resume_from": args.resume_from,
+            "decode_mode": args.decode_mode,
+            "decoder_share": args.decoder_share,
+            "decoder_endpoint": args.decoder_endpoint,
         }
 
 
@@ -128,4 +139,7 @@ def agent_arguments(description: str) -> argparse.ArgumentParser:
     parser.add_argument("--heartbeat-s", type=float, default=1.0)
     parser.add_argument("--gen", type=int, default=0)
     parser.add_argument("--resume-from", type=Path, default=None)
+    parser.add_argument("--decode-mode", choices=("cpu", "device"), default="cpu")
+    parser.add_argument("--decoder-share", type=float, default=0.0, help="of the decoder")
+    parser.add_argument("--decoder-endpoint", default="", help="`stoker decoder serve`'s")
     return parser

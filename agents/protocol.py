@@ -5,6 +5,10 @@ Every message is one JSON object with `type` (the discriminator), `v` (protocol 
 `job`, `gen` and `ts`. Unknown fields and unknown types are refused, so a misspelt field
 is an error at the edge, not a silent default. `decode` turns bytes into a message or
 raises `ProtocolError` saying what was wrong; `encode` is its inverse.
+
+Version 2 added `share`: a live change of a running job's decoder share, applied without a
+pause. Version 1 messages are still accepted; a daemon sends `share` only to agents whose
+hello said version 2 (an older agent gets its new share with its next resume).
 """
 
 import json
@@ -14,7 +18,7 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-VERSION = 1
+VERSION = 2
 DecodeMode = Literal["cpu", "device"]
 AgentState = Literal["starting", "running", "paused"]
 
@@ -30,7 +34,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1] = 1  # VERSION
+    v: Literal[1, 2] = 2  # VERSION; 1 is still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -100,6 +104,13 @@ class ResumeMessage(_Message):
     decode_mode: DecodeMode = "cpu"
 
 
+class ShareMessage(_Message):
+    """Since version 2: a running job's new decoder share, applied live (no pause)."""
+
+    type: Literal["share"] = "share"
+    decoder_share: float = Field(ge=0.0, le=1.0)
+
+
 class CancelMessage(_Message):
     type: Literal["cancel"] = "cancel"
 
@@ -108,7 +119,9 @@ AgentMessage = Annotated[
     Hello | HeartbeatMessage | PausedMessage | ResumedMessage | FinishedMessage | FailedMessage,
     Field(discriminator="type"),
 ]
-DaemonMessage = Annotated[PauseMessage | ResumeMessage | CancelMessage, Field(discriminator="type")]
+DaemonMessage = Annotated[
+    PauseMessage | ResumeMessage | ShareMessage | CancelMessage, Field(discriminator="type")
+]
 _FROM_AGENT: TypeAdapter[AgentMessage] = TypeAdapter(AgentMessage)
 _FROM_DAEMON: TypeAdapter[DaemonMessage] = TypeAdapter(DaemonMessage)
 MAX_MESSAGE_BYTES = 64 * 1024

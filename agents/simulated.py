@@ -51,6 +51,7 @@ class SimulatedAgent:
         self.job = job
         self.iteration = 0
         self.workers = job.workers_per_gpu
+        self.share = job.decoder_share
         self.gen = job.gen
         if job.resume_from is not None:
             self.iteration = int(json.loads(job.resume_from.read_text())["iteration"])
@@ -93,6 +94,7 @@ class SimulatedAgent:
                         step_s=step_s,
                         samples_per_s=window_samples / elapsed,
                         workers=self.workers,
+                        share=self.share,
                     )
                 )
                 window_start, window_samples, idle_s, step_s = time.monotonic(), 0, 0.0, 0.0
@@ -110,6 +112,7 @@ class SimulatedAgent:
                 state=state,
                 iteration=self.iteration,
                 workers=self.workers,
+                share=self.share,
             )
         )
 
@@ -122,7 +125,11 @@ class SimulatedAgent:
     def _poll(self) -> None:
         """Apply a pause or cancel that is waiting."""
         self._reconnected("running")
-        match self._link.next_stop():
+        stop = self._link.next_stop()
+        if self._link.share is not None and self._link.share != self.share:
+            log.info("job %s: decoder share %.3f, live", self.job.job_id, self._link.share)
+            self.share = self._link.share
+        match stop:
             case PauseMessage(gen=gen):
                 self._pause(gen)
             case CancelMessage():
@@ -145,11 +152,13 @@ class SimulatedAgent:
             if isinstance(message, ResumeMessage):
                 time.sleep(self.job.resume_s)
                 self.gen, self.workers = message.gen, message.workers_per_gpu
+                self.share = message.decoder_share
                 self._link.send(
                     ResumedMessage(
                         job=self.job.job_id,
                         gen=self.gen,
                         workers=self.workers,
+                        share=self.share,
                         gap_s=time.monotonic() - paused_at,
                     )
                 )

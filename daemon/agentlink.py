@@ -20,13 +20,14 @@ from agents.protocol import (
     PauseMessage,
     ProtocolError,
     ResumeMessage,
+    ShareMessage,
     decode_agent,
     encode,
 )
 
 log = logging.getLogger(__name__)
 
-DaemonMessage = PauseMessage | ResumeMessage | CancelMessage
+DaemonMessage = PauseMessage | ResumeMessage | ShareMessage | CancelMessage
 
 
 class AgentLink:

@@ -33,6 +33,14 @@ class NodeConfig(BaseModel):
     cpu_slots: int = Field(4, ge=1, description="training slots on a node without GPUs")
     cpu_workers: int = Field(18, ge=1, description="loader processes the node allows (C)")
     max_jobs_per_gpu: int = Field(2, ge=1, description="jobs that may share one GPU")
+    decoder_capacity: float = Field(
+        0.0, ge=0.0, description="samples/s of the node's JPEG decoder device; 0 = none"
+    )
+    decoder_endpoint: str | None = Field(
+        None,
+        description="the decoder service (`stoker decoder serve`); unset = "
+        "ipc://<state_dir>/decoder.sock",
+    )
 
 
 class SchedulerSettings(BaseModel):

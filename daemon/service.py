@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.protocol import (
+    VERSION,
     AgentMessage,
     CancelMessage,
     FailedMessage,
@@ -34,6 +35,7 @@ from agents.protocol import (
     PauseMessage,
     ResumedMessage,
     ResumeMessage,
+    ShareMessage,
     read_finished_marker,
 )
 from allocator import ContentionCurve, InvalidRequest, NodeSpec, ThroughputModel
@@ -60,6 +62,7 @@ from daemon.core.messages import (
     Record,
     Resume,
     Resumed,
+    SetShare,
     Tick,
 )
 from daemon.core.rates import RateModel
@@ -145,6 +148,9 @@ class Service:
         self._lock = StateDirLock(self.state_dir)  # before touching anything in it
         self.store = Store(self.state_dir / "stoker.db")
         self.link = AgentLink(self.state_dir / "agents.sock")
+        self.decoder_endpoint = (
+            config.node.decoder_endpoint or f"ipc://{self.state_dir / 'decoder.sock'}"
+        )
         self.launcher = Launcher(self.state_dir / "jobs")
         gpus = detect_gpus() if config.node.gpus is None else config.node.gpus
         self.uses_gpus = gpus > 0
@@ -161,6 +167,7 @@ class Service:
         self.node = NodeSpec(
             cpu_workers=config.node.cpu_workers,
             contention=ContentionCurve(model.contention_points()),
+            decoder_capacity=config.node.decoder_capacity,
         )
         self.scheduler = Scheduler(
             self.node,
@@ -189,6 +196,7 @@ class Service:
         self._cancelled_at: dict[str, float] = {}
         self._awaiting: dict[str, float] = {}  # restored running job -> hello deadline
         self._cold_pauses: dict[str, float] = {}  # cold-resize job paused -> when (epoch s)
+        self._agent_versions: dict[str, int] = {}  # protocol version of each agent's hello
         self._started = time.monotonic()
         self.accepting = True
 
@@ -339,6 +347,7 @@ class Service:
         event: Event
         match message:
             case Hello():
+                self._agent_versions[message.job] = message.v
                 event = AgentHello(message.job, message.gen, message.iteration)
             case HeartbeatMessage():
                 self._sample_training(message)
@@ -442,6 +451,7 @@ class Service:
             node = NodeSpec(
                 cpu_workers=self.config.node.cpu_workers,
                 contention=ContentionCurve(result.model.contention_points()),
+                decoder_capacity=self.config.node.decoder_capacity,
             )
             self.scheduler.use_model(rates, node)  # re-predicts every live job, or raises
         except (TpmError, InvalidRequest) as error:
@@ -478,11 +488,16 @@ class Service:
                         decode_mode=allocation.decode_mode,
                     )
                 )
+            case SetShare(job_id=job_id, gen=gen, decoder_share=share):
+                if self._agent_versions.get(job_id, VERSION) < 2:  # `share` is new in v2
+                    log.warning("job %s: agent speaks protocol v1; new share waits", job_id)
+                    return
+                self._send(ShareMessage(job=job_id, gen=gen, decoder_share=share))
             case Cancel(job_id=job_id):
                 self._send(CancelMessage(job=job_id))
                 self._cancelled_at[job_id] = self.now()
 
-    def _send(self, message: PauseMessage | ResumeMessage | CancelMessage) -> None:
+    def _send(self, message: PauseMessage | ResumeMessage | ShareMessage | CancelMessage) -> None:
         asyncio.get_running_loop().create_task(self.link.send(message))
 
     def _record(self, command: Record) -> None:
@@ -539,7 +554,7 @@ class Service:
         self.counters.launches += 1
         if self.launcher.running(job_id):
             self.launcher.stop(job_id, grace_s=2.0)
-        argv = self._agent_argv(record, gen, allocation.workers_per_gpu, resume_from)
+        argv = self._agent_argv(record, gen, allocation, resume_from)
         if paused_at is not None:
             argv += ["--paused-at", repr(paused_at)]
         indices = ",".join(str(index) for index in self.placement.get(job_id, ()))
@@ -553,7 +568,9 @@ class Service:
         cold = record is not None and record.spec.get("resize") == "cold"
         return cold and self.config.agent_mode == "process"
 
-    def _agent_argv(self, record: JobRecord, gen: int, workers: int, resume_from: str) -> list[str]:
+    def _agent_argv(
+        self, record: JobRecord, gen: int, allocation: Allocation, resume_from: str
+    ) -> list[str]:
         """The agent's command line: the PyTorch master (`process`) or a simulated one."""
         spec = record.spec
         common = [
@@ -562,7 +579,10 @@ class Service:
             "--iterations", str(spec["iterations"]),
             "--batch-size", str(spec["batch_size"]),
             "--gpus", str(spec["gpus"]),
-            "--workers", str(workers),
+            "--workers", str(allocation.workers_per_gpu),
+            "--decode-mode", allocation.decode_mode,
+            "--decoder-share", repr(allocation.decoder_share),
+            "--decoder-endpoint", self.decoder_endpoint,
             "--gen", str(gen),
             "--checkpoint-dir", str(self.launcher.job_dir(record.id)),
             "--heartbeat-s", str(self.config.heartbeat_s),

@@ -7,6 +7,11 @@ DecodeMode = Literal["cpu", "device"]
 DEFAULT_PIPELINE = "imagenet"  # what jobs load with unless they say
 
 
+def device_pipeline(pipeline: str) -> str:
+    """The TPM's id for `pipeline` with decoding done by the decoder device (augment only)."""
+    return f"{pipeline}+device"
+
+
 @dataclass(frozen=True)
 class JobRequest:
     """A job as submitted: what it trains and the features the TPM predicts its rates from.
@@ -23,6 +28,9 @@ class JobRequest:
     pipeline: str = DEFAULT_PIPELINE  # preprocessing pipeline id in the TPM
     step_time_s: float | None = None
     sample_cost_s: float | None = None
+    # Augment-only cost when the node's decoder decodes (c'); None: the TPM's fit of the
+    # pipeline's device variant (`device_pipeline`), if it has one; else cpu mode only.
+    device_sample_cost_s: float | None = None
     max_restarts: int = 0
     restarts: int = 0  # already used: a job restored after the daemon restarted
     # What the user asked for; only the `static` policy honours it (paper Table III).
@@ -139,6 +147,15 @@ class Resume:
 
 
 @dataclass(frozen=True)
+class SetShare:
+    """A live change of a running job's decoder share: no pause, same workers and mode."""
+
+    job_id: str
+    gen: int
+    decoder_share: float
+
+
+@dataclass(frozen=True)
 class Cancel:
     job_id: str
 
@@ -152,4 +169,4 @@ class Record:
     data: dict[str, object] = field(default_factory=dict)
 
 
-Command = Launch | Pause | Resume | Cancel | Record
+Command = Launch | Pause | Resume | SetShare | Cancel | Record

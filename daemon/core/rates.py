@@ -3,7 +3,8 @@
 from dataclasses import dataclass
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
-from daemon.core.messages import JobRequest
+from daemon.core.messages import JobRequest, device_pipeline
+from tpm.errors import UnknownPipeline
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,18 @@ class RateModel:
             model_params=request.model_params,
             step_time_s=step_time_s,
             sample_cost_s=sample_cost_s,
+            device_sample_cost_s=self._device_cost(request),
         )
+
+    def _device_cost(self, request: JobRequest) -> float | None:
+        """c' as the job states it, or the model's fit of the device variant of its
+        pipeline; None when neither exists (the job then only decodes on the CPU)."""
+        if request.device_sample_cost_s is not None or self.model is None:
+            return request.device_sample_cost_s
+        try:
+            return self.model.predict_sample_cost_s(device_pipeline(request.pipeline))
+        except UnknownPipeline:
+            return None
 
     def _model(self, request: JobRequest, field: str) -> ThroughputModel:
         if self.model is None:

@@ -35,11 +35,14 @@ from daemon.core.messages import (
     Record,
     Resume,
     Resumed,
+    SetShare,
     Tick,
 )
 from daemon.core.rates import RateModel
 from daemon.core.states import JobState, check_transition
 
+# Share changes smaller than this are noise of the plan, not worth a message.
+_SHARE_STEP = 0.01
 # Weight of the newest measured pause gap in a job's pause cost estimate.
 _PAUSE_COST_SMOOTHING = 0.5
 
@@ -361,17 +364,23 @@ class Scheduler:
             job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s
         current = _Round(gen=self._generation, deadline=now + self._config.pause_timeout_s)
         self._round = current
-        changed = [
-            job
-            for job in planned
-            if job.state is JobState.RUNNING
-            and job.allocation is not None
-            and job.allocation.workers_per_gpu != plan.allocations[job.request.id].workers_per_gpu
+        targets = {job.request.id: _allocation(plan, job.request.id) for job in planned}
+        running = [
+            job for job in planned if job.state is JobState.RUNNING and job.allocation is not None
         ]
+        # Workers or decode mode change: the job must pause. A share alone changes live.
+        changed = [job for job in running if _needs_pause(job.allocation, targets[job.request.id])]
         kept = self._gate(plan, changed, out)
         out.append(Record("plan", None, {"gen": self._generation, **plan.to_dict()}))
+        for job in running:
+            target = targets[job.request.id]
+            assert job.allocation is not None
+            moved = abs(target.decoder_share - job.allocation.decoder_share)
+            if job not in changed and moved > _SHARE_STEP:
+                job.allocation = job.planned = target
+                out.append(SetShare(job.request.id, current.gen, target.decoder_share))
         for job in planned:
-            target = Allocation(plan.allocations[job.request.id].workers_per_gpu)
+            target = targets[job.request.id]
             if job.state is JobState.PENDING:
                 job.planned = target
                 current.launches.append(job.request.id)
@@ -386,18 +395,19 @@ class Scheduler:
     def _node_left(self, also_fixed: tuple[JobState, ...] = ()) -> NodeSpec:
         """The node less the processes of jobs no plan can change now: those starting or
         resuming with an allocation already sent (and jobs in `also_fixed` states)."""
-        fixed = (JobState.STARTING, JobState.RESUMING, *also_fixed)
-        held = sum(
-            job.spec.gpus * _workers(_holding(job))
+        fixed = [
+            job
             for job in self._live.values()
-            if job.state in fixed
-        )
+            if job.state in (JobState.STARTING, JobState.RESUMING, *also_fixed)
+        ]
+        held = sum(job.spec.gpus * _workers(_holding(job)) for job in fixed)
+        shares = sum(_share(_holding(job)) for job in fixed)
         if not held:
             return self._node
         return NodeSpec(
             cpu_workers=max(1, self._node.cpu_workers - held),
             contention=self._node.contention,
-            decoder_capacity=self._node.decoder_capacity,
+            decoder_capacity=self._node.decoder_capacity * max(0.0, 1.0 - shares),
         )
 
     def _fixed(self, job: _Job) -> Allocation | None:
@@ -464,7 +474,7 @@ class Scheduler:
             request = AllocationRequest(node, tuple(job.spec for job in flexible))
             replan = allocate(request, self._config.policy)
             for job in flexible:
-                job.planned = Allocation(replan.allocations[job.request.id].workers_per_gpu)
+                job.planned = _allocation(replan, job.request.id)
             out.append(Record("replan", None, {"gen": current.gen, **replan.to_dict()}))
         self._finish_round(now, out)
 
@@ -518,6 +528,24 @@ def _holding(job: _Job) -> Allocation | None:
 
 def _workers(allocation: Allocation | None) -> int:
     return allocation.workers_per_gpu if allocation is not None else 1
+
+
+def _share(allocation: Allocation | None) -> float:
+    return allocation.decoder_share if allocation is not None else 0.0
+
+
+def _allocation(plan: AllocationPlan, job_id: str) -> Allocation:
+    """A job's part of a plan as commands carry it."""
+    planned = plan.allocations[job_id]
+    return Allocation(planned.workers_per_gpu, planned.decoder_share, planned.decode_mode)
+
+
+def _needs_pause(now: Allocation | None, target: Allocation) -> bool:
+    """Workers and decode mode change at an iteration boundary; a share changes live."""
+    return now is None or (now.workers_per_gpu, now.decode_mode) != (
+        target.workers_per_gpu,
+        target.decode_mode,
+    )
 
 
 def _planned_spec(job: _Job, fixed: Allocation | None) -> JobSpec:

@@ -8,6 +8,7 @@ from agents.protocol import (
     Hello,
     ProtocolError,
     ResumeMessage,
+    ShareMessage,
     decode_agent,
     decode_daemon,
     encode,
@@ -26,7 +27,7 @@ def test_messages_round_trip_both_ways() -> None:
     [
         (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
         (b'{"type": "launch", "job": "j"}', "does not match"),
-        (b'{"type": "hello", "job": "j", "pid": 1, "v": 2}', "hello.v"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 3}', "hello.v"),
         (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
         (b"\xff\xfe", "Invalid JSON"),
         (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only
@@ -48,3 +49,13 @@ def test_a_heartbeat_carries_the_measured_split_of_time() -> None:
         job="j", iteration=10, samples=640, idle_s=0.2, step_s=0.8, samples_per_s=640.0, workers=2
     )
     assert decode_agent(encode(beat)) == beat
+
+
+def test_version_2_adds_a_live_share_and_version_1_is_still_understood() -> None:
+    message = decode_daemon(b'{"type": "share", "job": "j", "gen": 3, "decoder_share": 0.25}')
+    assert isinstance(message, ShareMessage)
+    assert (message.v, message.gen, message.decoder_share) == (2, 3, 0.25)
+    old = decode_agent(b'{"type": "hello", "job": "j", "pid": 1, "v": 1}')
+    assert old.v == 1
+    with pytest.raises(ProtocolError, match="decoder_share"):
+        decode_daemon(b'{"type": "share", "job": "j", "decoder_share": 1.5}')

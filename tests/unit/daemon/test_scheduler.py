@@ -15,12 +15,14 @@ from daemon.core.messages import (
     Finished,
     Heartbeat,
     JobCancelled,
+    JobRequest,
     JobSubmitted,
     Launch,
     Pause,
     Paused,
     Resume,
     Resumed,
+    SetShare,
     Tick,
 )
 from daemon.core.rates import RateModel
@@ -359,3 +361,47 @@ def test_an_adopted_job_runs_on_and_is_planned_with_the_next_arrival() -> None:
     assert pause.job_id == "old"
     core.handle(Tick(), 5.0)
     assert core.status("old").state is JobState.PAUSING  # heartbeats are still expected
+
+
+def test_a_share_only_change_goes_out_live_without_a_pause() -> None:
+    # Two GPU-bound jobs (300 samples/s each) that decode 25 x cheaper on the device: alone,
+    # `a` takes the whole decoder; when `b` arrives they split it, and `a` keeps its one
+    # worker and its mode, so its new share is sent live.
+    core = Scheduler(
+        NodeSpec(cpu_workers=4, decoder_capacity=1000.0),
+        RateModel(),
+        SchedulerConfig(policy="joint", arrival_window_s=0.0, completion_window_s=0.0),
+    )
+
+    def device_job(job_id: str) -> JobRequest:
+        return replace(job(job_id, batch_size=30, sample_cost_s=0.05), device_sample_cost_s=0.002)
+
+    (launch,) = only(core.handle(JobSubmitted(device_job("a")), 0.0), Launch)
+    assert launch.allocation == Allocation(1, 1.0, "device")
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    out = core.handle(JobSubmitted(device_job("b")), 1.0)
+    assert only(out, Pause) == []
+    (share,) = only(out, SetShare)
+    assert share.job_id == "a"
+    assert share.decoder_share == pytest.approx(0.5)
+    (launch_b,) = only(out, Launch)
+    assert launch_b.allocation == Allocation(1, share.decoder_share, "device")
+    status = core.status("a")
+    assert status.allocation == Allocation(1, share.decoder_share, "device")
+    assert status.state is JobState.RUNNING
+
+
+def test_shares_of_jobs_still_starting_are_not_planned_twice() -> None:
+    core = Scheduler(
+        NodeSpec(cpu_workers=4, decoder_capacity=1000.0),
+        RateModel(),
+        SchedulerConfig(policy="joint", arrival_window_s=0.0, completion_window_s=0.0),
+    )
+    request = replace(job("a", batch_size=30, sample_cost_s=0.05), device_sample_cost_s=0.002)
+    (launch,) = only(core.handle(JobSubmitted(request), 0.0), Launch)
+    assert launch.allocation.decoder_share == 1.0
+    # `a` has not said hello: its share is held, so `b` is planned without the decoder.
+    out = core.handle(JobSubmitted(replace(request, id="b")), 1.0)
+    (launch_b,) = only(out, Launch)
+    assert launch_b.allocation.decode_mode == "cpu"
+    assert launch_b.allocation.decoder_share == 0.0
