@@ -9,7 +9,9 @@ they tell a reader whether a goal is out of reach before any policy is blamed:
 - Loading floor: the node's D loader processes deliver capacity(D) worker-equivalents, at
   most capacity(cpu_workers) since capacity grows with D. A sample of pipeline p takes c_p
   of them, so the jobs that arrive at or after t cannot all be loaded before
-  t + sum(samples x c_p) / capacity(cpu_workers), for every arrival time t.
+  t + sum(samples x c_p) / capacity(cpu_workers), for every arrival time t. A decoder of K
+  samples/s saves at most K x (c_p - c'_p) worker-seconds a second (the decode part of the
+  dearest pipeline), which the floor adds to the node's loading capacity.
 
 Launch, pause and resume costs and waiting for GPUs are left out, which keeps both bounds
 safe at the price of some slack: the makespan floor is the larger of the two, and the
@@ -21,6 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from daemon.core.messages import DEFAULT_PIPELINE
 from workloads.spec import WorkloadJob
 from workloads.truth import NodeTruth
 
@@ -55,6 +58,9 @@ def run_bounds(
         (job.arrival_s + job.iterations * step_time_s[job.id], job.id) for job in jobs
     )
     per_s = truth.capacity(cpu_workers)  # worker-seconds of loading the node gives per second
+    if truth.decoder_cores > 0:
+        decode = max(truth.cost(job.pipeline) - truth.device_cost(job.pipeline) for job in jobs)
+        per_s += truth.decoder_capacity(DEFAULT_PIPELINE) * decode
     load_end, later_work = -math.inf, 0.0  # worker-seconds of the jobs arriving from then on
     for job in sorted(jobs, key=lambda job: job.arrival_s, reverse=True):
         later_work += job.iterations * job.batch_size * truth.cost(job.pipeline)

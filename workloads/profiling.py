@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from daemon.core.messages import device_pipeline
 from tpm import FittedTPM, LoadingSamples, TrainingSamples, fit
 from tpm.zoo import model_features
 from workloads.truth import NodeTruth
@@ -86,11 +87,14 @@ def _training_samples(truth: NodeTruth, gpus: int, rng: random.Random) -> Traini
 
 
 def _loading_samples(truth: NodeTruth, cpu_workers: int, rng: random.Random) -> LoadingSamples:
-    """One job alone, 1 .. 2C workers (past C so that saturation shows), per pipeline."""
+    """One job alone, 1 .. 2C workers (past C so that saturation shows), per pipeline; with
+    a decoder, each pipeline's device variant too (workers that only augment)."""
     pipelines: list[str] = []
     rows: list[tuple[float, float, float]] = []
-    for pipeline in sorted(truth.sample_cost_s):
-        cost = truth.cost(pipeline)
+    costs = {pipeline: truth.cost(pipeline) for pipeline in truth.sample_cost_s}
+    if truth.decoder_cores > 0:
+        costs |= {device_pipeline(p): truth.device_cost(p) for p in truth.sample_cost_s}
+    for pipeline, cost in sorted(costs.items()):
         for batch in LOADING_BATCHES:
             for workers in range(1, 2 * cpu_workers + 1):
                 rate = truth.capacity(workers) / (cost * batch)

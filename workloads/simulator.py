@@ -22,7 +22,9 @@ import numpy as np
 
 from allocator import ContentionCurve, NodeSpec, ThroughputModel
 from daemon.core.messages import (
+    DEFAULT_PIPELINE,
     AgentHello,
+    Allocation,
     Cancel,
     Command,
     Event,
@@ -36,6 +38,7 @@ from daemon.core.messages import (
     Record,
     Resume,
     Resumed,
+    SetShare,
     Tick,
 )
 from daemon.core.rates import RateModel
@@ -72,6 +75,7 @@ class _Job:
     gpu_indices: tuple[int, ...] = ()
     phase: _Phase = _Phase.WAITING
     workers_per_gpu: int = 0
+    decoder_share: float = 0.0  # > 0: the decoder decodes for it (device mode)
     gen: int = 0
     done_iterations: float = 0.0
     rate: float = 0.0  # iterations per second now
@@ -124,6 +128,7 @@ class Simulation:
         self._gated = 0
         self._plans = 0
         self._pauses = 0
+        self._share_changes = 0
 
     # ---- set-up ---------------------------------------------------------------------------
 
@@ -133,7 +138,13 @@ class Simulation:
             points = self._truth.contention_points(2 * node.cpu_workers)
         else:
             points = self._fitted().contention_points()
-        return NodeSpec(cpu_workers=node.cpu_workers, contention=ContentionCurve(points))
+        truth = self._truth
+        decoder = truth.decoder_capacity(DEFAULT_PIPELINE) if truth.decoder_cores > 0 else 0.0
+        return NodeSpec(
+            cpu_workers=node.cpu_workers,
+            contention=ContentionCurve(points),
+            decoder_capacity=decoder,
+        )
 
     def _fitted(self) -> ThroughputModel:
         node = self._workload.node
@@ -231,10 +242,12 @@ class Simulation:
         return sorted(gpu for _, gpu in open_gpus[:count])
 
     def _request(self, job: _Job) -> JobRequest:
-        step_time_s = sample_cost_s = None
+        step_time_s = sample_cost_s = device_sample_cost_s = None
         if self._oracle:
             step_time_s = job.step_time_s * self._sharing_factor(job)
             sample_cost_s = self._truth.cost(job.spec.pipeline)
+            if self._truth.decoder_cores > 0:
+                device_sample_cost_s = self._truth.device_cost(job.spec.pipeline)
         return JobRequest(
             id=job.spec.id,
             gpus=job.spec.gpus,
@@ -245,6 +258,7 @@ class Simulation:
             pipeline=job.spec.pipeline,
             step_time_s=step_time_s,
             sample_cost_s=sample_cost_s,
+            device_sample_cost_s=device_sample_cost_s,
             workers_per_gpu=job.spec.workers_per_gpu,
         )
 
@@ -313,6 +327,7 @@ class Simulation:
             case Launch(job_id=job_id, gen=gen, allocation=allocation):
                 job = self._jobs[job_id]
                 job.gen, job.workers_per_gpu = gen, allocation.workers_per_gpu
+                job.decoder_share = _device_share(allocation)
                 job.phase = _Phase.STARTING
                 self._after(self._truth.launch_s, "hello", job_id)
             case Pause(job_id=job_id, gen=gen):
@@ -325,8 +340,14 @@ class Simulation:
             case Resume(job_id=job_id, gen=gen, allocation=allocation):
                 job = self._jobs[job_id]
                 job.gen, job.workers_per_gpu = gen, allocation.workers_per_gpu
+                job.decoder_share = _device_share(allocation)
                 job.phase = _Phase.RESUMING
                 self._after(self._truth.resume_s, "resumed", job_id)
+            case SetShare(job_id=job_id, decoder_share=share):
+                self._jobs[job_id].decoder_share = share  # live: no pause
+                self._share_changes += 1
+                if job_id in self._running:
+                    self._rerate()
             case Cancel(job_id=job_id):
                 job = self._jobs[job_id]
                 job.end_s = self._now
@@ -374,7 +395,12 @@ class Simulation:
                     step_time_s=job.step_time_s,
                     batch_size_per_gpu=job.batch_size_per_gpu,
                     workers_per_gpu=job.workers_per_gpu,
-                    sample_cost_s=self._truth.cost(job.spec.pipeline),
+                    sample_cost_s=(
+                        self._truth.device_cost(job.spec.pipeline)
+                        if job.decoder_share > 0.0
+                        else self._truth.cost(job.spec.pipeline)
+                    ),
+                    decoder_share=job.decoder_share,
                 )
                 for job in running
             ],
@@ -425,6 +451,10 @@ class Simulation:
                 {job.spec.id: job.step_time_s for job in self._jobs.values()},
             ),
         )
+
+
+def _device_share(allocation: Allocation) -> float:
+    return allocation.decoder_share if allocation.decode_mode == "device" else 0.0
 
 
 def simulate(workload: Workload, policy: str, seed: int = 0) -> SimulationResult:

@@ -17,6 +17,11 @@ measurements come from, and it deliberately differs from the model's form:
   share its time: each gets what it asks for if the GPU can give it, otherwise a max-min
   fair share, and time-sharing costs `share_overhead` extra. A job spread over several GPUs
   runs at the pace of its slowest one.
+- A decoder device (DLBooster's FPGA), when `decoder_cores` > 0: it decodes as fast as
+  that many CPU workers would, K = decoder_cores / (decode_fraction x c) samples/s, shared
+  by the jobs in device mode in proportion to their shares, work-conserving (weighted
+  max-min: a share a job cannot use goes to the others). A device-mode job's workers only
+  augment, at (1 - decode_fraction) x c a sample.
 - Pausing (finish the iteration, checkpoint), resuming (restart workers) and launching cost
   seconds drawn around their means; measured rates carry `rate_noise`.
 """
@@ -26,6 +31,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from daemon.core.messages import DEFAULT_PIPELINE
 from workloads.errors import WorkloadError
 
 _BYTES_PER_PARAM = 4
@@ -59,6 +65,11 @@ class NodeTruth:
     resume_s: float = 7.0  # restart the loader workers (paper: about 16 s per round)
     launch_s: float = 10.0
     cost_jitter: float = 0.15  # relative spread of pause, resume and launch costs
+    # The decoder device, in CPU workers' worth of decoding (DLBooster Sec. 7: about 20 per
+    # FPGA); 0: no decoder. `decode_fraction` of a sample's CPU cost is the JPEG decode,
+    # the rest (crop, flip, normalise) stays on the CPU in device mode.
+    decoder_cores: float = 0.0
+    decode_fraction: float = 0.6
 
     def __post_init__(self) -> None:
         positive = (
@@ -74,6 +85,10 @@ class NodeTruth:
             raise WorkloadError(
                 "truth.saturated_capacity", "must be at least contention_free_workers"
             )
+        if self.decoder_cores < 0:
+            raise WorkloadError("truth.decoder_cores", "must be 0 (no decoder) or more")
+        if not 0.0 < self.decode_fraction < 1.0:
+            raise WorkloadError("truth.decode_fraction", "must be between 0 and 1")
         for pipeline, cost in self.sample_cost_s.items():
             if not cost > 0:
                 raise WorkloadError(f"truth.sample_cost_s.{pipeline}", "must be positive")
@@ -103,6 +118,14 @@ class NodeTruth:
             raise WorkloadError(
                 "jobs[].pipeline", f"unknown pipeline {pipeline!r}; the node knows {known}"
             ) from None
+
+    def device_cost(self, pipeline: str) -> float:
+        """c': one worker's seconds per sample when the decoder decodes (augment only)."""
+        return (1.0 - self.decode_fraction) * self.cost(pipeline)
+
+    def decoder_capacity(self, pipeline: str) -> float:
+        """K in samples/s of `pipeline`: `decoder_cores` workers' worth of its decoding."""
+        return self.decoder_cores / (self.decode_fraction * self.cost(pipeline))
 
     def capacity(self, workers: float) -> float:
         """D x eta(D): what D busy workers deliver, in contention-free worker equivalents."""
@@ -139,7 +162,8 @@ class RunningJob:
     step_time_s: float  # alone on its GPUs, noise included
     batch_size_per_gpu: float
     workers_per_gpu: int
-    sample_cost_s: float
+    sample_cost_s: float  # per worker: c, or c' in device mode
+    decoder_share: float = 0.0  # > 0: device mode
 
 
 def iteration_rates(
@@ -162,6 +186,7 @@ def iteration_rates(
         job.job_id: job.step_time_s * (1.0 + truth.share_overhead * (job.job_id in sharers))
         for job in jobs
     }
+    _share_decoder(truth, jobs, loading, cost)
     rates = {job.job_id: _soft_min(loading[job.job_id], 1.0 / cost[job.job_id]) for job in jobs}
     for _ in range(_SHARING_PASSES if shared else 0):
         limits: dict[str, float] = {}
@@ -174,6 +199,56 @@ def iteration_rates(
             job.job_id: min(rates[job.job_id], limits.get(job.job_id, math.inf)) for job in jobs
         }
     return rates
+
+
+def _share_decoder(
+    truth: NodeTruth,
+    jobs: Sequence[RunningJob],
+    loading: dict[str, float],
+    cost: Mapping[str, float],
+) -> None:
+    """Cap device-mode jobs' loading rates at what the decoder serves them: weighted
+    max-min fair by share, each asking what its workers and GPUs could take."""
+    on_device = [job for job in jobs if job.decoder_share > 0.0]
+    if not on_device:
+        return
+    capacity = truth.decoder_capacity(DEFAULT_PIPELINE) if truth.decoder_cores > 0 else 0.0
+    asked = {
+        job.job_id: min(loading[job.job_id], 1.0 / cost[job.job_id])
+        * job.batch_size_per_gpu
+        * len(job.gpu_indices)
+        for job in on_device
+    }
+    weights = {job.job_id: job.decoder_share for job in on_device}
+    for job_id, served in _weighted_max_min(capacity, asked, weights).items():
+        job = next(j for j in on_device if j.job_id == job_id)
+        cap = served / (job.batch_size_per_gpu * len(job.gpu_indices))
+        loading[job_id] = min(loading[job_id], cap)
+
+
+def _weighted_max_min(
+    capacity: float, asked: Mapping[str, float], weights: Mapping[str, float]
+) -> dict[str, float]:
+    """Split `capacity` in proportion to `weights`; what a job does not need goes to the rest."""
+    granted: dict[str, float] = {}
+    waiting = dict(asked)
+    left = capacity
+    while waiting:
+        total_weight = sum(weights[job_id] for job_id in waiting)
+        satisfied = {
+            job_id: need
+            for job_id, need in waiting.items()
+            if need <= left * weights[job_id] / total_weight
+        }
+        if not satisfied:
+            for job_id in waiting:
+                granted[job_id] = left * weights[job_id] / total_weight
+            break
+        for job_id, need in satisfied.items():
+            granted[job_id] = need
+            left -= need
+            del waiting[job_id]
+    return granted
 
 
 def _soft_min(loading: float, gpu: float) -> float:

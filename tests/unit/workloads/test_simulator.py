@@ -118,3 +118,15 @@ def test_reallocation_happens_and_is_counted() -> None:
     assert result.pause_overhead_s > 0
     paused = [j for j in result.jobs if j.paused_s > 0]
     assert paused and all(any(w == 0 for _, w in j.workers[:-1]) for j in paused)
+
+
+def test_joint_puts_loading_bound_jobs_on_the_decoder_and_finishes_them_sooner() -> None:
+    # Four small-model jobs on a node of 4 loader processes: loading limits all of them.
+    jobs = [job(f"j{index}", model="smResnet20", iterations=300) for index in range(4)]
+    node = {"gpus": 4, "cpu_workers": 4, "max_jobs_per_gpu": 1}
+    with_decoder = workload(*jobs, node=node, truth={"decoder_cores": 8.0})
+    cpu_only = simulate(with_decoder, "optimal")
+    joint = simulate(with_decoder, "joint")
+    assert joint.avg_jct_s < 0.8 * cpu_only.avg_jct_s
+    assert joint.makespan_s >= joint.bounds.makespan_s
+    assert joint.throughput_samples_per_s <= joint.bounds.throughput_samples_per_s
