@@ -32,6 +32,9 @@ def test_no_input_breaks_the_daemon(tmp_path: Path) -> None:
             deadline=None,
             suppress_health_check=list(HealthCheck),
             database=None,
+            # The same 300 cases every run: random ones now and then held no valid submission,
+            # and the check that valid bodies get through (201) failed by chance.
+            derandomize=True,
         )
         def no_server_error(case: Any) -> None:  # a schemathesis.Case
             response = case.call(headers=headers)
