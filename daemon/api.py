@@ -207,8 +207,11 @@ async def allocations(who: Who, service: Daemon) -> dict[str, Any]:
         current[job_id] = {
             "workers_per_gpu": status.allocation.workers_per_gpu,
             "decoder_share": status.allocation.decoder_share,
+            "decode_mode": status.allocation.decode_mode,
             "predicted_samples_per_s": status.predicted_samples_per_s,
             "measured_samples_per_s": status.measured_samples_per_s,
+            # What the agent said in its last heartbeat: the share it applies now.
+            "agent_decoder_share": service.measured.get(job_id, {}).get("decoder_share"),
         }
     return {"generation": service.scheduler.generation, "allocations": current}
 

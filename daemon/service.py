@@ -356,6 +356,7 @@ class Service:
                     "samples_per_s": message.samples_per_s,
                     "idle_fraction": message.idle_s / busy if busy > 0 else 0.0,
                     "iteration": float(message.iteration),
+                    "decoder_share": message.share,
                 }
                 event = Heartbeat(
                     message.job,
@@ -493,6 +494,7 @@ class Service:
                     log.warning("job %s: agent speaks protocol v1; new share waits", job_id)
                     return
                 self._send(ShareMessage(job=job_id, gen=gen, decoder_share=share))
+                self.store.add_event(job_id, time.time(), "share", {"gen": gen, "share": share})
             case Cancel(job_id=job_id):
                 self._send(CancelMessage(job=job_id))
                 self._cancelled_at[job_id] = self.now()

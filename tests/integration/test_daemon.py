@@ -1,6 +1,7 @@
 """The daemon as users run it: `stoker serve` in a subprocess, REST over HTTP, simulated
 agents as real processes over real ZeroMQ, state in a real SQLite file."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -15,8 +16,10 @@ import httpx
 import pytest
 import zmq
 
+from daemon.api import DEFAULT_TPM
+from daemon.core.messages import DEFAULT_PIPELINE
 from daemon.launcher import alive
-from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
+from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, job_body, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -281,3 +284,43 @@ def test_a_job_that_ended_while_the_daemon_was_down_is_completed(
         done = client.get(f"/v1/jobs/{job['id']}").json()
         assert done["state"] == "completed" and done["restarts"] == 0
         assert done["iteration"] == 400
+
+
+def test_a_new_share_reaches_a_running_agent_without_a_pause(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    # The built-in model plus a device variant of its pipeline (workers that only augment
+    # cost 40 % of a full sample), 4 loader processes (CPU decoding cannot feed even one
+    # ResNet-18) and a decoder far larger than two jobs need: alone, the first job takes all
+    # of it with 2 workers; when the second arrives each gets half, and the first keeps its
+    # workers and its mode, so its new share is sent live.
+    model = json.loads(DEFAULT_TPM.read_text())
+    costs = model["loading"]["sample_cost_s"]
+    costs[f"{DEFAULT_PIPELINE}+device"] = 0.4 * costs[DEFAULT_PIPELINE]
+    tpm = tmp_path / "tpm-with-device.json"
+    tpm.write_text(json.dumps(model))
+    daemon = serve(
+        tpm=str(tpm),
+        scheduler={**FAST["scheduler"], "policy": "joint"},
+        node={"cpu_slots": 4, "cpu_workers": 4, "decoder_capacity": 100_000.0},
+    )
+    with daemon.client() as client:
+        first = submit(client, "first", iterations=3000)
+        wait_for("first to run", lambda: states(client)["first"] == "running")
+        alone = client.get("/v1/allocations").json()["allocations"][first["id"]]
+        assert (alone["decode_mode"], alone["decoder_share"]) == ("device", 1.0)
+        submit(client, "second", iterations=3000)
+
+        def halved() -> dict[str, Any] | None:
+            now = client.get("/v1/allocations").json()["allocations"].get(first["id"])
+            return now if now and now["agent_decoder_share"] == pytest.approx(0.5) else None
+
+        shared = wait_for("first's agent to apply half the decoder", halved, 30)
+        assert shared["workers_per_gpu"] == alone["workers_per_gpu"]
+        events = client.get(f"/v1/jobs/{first['id']}/events").json()
+        assert [e["data"]["share"] for e in events if e["kind"] == "share"] == [pytest.approx(0.5)]
+        moves = [(e["data"]["from"], e["data"]["to"]) for e in events if e["kind"] == "state"]
+        assert ("running", "pausing") not in moves
+        for name in ("first", "second"):
+            job = next(j for j in client.get("/v1/jobs").json() if j["name"] == name)
+            client.delete(f"/v1/jobs/{job['id']}")
