@@ -19,7 +19,7 @@ import zmq
 from daemon.api import DEFAULT_TPM
 from daemon.core.messages import DEFAULT_PIPELINE
 from daemon.launcher import alive
-from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, job_body, wait_for
+from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -301,7 +301,7 @@ def test_a_new_share_reaches_a_running_agent_without_a_pause(
     tpm.write_text(json.dumps(model))
     daemon = serve(
         tpm=str(tpm),
-        scheduler={**FAST["scheduler"], "policy": "joint"},
+        scheduler={"arrival_window_s": 0.3, "completion_window_s": 0.3, "policy": "joint"},
         node={"cpu_slots": 4, "cpu_workers": 4, "decoder_capacity": 100_000.0},
     )
     with daemon.client() as client:
