@@ -301,7 +301,12 @@ def test_a_new_share_reaches_a_running_agent_without_a_pause(
     tpm.write_text(json.dumps(model))
     daemon = serve(
         tpm=str(tpm),
-        scheduler={"arrival_window_s": 0.3, "completion_window_s": 0.3, "policy": "joint"},
+        scheduler={
+            "arrival_window_s": 0.3,
+            "completion_window_s": 0.3,
+            "gate": False,
+            "policy": "joint",
+        },
         node={"cpu_slots": 4, "cpu_workers": 4, "decoder_capacity": 100_000.0},
     )
     with daemon.client() as client:
