@@ -51,3 +51,52 @@ def bench_command(
     for client in clients:
         typer.echo(f"  share {client['share']:.2f}: {client['served_per_s']:8.1f} samples/s")
     typer.echo(f"  host CPU: {result['device_cpu_s']:.2f} s")
+
+
+@decoder_app.command("serve")
+def serve_command(
+    *,
+    endpoint: Annotated[
+        str, typer.Option(help="ZeroMQ endpoint to bind [ipc://<state-dir>/decoder.sock]")
+    ] = "",
+    state_dir: Annotated[Path, typer.Option(help="where the socket goes")] = Path(
+        "/var/lib/stoker"
+    ),
+    capacity: Annotated[float, typer.Option(help="the device's samples per second")] = 2000.0,
+    latency_ms: Annotated[float, typer.Option(help="per command")] = 2.0,
+    units: Annotated[int, typer.Option(help="commands in flight (decode ways)")] = 4,
+) -> None:
+    """Serve the node's decoder to every job's loaders until Ctrl-C or SIGTERM. The device
+    is the EMULATOR (no decoder hardware is supported yet; docs/decoder.md)."""
+    import logging  # noqa: PLC0415 (only the long-running command configures logging)
+    import signal  # noqa: PLC0415
+
+    from fpga_driver.device import DecoderError, EmulatedDevice  # noqa: PLC0415
+    from fpga_driver.server import DecoderService  # noqa: PLC0415
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    where = endpoint or f"ipc://{state_dir / 'decoder.sock'}"
+    try:
+        if where.startswith("ipc://"):
+            Path(where.removeprefix("ipc://")).parent.mkdir(parents=True, exist_ok=True)
+        device = EmulatedDevice(capacity, latency_s=latency_ms / 1000, units=units)
+    except (DecoderError, OSError) as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+    service = DecoderService(device, where)
+    try:
+        service.bind()
+    except Exception as error:  # zmq.ZMQError, OSError: the endpoint is taken or unusable
+        device.close()
+        typer.echo(f"error: cannot bind {where}: {error}", err=True)
+        raise typer.Exit(2) from None
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: service.stop())
+    typer.echo(
+        f"EMULATED decoder (no hardware), {capacity:g} samples/s, serving on {where}", err=True
+    )
+    try:
+        service.run()
+    finally:
+        device.close()
+    typer.echo("decoder service stopped; every block unlinked", err=True)
