@@ -42,6 +42,10 @@ def profile_command(
     batch_sizes: Annotated[str, typer.Option(help="per-GPU batches, comma-separated")] = "8,16,32",
     max_workers: Annotated[int, typer.Option(help="loading samples for 1 .. this many")] = 4,
     image_size: Annotated[int, typer.Option(help="crop size fed to the models")] = 32,
+    decoder_endpoint: Annotated[
+        str | None,
+        typer.Option(help="also profile decoding on this decoder service (imagenet+device)"),
+    ] = None,
 ) -> None:
     """Collect the TPM's samples on this node (paper Sec. III-B) for `stoker tpm fit`."""
     from agents.data import DataError  # noqa: PLC0415 (torch stays lazy)
@@ -55,6 +59,7 @@ def profile_command(
             batch_sizes=tuple(int(size) for size in batch_sizes.split(",")),
             max_workers=max_workers,
             image_size=image_size,
+            decoder_endpoint=decoder_endpoint,
         )
         training, loading = profile(options, lambda line: typer.echo(line, err=True))
     except (DataError, ValueError) as error:

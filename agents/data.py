@@ -9,6 +9,10 @@ and augmentation pipeline, and the epoch order that makes every sample count onc
 - Augmentation (random resized crop, horizontal flip, normalise) draws from a generator
   seeded by (seed, epoch, index): a sample looks the same whichever worker decodes it and
   however often the job was resized, so a resumed epoch is the epoch it would have been.
+- `DeviceBatches` is the same data in decode mode `device`: each item is one batch; the
+  DataLoader worker sends it to the node's decoder service as one command (decode and
+  resize on the device) and only augments the pixels it gets back, with the same per-sample
+  seeds, so a job can switch modes at a pause and its epoch goes on.
 - `EpochOrder` is the permutation of an epoch from (seed, epoch) and a cursor of consumed
   samples; `batches(rank, world, batch_size)` yields each rank's share of every global batch
   from the cursor on. Across any number of pauses, every sample of an epoch is consumed
@@ -26,6 +30,8 @@ import numpy as np
 import torch
 from PIL import Image
 from torch.utils.data import Dataset
+
+from fpga_driver.client import DecoderClient
 
 INDEX = "index.json"
 MEAN = (0.485, 0.456, 0.406)  # ImageNet statistics, as the paper's pipeline normalises
@@ -128,10 +134,68 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
         return len(self.labels)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        rng = random.Random(hash((self.seed, self.epoch, index)))
         with Image.open(Path(self.root) / file_name(index)) as image:
-            tensor = self.augment(image.convert("RGB"), rng)
+            tensor = self.augment(image.convert("RGB"), self.rng(index))
         return tensor, int(self.labels[index])
+
+    def rng(self, index: int) -> random.Random:
+        """The augmentation draws of sample `index` in this epoch, whoever decodes it."""
+        return random.Random(hash((self.seed, self.epoch, index)))
+
+
+class DeviceBatches(Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """A `JpegDataset`'s batches decoded by the decoder service (decode mode `device`).
+
+    Items are lists of sample indices (use it with `batch_size=None`). Each DataLoader
+    worker opens its own connection on first use, registered for `job` at `share`; the
+    device decodes and resizes a batch to `decode_size` in one command, and the worker
+    crops, flips and normalises each sample like the CPU pipeline. Cheap to pickle: the
+    connection is made in the worker, never sent to it."""
+
+    def __init__(
+        self,
+        images: JpegDataset,
+        *,
+        endpoint: str,
+        job: str,
+        share: float,
+        max_batch: int,
+    ) -> None:
+        self.images, self.endpoint, self.job = images, endpoint, job
+        self.share, self.max_batch = share, max_batch
+        # The device's resizer makes the crop's source, as the CPU pipeline's full image is:
+        # 8/7 of the crop, the ImageNet recipe's 256 for 224.
+        self.decode_size = images.augment.size * 8 // 7
+        self._client: DecoderClient | None = None
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        client = self._connect()
+        paths = [Path(self.images.root) / file_name(index) for index in batch]
+        pixels = client.decode(paths)
+        tensors = [
+            self.images.augment(Image.fromarray(pixels[position]), self.images.rng(index))
+            for position, index in enumerate(batch)
+        ]
+        labels = torch.tensor([int(self.images.labels[index]) for index in batch])
+        return torch.stack(tensors), labels
+
+    def _connect(self) -> "DecoderClient":
+        if self._client is None:
+            self._client = DecoderClient(
+                self.endpoint,
+                self.job,
+                self.share,
+                max_batch=self.max_batch,
+                size=self.decode_size,
+                blocks=2,
+            )
+        return self._client
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_client": None}  # a worker makes its own connection
 
 
 @dataclass

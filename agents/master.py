@@ -14,6 +14,10 @@ obeys the daemon (DESIGN.md, "Application master"; paper Sec. III-C 4).
   and renames it, says `paused`, and waits; on `resume` every rank rebuilds its DataLoader
   from the cursor with the new worker count (hot resize: process and model stay). The
   `resumed` message goes out after the first new step, with the measured gap.
+- Decode mode `device` (`--decode-mode`, or a `resume` that says so): the node's decoder
+  service (`--decoder-endpoint`, `stoker decoder serve`) decodes each batch in one command
+  and the DataLoader workers only augment (`agents.data.DeviceBatches`), with the job's
+  decoder share; a `share` message from the daemon changes it live, without a pause.
 - `--resume-from CHECKPOINT` starts cold from a checkpoint (after a crash or a kill).
 - `--audit`: each rank appends `epoch index` for every sample it trains to
   `audit/rank<k>.txt`; a cold start truncates the files to the checkpoint's offsets, so the
@@ -37,7 +41,7 @@ from torch.multiprocessing.spawn import spawn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader
 
-from agents.data import DataError, EpochOrder, JpegDataset
+from agents.data import DataError, DeviceBatches, EpochOrder, JpegDataset
 from agents.link import AgentJob, DaemonLink, agent_arguments
 from agents.models import build
 from agents.protocol import (
@@ -51,8 +55,12 @@ from agents.protocol import (
     ResumedMessage,
     write_finished_marker,
 )
+from fpga_driver.client import DecoderClient
 
 log = logging.getLogger(__name__)
+
+# A device-mode job the plan gave no share still decodes, slowly (shares must be > 0).
+MIN_SHARE = 0.001
 
 GO, PAUSE, CANCEL = 0, 1, 2
 
@@ -97,6 +105,10 @@ class Trainer:
         self.order = EpochOrder(len(self.dataset), seed=job.seed)
         self.iteration = 0
         self.workers = job.workers_per_gpu
+        self.decode_mode, self.share = job.decode_mode, job.decoder_share
+        if self.decode_mode == "device" and not job.decoder_endpoint:
+            raise DataError("decode mode device needs --decoder-endpoint (`stoker decoder serve`)")
+        self._control: DecoderClient | None = None  # rank 0's line for live share changes
         self.audit = self._audit_file()
         if job.resume_from is not None:
             self._load(job.resume_from)
@@ -146,12 +158,29 @@ class Trainer:
         the global batch each belongs to."""
         batches = self.order.global_batches(self.job.batch_size, self.world)
         shares = list(self.order.batches(self.rank, self.world, self.job.batch_size))
-        loader: DataLoader[Any] = DataLoader(
-            self.dataset,
-            batch_sampler=shares,
-            num_workers=self.workers,
-            pin_memory=self.device.type == "cuda",
-        )
+        loader: DataLoader[Any]
+        if self.decode_mode == "device":  # the decoder service decodes, workers augment
+            device_batches = DeviceBatches(
+                self.dataset,
+                endpoint=self.job.decoder_endpoint,
+                job=self.job.job_id,
+                share=max(self.share, MIN_SHARE),
+                max_batch=max((len(share) for share in shares), default=1),
+            )
+            loader = DataLoader(
+                device_batches,
+                sampler=shares,
+                batch_size=None,
+                num_workers=self.workers,
+                pin_memory=self.device.type == "cuda",
+            )
+        else:
+            loader = DataLoader(
+                self.dataset,
+                batch_sampler=shares,
+                num_workers=self.workers,
+                pin_memory=self.device.type == "cuda",
+            )
         return (
             (images, labels, share, len(batch))
             for (images, labels), share, batch in zip(loader, shares, batches, strict=False)
@@ -181,6 +210,7 @@ class Trainer:
             if self.daemon.reconnected():
                 self._hello("running")
             stop = self.daemon.next_stop()
+            self._apply_share(self.daemon.share)
             if isinstance(stop, PauseMessage):
                 decision, self.gen = PAUSE, stop.gen
             elif isinstance(stop, CancelMessage):
@@ -191,6 +221,21 @@ class Trainer:
         dist.broadcast(flag, src=0)
         return int(flag.item())
 
+    def _apply_share(self, share: float | None) -> None:
+        """A live share from the daemon: the service applies it to the job's next command."""
+        if share is None or share == self.share:
+            return
+        self.share = share
+        log.info("job %s: decoder share %.3f, live", self.job.job_id, share)
+        if self.decode_mode != "device":
+            return  # it takes effect when the job next decodes on the device
+        if self._control is None:
+            self._control = DecoderClient(
+                self.job.decoder_endpoint, self.job.job_id, max(share, MIN_SHARE),
+                max_batch=1, size=1, blocks=1,
+            )  # fmt: skip
+        self._control.set_share(max(share, MIN_SHARE))
+
     # ---- pause, checkpoint, resume ---------------------------------------------------------
 
     def _pause(self) -> bool:
@@ -199,7 +244,8 @@ class Trainer:
         path = self.job.checkpoint_dir / "checkpoint.pt"
         if self.rank == 0:
             self._save(path, offsets)
-        workers = torch.tensor([0], dtype=torch.int64)
+        # What rank 0 heard: workers (0: cancelled), device mode (1) or not, the share.
+        resume_to = torch.tensor([0.0, 0.0, 0.0], dtype=torch.float64)
         if self.daemon is not None:
             self.daemon.send(
                 PausedMessage(
@@ -216,12 +262,16 @@ class Trainer:
                 resume = self.daemon.wait_for_resume()
             if resume is not None:
                 self.gen = resume.gen
-            workers[0] = resume.workers_per_gpu if resume is not None else 0
+                resume_to[0] = resume.workers_per_gpu
+                resume_to[1] = 1.0 if resume.decode_mode == "device" else 0.0
+                resume_to[2] = resume.decoder_share
         if self.world > 1:
-            dist.broadcast(workers, src=0)
-        if int(workers.item()) == 0:
+            dist.broadcast(resume_to, src=0)
+        if int(resume_to[0].item()) == 0:
             return False
-        self.workers = int(workers.item())
+        self.workers = int(resume_to[0].item())
+        self.decode_mode = "device" if resume_to[1].item() > 0.5 else "cpu"
+        self.share = float(resume_to[2].item())
         return True
 
     def _resumed(self, paused_at: float) -> None:
@@ -231,6 +281,7 @@ class Trainer:
                 job=self.job.job_id,
                 gen=self.gen,
                 workers=self.workers,
+                share=self.share,
                 gap_s=max(0.0, time.time() - paused_at),
             )
         )
@@ -305,6 +356,7 @@ class Trainer:
                 state=state,
                 iteration=self.iteration,
                 workers=self.workers,
+                share=self.share,
             )
         )
 
@@ -322,6 +374,7 @@ class Trainer:
                 step_s=meter.step_s,
                 samples_per_s=meter.samples / busy if busy > 0 else 0.0,
                 workers=self.workers,
+                share=self.share,
             )
         )
         return _Meter(time.monotonic())
@@ -329,6 +382,8 @@ class Trainer:
     def _end(self, *, cancelled: bool) -> int:
         if self.audit is not None:
             self.audit.close()
+        if self._control is not None:
+            self._control.close()
         if self.daemon is not None:
             if not cancelled:
                 write_finished_marker(self.job.checkpoint_dir, self.iteration)

@@ -5,27 +5,34 @@
   update, synchronised on a GPU). The median of the timed steps is the sample.
 - Loading samples: one DataLoader alone on the node, over the dataset through the job
   pipeline (Pillow decode, random resized crop, flip, normalise), for 1 to `max_workers`
-  worker processes; the rate is mini-batches per second once the workers are warm.
+  worker processes; the rate is mini-batches per second once the workers are warm. With a
+  decoder service (`decoder_endpoint`), the same again in decode mode `device`, as pipeline
+  `imagenet+device`: the daemon's throughput model reads c' (augment only) from it. The
+  service's capacity must exceed what the workers can augment, or the device, not the
+  workers, sets the rate.
 
 It writes `training.csv` and `loading.csv` with the columns `stoker tpm fit` reads. Small
 on a CPU node (the defaults); on a GPU node pass the zoo's models and real batch sizes.
 """
 
 import csv
+import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
 
-from agents.data import DataError, EpochOrder, JpegDataset
+from agents.data import DataError, DeviceBatches, EpochOrder, JpegDataset
 from agents.models import build, cached_measure
 from tpm.zoo import CLASSES
 
 PIPELINE = "imagenet"  # the pipeline id jobs load with (daemon.core.messages)
+DEVICE_PIPELINE = f"{PIPELINE}+device"  # daemon.core.messages.device_pipeline(PIPELINE)
 
 
 @dataclass(frozen=True)
@@ -38,6 +45,7 @@ class ProfileOptions:
     image_size: int = 32
     timed_steps: int = 5
     timed_batches: int = 12
+    decoder_endpoint: str | None = None  # also profile decode mode `device` through it
 
 
 def profile(options: ProfileOptions, progress: Callable[[str], None]) -> tuple[Path, Path]:
@@ -58,8 +66,10 @@ def profile(options: ProfileOptions, progress: Callable[[str], None]) -> tuple[P
         for model in options.models
         for batch in options.batch_sizes
     ]
+    modes = [None] if options.decoder_endpoint is None else [None, options.decoder_endpoint]
     loading = [
-        _loading_row(workers, batch, options, progress)
+        _loading_row(workers, batch, options, progress, decoder)
+        for decoder in modes
         for batch in loading_batches
         for workers in range(1, options.max_workers + 1)
     ]
@@ -105,12 +115,25 @@ def _training_row(
 
 
 def _loading_row(
-    workers: int, batch: int, options: ProfileOptions, progress: Callable[[str], None]
+    workers: int,
+    batch: int,
+    options: ProfileOptions,
+    progress: Callable[[str], None],
+    decoder: str | None,
 ) -> dict[str, object]:
     dataset = JpegDataset(options.dataset, options.image_size)
     order = EpochOrder(len(dataset))
     batches: Sequence[list[int]] = list(order.batches(0, 1, batch))
-    loader = DataLoader(dataset, batch_sampler=batches, num_workers=workers)
+    loader: DataLoader[Any]
+    pipeline = PIPELINE
+    if decoder is None:
+        loader = DataLoader(dataset, batch_sampler=batches, num_workers=workers)
+    else:
+        pipeline = DEVICE_PIPELINE
+        on_device = DeviceBatches(
+            dataset, endpoint=decoder, job=f"profile-{os.getpid()}", share=1.0, max_batch=batch
+        )
+        loader = DataLoader(on_device, sampler=batches, batch_size=None, num_workers=workers)
     stream = iter(loader)
     for _ in range(workers):  # every worker has made its first batch
         next(stream)
@@ -124,8 +147,8 @@ def _loading_row(
         timed += 1
     rate = timed / (time.perf_counter() - started)
     del stream
-    progress(f"loading {workers} workers batch {batch}: {rate:.1f} batches/s")
-    return {"pipeline": PIPELINE, "batch_size": batch, "workers": workers, "load_rate": rate}
+    progress(f"loading {pipeline} {workers} workers batch {batch}: {rate:.1f} batches/s")
+    return {"pipeline": pipeline, "batch_size": batch, "workers": workers, "load_rate": rate}
 
 
 def _write(path: Path, rows: list[dict[str, object]]) -> Path:

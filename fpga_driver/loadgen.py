@@ -37,6 +37,12 @@ def start_service(state_dir: Path, capacity: float) -> "subprocess.Popen[bytes]"
     return service
 
 
+def stop_service(service: "subprocess.Popen[bytes]") -> None:
+    """SIGTERM, as an operator's Ctrl-C: the service unlinks its blocks and exits 0."""
+    service.terminate()
+    service.wait(timeout=10)
+
+
 def start_loader(
     endpoint: str, job: str, share: float, images: Path, *, batch: int = 16, size: int = 32
 ) -> "subprocess.Popen[str]":

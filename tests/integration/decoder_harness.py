@@ -8,17 +8,13 @@ from pathlib import Path
 
 from fpga_driver.loadgen import start_loader as loader
 from fpga_driver.loadgen import start_service as serve
+from fpga_driver.loadgen import stop_service as stop
 from fpga_driver.pool import PREFIX
 
 __all__ = ["BATCH", "SIZE", "endpoint", "kill", "loader", "our_segments", "serve", "stop"]
 
 BATCH = 16
 SIZE = 32
-
-
-def stop(service: "subprocess.Popen[bytes]") -> None:
-    service.terminate()
-    service.wait(timeout=10)
 
 
 def kill(process: "subprocess.Popen[str]") -> None:

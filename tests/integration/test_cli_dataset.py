@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from fpga_driver.loadgen import start_service, stop_service
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import free_port
+from tpm.model import FittedTPM
 
 
 def test_dataset_make_writes_jpegs_and_an_index(tmp_path: Path) -> None:
@@ -85,3 +87,26 @@ def test_decoder_bench_prints_the_contract_json() -> None:
     assert isinstance(result["device_cpu_s"], float) and "EMULATED" in str(result["device"])
     bad = stoker("decoder", "bench", "--shares", "0.5,1.5", "--seconds", "1")
     assert bad.code == 2 and "share" in bad.stderr
+
+
+def test_profile_through_the_decoder_service_adds_the_device_pipeline(tmp_path: Path) -> None:
+    data, out = tmp_path / "data", tmp_path / "profile"
+    assert stoker("dataset", "make", data, "--images", "240", "--size", "40").code == 0
+    service = start_service(tmp_path / "decoder", capacity=20_000.0)
+    try:
+        run = stoker(
+            "profile", "--dataset", data, "--out", out, "--models", "smVGG7,smResnet20",
+            "--batch-sizes", "4,8,12,16", "--max-workers", "2",
+            "--decoder-endpoint", f"ipc://{tmp_path / 'decoder' / 'decoder.sock'}",
+        )  # fmt: skip
+    finally:
+        stop_service(service)
+    assert run.code == 0, run.stderr
+    rows = (out / "loading.csv").read_text().splitlines()[1:]
+    assert [row.split(",")[0] for row in rows] == ["imagenet"] * 8 + ["imagenet+device"] * 8
+    fitted = stoker(
+        "tpm", "fit", out / "training.csv", out / "loading.csv", "--out", out / "m.json"
+    )
+    assert fitted.code == 0, fitted.stderr
+    model = FittedTPM.from_json((out / "m.json").read_text(), "profiled")
+    assert model.predict_sample_cost_s("imagenet+device") > 0

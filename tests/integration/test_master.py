@@ -19,7 +19,10 @@ from agents.protocol import (
     PauseMessage,
     ResumedMessage,
     ResumeMessage,
+    ShareMessage,
 )
+from fpga_driver.client import DecoderClient
+from fpga_driver.loadgen import start_service, stop_service
 from tests.integration.agent_harness import Router, start_master
 
 pytestmark = pytest.mark.timeout(240)
@@ -117,3 +120,47 @@ def test_a_cold_restart_after_kill_9_rolls_the_audit_back(
     assert router.expect(FinishedMessage, timeout_s=120).iteration == iterations
     assert second.wait(timeout=60) == 0
     assert_each_sample_once(out, iterations)
+
+
+def test_a_job_switches_to_the_decoder_and_back_and_takes_a_live_share(
+    router: Router, dataset: Path, tmp_path: Path
+) -> None:
+    # The master starts on the CPU, resumes in device mode (its workers only augment what a
+    # real `stoker decoder serve` decodes), gets a new share live, and goes back to the CPU;
+    # every sample of every epoch still counts once.
+    service = start_service(tmp_path / "decoder", capacity=5000.0)
+    endpoint = f"ipc://{tmp_path / 'decoder' / 'decoder.sock'}"
+    try:
+        iterations = 36  # 6 epochs
+        out = tmp_path / "job"
+        process = start_master(
+            router, dataset, out, batch_size=BATCH, gpus=1, iterations=iterations,
+            decoder_endpoint=endpoint,
+        )  # fmt: skip
+        router.expect(HeartbeatMessage)
+        router.send("job", PauseMessage(job="job", gen=1))
+        router.expect(PausedMessage)
+        router.send(
+            "job",
+            ResumeMessage(
+                job="job", gen=1, workers_per_gpu=2, decoder_share=0.5, decode_mode="device"
+            ),
+        )
+        assert router.expect(ResumedMessage).share == 0.5
+        router.send("job", ShareMessage(job="job", gen=1, decoder_share=0.25))
+        beat = router.expect(HeartbeatMessage)
+        while beat.share != 0.25:
+            beat = router.expect(HeartbeatMessage)
+        with DecoderClient(endpoint, "observer", 0.01, max_batch=1, size=8) as observer:
+            clients = observer.stats()["clients"]
+        assert isinstance(clients, dict)
+        assert clients["job"]["share"] == 0.25 and clients["job"]["served"] > 0
+        router.send("job", PauseMessage(job="job", gen=2))
+        router.expect(PausedMessage)
+        router.send("job", ResumeMessage(job="job", gen=2, workers_per_gpu=1))
+        assert router.expect(ResumedMessage).share == 0.0
+        assert router.expect(FinishedMessage, timeout_s=120).iteration == iterations
+        assert process.wait(timeout=60) == 0
+        assert_each_sample_once(out, iterations)
+    finally:
+        stop_service(service)
