@@ -14,11 +14,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from agents.data import make_dataset
 from bench.common import save
 from fpga_driver.client import DecoderClient
 from fpga_driver.loadgen import start_loader, start_service
-from fpga_driver.server import process_cpu_s
 
 SHARES = {"a": 0.25, "b": 0.75}
 CAPACITIES = (1000.0, 2000.0, 4000.0)
@@ -40,11 +41,11 @@ def measure(capacity: float, size: int, seconds: float, scratch: Path) -> dict[s
             time.sleep(1.0)  # images decoded once, queues full
             before, cpu_before, started = (
                 observer.stats(),
-                process_cpu_s(service.pid),
+                _cpu_s(service.pid),
                 time.monotonic(),
             )
             time.sleep(seconds)
-            after, cpu_after = observer.stats(), process_cpu_s(service.pid)
+            after, cpu_after = observer.stats(), _cpu_s(service.pid)
             elapsed = time.monotonic() - started
     finally:
         for loader in loaders:
@@ -66,6 +67,11 @@ def measure(capacity: float, size: int, seconds: float, scratch: Path) -> dict[s
         "cores_per_1000_samples_per_s": cpu_s / elapsed / (total / 1000) if total else None,
         "device": str(after["device"]),
     }
+
+
+def _cpu_s(pid: int) -> float:
+    times = psutil.Process(pid).cpu_times()
+    return float(times.user + times.system)
 
 
 def _served(stats: dict[str, object], job: str) -> int:

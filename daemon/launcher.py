@@ -10,6 +10,8 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import psutil
+
 log = logging.getLogger(__name__)
 
 
@@ -80,16 +82,11 @@ class Launcher:
 def alive(pid: int) -> bool:
     """Whether `pid` runs and is not a zombie."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return True  # no /proc: kill(0) said it exists
-    return state != "Z"
+    except psutil.AccessDenied:
+        return True  # it exists; it is someone else's
 
 
 def is_agent(pid: int, job_id: str) -> bool:

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
 import zmq
 
 from fpga_driver.device import DecodeCommand, DecoderDevice, DecoderError, Pixels
@@ -222,17 +223,8 @@ class DecoderService:
 
 
 def _alive(pid: int) -> bool:
+    """Whether the client process `pid` runs (a zombie has let go of its blocks)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
-        return True
-    return True
-
-
-def process_cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process `pid` has used, from /proc (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
-    return ticks / os.sysconf("SC_CLK_TCK")
