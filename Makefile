@@ -7,7 +7,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-stamp
 PYTHON  ?= python3
 
-.PHONY: install demo test lint bench clean
+.PHONY: install demo test lint bench clean browser
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,17 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: lint
+# Debian's Chromium for the dashboard's browser tests (Playwright drives it). Best effort:
+# without root or apt those tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    { timeout 900 apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 || \
+	      { timeout 300 apt-get update -qq >/dev/null 2>&1 && \
+	        timeout 900 apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; }; }; } || \
+	  echo "note: no Chromium here; the dashboard's browser tests will be skipped"
+
+test: lint browser
 	$(BIN)/pytest
 
 bench: install

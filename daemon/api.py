@@ -1,24 +1,21 @@
 """The REST API under /v1 (DESIGN.md, "Interfaces users touch"). `create_app(config)` builds
 the app; its lifespan starts the service (store, agent link, the one writer) and stops it.
 
-Every route but /healthz needs `Authorization: Bearer <token>`. Tokens map to tenants in
-the config; with none configured, the first start writes an admin token to
-`<state dir>/admin.token` (mode 0600). A tenant sees and cancels only its own jobs (another
-tenant's job is a 404, as if it did not exist); `admin` sees all.
+Every route but /healthz needs a token (`daemon/auth.py`: `Authorization: Bearer <token>`,
+or for reads the dashboard's cookie). A tenant sees and cancels only its own jobs (another
+tenant's job is a 404, as if it did not exist); `admin` sees all. The dashboard's page and
+its data are `daemon/dashboard.py`.
 """
 
 import asyncio
 import contextlib
-import hmac
 import logging
-import os
-import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
@@ -26,7 +23,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from allocator import InvalidRequest, ThroughputModel
+from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens
 from daemon.config import DaemonConfig
+from daemon.dashboard import data_router, page_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
 from daemon.service import Service, SubmitError, new_job_id
@@ -35,7 +34,6 @@ from tpm import FittedTPM, SampleError, TpmError, UnknownModel
 
 log = logging.getLogger(__name__)
 
-ADMIN = "admin"
 DEFAULT_TPM = Path(__file__).resolve().parent / "assets" / "default-tpm.json"
 _STREAM_POLL_S = 0.25
 MAX_SEQ = 2**62  # sequence numbers are SQLite integers
@@ -106,24 +104,6 @@ class JobView(BaseModel):
     submitted_at: float
 
 
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
-
-
-def _tenant(request: Request) -> str:
-    """The tenant whose bearer token the request carries; 401 otherwise."""
-    tokens: dict[str, str] = request.app.state.tokens
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and token:
-        for name, known in tokens.items():
-            if hmac.compare_digest(token.encode(), known.encode()):
-                return name
-    raise HTTPException(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
-
-
-Who = Annotated[str, Depends(_tenant)]
-Daemon = Annotated[Service, Depends(_service)]
 v1 = APIRouter(prefix="/v1")
 
 
@@ -294,7 +274,7 @@ async def tpm_status(who: Who, service: Daemon) -> dict[str, Any]:
 @v1.post("/tpm/samples", status_code=201)
 async def tpm_samples(body: SampleUpload, who: Who, service: Daemon) -> dict[str, Any]:
     """Store profiled samples (admin only); a bad row is a 422 naming it."""
-    _admin_only(who)
+    admin_only(who)
     try:
         rows = parse_samples(body.kind, body.csv, body.source)
     except SampleError as error:
@@ -306,17 +286,12 @@ async def tpm_samples(body: SampleUpload, who: Who, service: Daemon) -> dict[str
 @v1.post("/tpm/fit")
 async def tpm_fit(who: Who, service: Daemon) -> dict[str, Any]:
     """Refit on every stored sample (admin only) and plan with the result from now on."""
-    _admin_only(who)
+    admin_only(who)
     try:
         report = await service.refit()
     except TpmError as error:
         raise _unprocessable("samples", str(error)) from None
     return {"source": service.model_source, "report": report}
-
-
-def _admin_only(who: str) -> None:
-    if who != ADMIN:
-        raise HTTPException(403, "this needs the admin token")
 
 
 @v1.get("/node")
@@ -379,8 +354,10 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
     app = FastAPI(
         title="stoker", version="0.1.0", lifespan=lifespan, max_body_size=config.max_body_bytes
     )
-    app.state.tokens = _tokens(config)
+    app.state.tokens = load_tokens(config)
     app.include_router(v1)
+    app.include_router(data_router)
+    app.include_router(page_router)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -415,7 +392,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
     async def metrics(request: Request, who: Who) -> Response:
         """Prometheus exposition, with the admin token (Prometheus' `authorization`
         scrape setting): it names every tenant's jobs."""
-        _admin_only(who)
+        admin_only(who)
         registry = request.app.state.metrics.registry
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -448,21 +425,3 @@ def _view(service: Service, record: JobRecord) -> JobView:
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
     )
-
-
-def _tokens(config: DaemonConfig) -> dict[str, str]:
-    """tenant -> token; with none configured, the admin token in the state dir."""
-    if config.tokens:
-        return dict(config.tokens)
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    path = admin_token_path(config.state_dir)
-    if not path.exists():
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(secrets.token_urlsafe(32) + "\n")
-        log.warning("no tokens configured: admin token written to %s", path)
-    return {ADMIN: path.read_text().strip()}
-
-
-def admin_token_path(state_dir: Path) -> Path:
-    return state_dir / "admin.token"

@@ -282,6 +282,11 @@ class Store:
             for row in rows
         ]
 
+    def last_event_seq(self) -> int:
+        """The newest event's sequence number; 0 when there is none."""
+        row = self._db.execute("SELECT MAX(seq) FROM job_events").fetchone()
+        return int(row[0] or 0)
+
     def add_plan(
         self, gen: int, at: float, policy: str, allocations: Mapping[str, Mapping[str, Any]]
     ) -> None:

@@ -11,6 +11,7 @@ import time
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import urlencode
 
 import httpx
 import typer
@@ -35,6 +36,7 @@ def register_client(app: typer.Typer, workload_app: typer.Typer) -> None:
     app.command("submit")(submit)
     app.command("jobs")(jobs)
     app.command("cancel")(cancel)
+    app.command("dashboard")(dashboard)
     workload_app.command("run")(run_workload)
 
 
@@ -44,6 +46,7 @@ class Daemon:
     def __init__(self, url: str | None, token: str | None, state_dir: Path | None) -> None:
         self.url = url or os.environ.get("STOKER_URL") or DEFAULT_URL
         token = token or os.environ.get("STOKER_TOKEN") or self._admin_token(state_dir)
+        self.token = token
         self.http = httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
         )
@@ -121,6 +124,24 @@ def cancel(
 ) -> None:
     """Cancel a job; prints it as JSON."""
     print_json(Daemon(url, token, state_dir).call("DELETE", f"/v1/jobs/{job_id}"))
+
+
+def dashboard(
+    *,
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Print the dashboard's link. It carries your token: the page trades it for a cookie,
+    so keep the link to yourself."""
+    daemon = Daemon(url, token, state_dir)
+    daemon.call("GET", "/v1/node")  # a daemon is there, and the token is good
+    typer.echo(dashboard_link(daemon.url, daemon.token))
+
+
+def dashboard_link(url: str, token: str) -> str:
+    """`url`'s dashboard, with `token` for the page to exchange."""
+    return f"{url.rstrip('/')}/?{urlencode({'token': token})}"
 
 
 def run_workload(

@@ -2,7 +2,8 @@
 
 It makes a small JPEG dataset, starts `stoker serve` with real PyTorch application masters
 (CPU training slots in place of GPUs), submits `configs/workloads/demo-cpu.toml` on its
-schedule, prints every launch, pause and resume as it happens, and ends with a summary:
+schedule, prints the dashboard's link and every launch, pause and resume as it happens,
+and ends with a summary:
 each job's throughput, its reallocations and pause gaps, and how far the measured
 throughput was from the TPM's prediction. Ctrl-C stops it; either way the daemon and its
 agents are stopped and nothing is left running.
@@ -22,7 +23,7 @@ import httpx
 import tomli_w
 import typer
 
-from daemon.cli.client import Daemon, submit_on_schedule
+from daemon.cli.client import Daemon, dashboard_link, submit_on_schedule
 from daemon.cli.common import fail
 from workloads.errors import WorkloadError
 from workloads.spec import Workload, load_workload
@@ -97,7 +98,10 @@ def _start(where: Path, port: int, jobs: Workload, dataset: Path) -> "subprocess
             fail(f"the daemon did not start; see {where / 'daemon.log'}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                typer.echo(f"daemon up: http://127.0.0.1:{port}/docs (policy optimal)")
+                url = f"http://127.0.0.1:{port}"
+                token = (where / "state" / "admin.token").read_text().strip()
+                typer.echo(f"daemon up: {url}/docs (policy optimal)")
+                typer.echo(f"dashboard: {dashboard_link(url, token)}")
                 return process
         except httpx.TransportError:
             time.sleep(0.2)

@@ -63,6 +63,7 @@ def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(tmp_path: P
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]
     assert "resumed with" in run.stdout, "a running job was resized"
+    assert f"dashboard: http://127.0.0.1:{port}/?token=" in run.stdout
     summary = run.stdout.split("summary")[1]
     assert summary.count("completed") == 4
     assert "daemon stopped" in run.stdout

@@ -2,6 +2,7 @@
 model's status and refits, and a clean stop."""
 
 import json
+import re
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from tests.integration.test_daemon import agent_pids, states, submit
 from tests.unit.tpm.groundtruth import LoadingTruth, loading_csv, training_csv
 
 pytestmark = pytest.mark.timeout(120)
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -39,6 +41,18 @@ def test_metrics_show_jobs_counters_and_latency(serve: Callable[..., Daemon]) ->
         assert 'stoker_rest_request_seconds_count{method="POST",route="/v1/jobs"' in text
         assert "stoker_pause_gap_seconds_bucket" in text
         assert httpx.get(f"{daemon.url}/metrics").status_code == 401
+        # Every metric the Grafana dashboard in docs/ queries is one the daemon exposes.
+        exposed = {
+            line.split("{")[0].split(" ")[0] for line in text.splitlines() if line[:1] != "#"
+        }
+        board = json.loads((REPO / "docs" / "grafana" / "stoker-dashboard.json").read_text())
+        queried = {
+            name
+            for panel in board["panels"]
+            for target in panel["targets"]
+            for name in re.findall(r"\bstoker_[a-z_]+", target["expr"])
+        }
+        assert len(queried) >= 10 and queried <= exposed, queried - exposed
 
 
 def test_the_event_stream_delivers_states_as_they_happen(serve: Callable[..., Daemon]) -> None:

@@ -1,0 +1,82 @@
+"""Who is asking: tokens, tenants, and the dependencies every route uses.
+
+A request carries its token as `Authorization: Bearer <token>`. The dashboard's page
+carries it in the HttpOnly cookie `stoker_token` instead, which it got by exchanging a
+`/?token=...` link (`daemon/dashboard.py`); the cookie is accepted for reads only (GET and
+HEAD), so a page on another site cannot make a browser cancel or submit jobs with it.
+Tokens map to tenants in the config; with none configured, the first start writes an admin
+token to `<state dir>/admin.token` (mode 0600).
+"""
+
+import hmac
+import logging
+import os
+import secrets
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Request
+
+from daemon.config import DaemonConfig
+from daemon.service import Service
+
+log = logging.getLogger(__name__)
+
+ADMIN = "admin"
+COOKIE = "stoker_token"
+_READS = frozenset({"GET", "HEAD"})
+
+
+def tenant_of(tokens: dict[str, str], token: str) -> str | None:
+    """The tenant `token` belongs to, compared in constant time; None if none."""
+    if not token:
+        return None
+    for name, known in tokens.items():
+        if hmac.compare_digest(token.encode(), known.encode()):
+            return name
+    return None
+
+
+def _tenant(request: Request) -> str:
+    """The tenant whose token the request carries; 401 otherwise."""
+    tokens: dict[str, str] = request.app.state.tokens
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and (tenant := tenant_of(tokens, token)) is not None:
+        return tenant
+    if request.method in _READS:
+        tenant = tenant_of(tokens, request.cookies.get(COOKIE, ""))
+        if tenant is not None:
+            return tenant
+    raise HTTPException(401, "missing or wrong bearer token", {"WWW-Authenticate": "Bearer"})
+
+
+def _service(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+Who = Annotated[str, Depends(_tenant)]
+Daemon = Annotated[Service, Depends(_service)]
+
+
+def admin_only(who: str) -> None:
+    if who != ADMIN:
+        raise HTTPException(403, "this needs the admin token")
+
+
+def load_tokens(config: DaemonConfig) -> dict[str, str]:
+    """tenant -> token; with none configured, the admin token in the state dir."""
+    if config.tokens:
+        return dict(config.tokens)
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    path = admin_token_path(config.state_dir)
+    if not path.exists():
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+        log.warning("no tokens configured: admin token written to %s", path)
+    return {ADMIN: path.read_text().strip()}
+
+
+def admin_token_path(state_dir: Path) -> Path:
+    return state_dir / "admin.token"

@@ -1,0 +1,255 @@
+"""The allocation dashboard at `/`: the page, its assets, and `/v1/dashboard`, its data.
+
+`stoker dashboard` prints a link `/?token=...`; opening it exchanges the token for an
+HttpOnly, SameSite=Strict cookie and redirects to `/`, so the token leaves the address bar
+and no script can read it. The page then reads `/v1/dashboard` (one JSON snapshot of what it
+draws, for the cookie's tenant: its own jobs, or all for the admin) and listens to
+`/v1/events/stream`, refreshing the snapshot when something happens.
+
+Charts are drawn by plotly.js, the copy bundled in the `plotly` Python package (installed
+from PyPI with the daemon, served from `/assets/plotly.min.js`: no CDN at page load).
+"""
+
+import bisect
+from collections.abc import Iterable, Sequence
+from importlib.resources import files
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+
+from daemon.auth import ADMIN, COOKIE, Daemon, Who, tenant_of
+from daemon.service import Service
+from daemon.store import EventRecord, JobRecord
+from tpm.validation import r_squared
+
+ASSETS = Path(str(files("daemon") / "assets" / "dashboard"))
+
+
+def _plotly_js() -> Path:
+    """plotly.min.js inside the installed `plotly` package, found without importing it."""
+    spec = find_spec("plotly")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the plotly package is missing: `make install` installs it")
+    return Path(next(iter(spec.submodule_search_locations))) / "package_data" / "plotly.min.js"
+
+
+PLOTLY_JS = _plotly_js()
+_FILES = {
+    "dashboard.js": (ASSETS / "dashboard.js", "text/javascript"),
+    "dashboard.css": (ASSETS / "dashboard.css", "text/css"),
+    "plotly.min.js": (PLOTLY_JS, "text/javascript"),
+}
+_EVENTS = 20_000  # the newest events the timeline is drawn from
+_PLANS = 1_000
+# States whose arrival the timeline marks (`resume` is resuming -> running, `arrival` the
+# submission).
+_MARKS = {
+    "pausing": "pause",
+    "completed": "finish",
+    "failed": "failure",
+    "cancelled": "cancel",
+}
+_SIGN_IN = """<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>stoker: sign in</title><link rel="stylesheet" href="/assets/dashboard.css"></head>
+<body class="sign-in"><main><h1>stoker</h1><p>{problem}</p>
+<p>Open the link <code>stoker dashboard</code> prints: it carries your token.</p></main>
+</body></html>"""
+
+page_router = APIRouter(include_in_schema=False)
+data_router = APIRouter(prefix="/v1")
+
+
+@page_router.get("/")
+async def page(request: Request, token: str | None = None) -> Response:
+    """The dashboard; `?token=` trades a token for the cookie and comes back here."""
+    tokens: dict[str, str] = request.app.state.tokens
+    if token is not None:
+        if tenant_of(tokens, token) is None:
+            return HTMLResponse(_SIGN_IN.format(problem="That link's token is wrong."), 401)
+        back = RedirectResponse("/", status_code=303)
+        back.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        return back
+    if tenant_of(tokens, request.cookies.get(COOKIE, "")) is None:
+        return HTMLResponse(_SIGN_IN.format(problem="You are not signed in."), 401)
+    return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-store"})
+
+
+@page_router.get("/assets/{name}")
+async def asset(name: str) -> Response:
+    known = _FILES.get(name)
+    if known is None:
+        return Response("no such asset", status_code=404, media_type="text/plain")
+    path, media_type = known
+    return FileResponse(path, media_type=media_type, headers={"Cache-Control": "max-age=3600"})
+
+
+@data_router.get("/dashboard")
+async def dashboard(who: Who, service: Daemon) -> dict[str, Any]:
+    """Everything the dashboard draws, for the caller's jobs (all of them for admin)."""
+    records = service.store.jobs(None if who == ADMIN else who)
+    mine = {record.id for record in records}
+    events = service.store.events(after=_newest_events(service), limit=_EVENTS)
+    plans = [plan for plan in reversed(service.store.plans(_PLANS))]
+    return {
+        "tenant": who,
+        "node": _node(service, mine),
+        "jobs": [_job(service, record) for record in records],
+        "timeline": timelines(records, [e for e in events if e.job_id in mine], plans),
+        "gpus": _gpu_idle(service),
+        "tpm": _tpm(service, mine),
+        "events": [vars(e) for e in events if e.job_id in mine or e.job_id is None][-200:],
+        "last_event": events[-1].seq if events else 0,
+    }
+
+
+def timelines(
+    records: Iterable[JobRecord], events: Sequence[EventRecord], plans: Sequence[dict[str, Any]]
+) -> dict[str, dict[str, list[Any]]]:
+    """Per job, `steps`: [time, workers per GPU, decoder share] from each change on (0
+    while it does not run), and `marks`: [time, arrival|pause|resume|finish|failure|cancel].
+
+    A job runs with the newest plan's allocation that names it when it starts or resumes;
+    a live share change moves its share alone. `plans` oldest first."""
+    plan_times = [plan["at"] for plan in plans]
+    result: dict[str, dict[str, list[Any]]] = {
+        record.id: {
+            "steps": [[record.submitted_at, 0, 0.0]],
+            "marks": [[record.submitted_at, "arrival"]],
+        }
+        for record in records
+    }
+    current: dict[str, tuple[int, float]] = {}
+    for event in events:
+        job = result.get(event.job_id or "")
+        if job is None:
+            continue
+        job_id = str(event.job_id)
+        if event.kind == "share" and job_id in current:
+            workers, _ = current[job_id]
+            current[job_id] = (workers, float(event.data.get("share", 0.0)))
+            job["steps"].append([event.at, workers, current[job_id][1]])
+        if event.kind != "state":
+            continue
+        before, after = event.data.get("from"), event.data.get("to")
+        if after == "running":
+            current[job_id] = _planned(job_id, event.at, plans, plan_times)
+            job["steps"].append([event.at, *current[job_id]])
+            if before == "resuming":
+                job["marks"].append([event.at, "resume"])
+        elif before == "running" or (after in _MARKS and job_id in current):
+            current.pop(job_id, None)
+            job["steps"].append([event.at, 0, 0.0])
+        if after in _MARKS:
+            job["marks"].append([event.at, _MARKS[str(after)]])
+    return result
+
+
+def _planned(
+    job_id: str, at: float, plans: Sequence[dict[str, Any]], plan_times: Sequence[float]
+) -> tuple[int, float]:
+    """Workers per GPU and share of the newest plan at or before `at` that names the job."""
+    for index in range(bisect.bisect_right(plan_times, at) - 1, -1, -1):
+        allocation = plans[index]["allocations"].get(job_id)
+        if allocation is not None:
+            return int(allocation["workers_per_gpu"]), float(allocation.get("decoder_share", 0.0))
+    return 1, 0.0
+
+
+def _newest_events(service: Service) -> int:
+    """The sequence number after which the newest `_EVENTS` events begin."""
+    return max(0, service.store.last_event_seq() - _EVENTS)
+
+
+def _job(service: Service, record: JobRecord) -> dict[str, Any]:
+    status = service.scheduler.jobs().get(record.id)
+    allocation = status.allocation if status is not None else None
+    fresh = service.store.job(record.id) or record
+    return {
+        "id": record.id,
+        "name": record.name,
+        "tenant": record.tenant,
+        "state": fresh.state,
+        "model": record.spec["model"],
+        "gpus": record.spec["gpus"],
+        "gpu_indices": list(service.placement.get(record.id, ())),
+        "iteration": fresh.iteration,
+        "iterations": record.spec["iterations"],
+        "workers_per_gpu": allocation.workers_per_gpu if allocation else None,
+        "decoder_share": allocation.decoder_share if allocation else None,
+        "decode_mode": allocation.decode_mode if allocation else None,
+        "predicted_samples_per_s": status.predicted_samples_per_s if status else None,
+        "measured_samples_per_s": status.measured_samples_per_s if status else None,
+    }
+
+
+def _node(service: Service, mine: set[str]) -> dict[str, Any]:
+    """What the node offers and what all jobs use (totals, so no tenant's job is named)."""
+    live = [s for s in service.scheduler.jobs().items() if not s[1].state.final]
+    workers = sum(
+        (status.allocation.workers_per_gpu if status.allocation else 0)
+        * len(service.placement.get(job_id, ()))
+        for job_id, status in live
+    )
+    share = sum(status.allocation.decoder_share for _, status in live if status.allocation)
+    config = service.config
+    return {
+        "policy": config.scheduler.policy,
+        "gpus": service.slots if service.uses_gpus else 0,
+        "cpu_training_slots": 0 if service.uses_gpus else service.slots,
+        "cpu_workers": config.node.cpu_workers,
+        "loader_processes_allocated": workers,
+        "decoder_capacity": config.node.decoder_capacity,
+        "decoder_share_allocated": share,
+        "jobs_running": sum(1 for job_id, _ in live if job_id in mine),
+        "jobs_waiting_for_gpus": len(service.waiting),
+    }
+
+
+def _gpu_idle(service: Service) -> list[dict[str, Any]]:
+    """Per GPU (or CPU training slot): the share of time its jobs waited for input, as their
+    last heartbeats measured it; 1 when nothing runs on it."""
+    kind = "GPU" if service.uses_gpus else "CPU slot"
+    waits: dict[int, list[float]] = {index: [] for index in range(service.slots)}
+    for job_id, indices in service.placement.items():
+        idle = service.measured.get(job_id, {}).get("idle_fraction")
+        for index in indices:
+            if idle is not None and index in waits:
+                waits[index].append(float(idle))
+    return [
+        {
+            "name": f"{kind} {index}",
+            "idle_fraction": sum(found) / len(found) if found else 1.0,
+            "jobs": len(found),
+        }
+        for index, found in waits.items()
+    ]
+
+
+def _tpm(service: Service, mine: set[str]) -> dict[str, Any]:
+    """The model's own held-out R^2 and, for the caller's running jobs, predicted against
+    measured throughput with its R^2."""
+    points = []
+    for job_id, status in service.scheduler.jobs().items():
+        predicted, measured = status.predicted_samples_per_s, status.measured_samples_per_s
+        if job_id in mine and not status.state.final and predicted and measured is not None:
+            points.append({"job": job_id, "predicted": predicted, "measured": measured})
+    live_r2 = None
+    if len(points) >= 2:
+        live_r2 = r_squared(
+            np.array([p["measured"] for p in points]), np.array([p["predicted"] for p in points])
+        )
+    report = service.model_report
+    training = report.get("training", {})
+    chosen = training.get("chosen")
+    return {
+        "source": service.model_source,
+        "training_candidate": chosen,
+        "training_r2": training.get("candidates", {}).get(chosen, {}).get("r2"),
+        "loading_r2": report.get("loading", {}).get("r2"),
+        "jobs": points,
+        "live_r2": live_r2,
+    }

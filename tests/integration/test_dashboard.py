@@ -1,0 +1,120 @@
+"""The dashboard in a real headless Chromium (Debian's `chromium`, driven by Playwright)
+against a real daemon with simulated agents. Skipped, saying why, where Chromium or
+Playwright is missing (`make test` tries to install both)."""
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+TOKENS = {"admin": "admin-secret-token-0123456789", "alice": "alice-secret-token-0123456789"}
+
+if CHROMIUM is None:
+    pytest.skip(
+        "no Chromium: `apt-get install chromium` (Debian) to run the dashboard's browser tests",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="no Playwright: `pip install playwright` (the dev extra)"
+)
+
+
+@pytest.fixture
+def daemon(tmp_path: Path) -> Iterator[Daemon]:
+    factory = daemon_factory(tmp_path)
+    yield next(factory)(node={"cpu_slots": 4, "cpu_workers": 12}, tokens=TOKENS)
+    next(factory, None)
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    with sync_api.sync_playwright() as playwright:
+        # --no-sandbox: CI runs tests as root, where Chromium's sandbox refuses to start.
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def submit(client: httpx.Client, name: str, **fields: Any) -> str:
+    reply = client.post("/v1/jobs", json=job_body(name, iterations=100_000, **fields))
+    assert reply.status_code == 201, reply.text
+    job_id: str = reply.json()["id"]
+    return job_id
+
+
+def open_page(browser: Any, daemon: Daemon, tenant: str) -> tuple[Any, list[str]]:
+    """A page signed in through the link `stoker dashboard` prints; and its console errors."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors: list[str] = []
+    page.on(
+        "console", lambda message: errors.append(message.text) if message.type == "error" else None
+    )
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{daemon.url}/?token={TOKENS[tenant]}")
+    assert page.url == f"{daemon.url}/", "the token left the address bar"
+    return page, errors
+
+
+def test_the_dashboard_shows_jobs_live_with_no_console_error(
+    daemon: Daemon, browser: Any, tmp_path: Path
+) -> None:
+    with daemon.client() as admin:
+        submit(admin, "resnet-a")
+        submit(admin, "vgg-b", model="smVGG7")
+        wait_for("both to run", lambda: _all_running(admin, 2))
+        page, errors = open_page(browser, daemon, "admin")
+        (cookie,) = page.context.cookies()
+        assert (cookie["name"], cookie["httpOnly"], cookie["sameSite"]) == (
+            "stoker_token",
+            True,
+            "Strict",
+        )
+        jobs = page.locator("#jobs tbody tr")
+        sync_api.expect(jobs).to_have_count(2)
+        sync_api.expect(page.locator("#jobs")).to_contain_text("resnet-a")
+        sync_api.expect(page.locator("#jobs")).to_contain_text("vgg-b")
+        navigations: list[str] = []
+        page.on("framenavigated", lambda frame: navigations.append(frame.url))
+        submit(admin, "late-c", model="smResnet20")
+        sync_api.expect(page.locator("#jobs")).to_contain_text("late-c", timeout=20_000)
+        assert navigations == [], "the page updated without reloading"
+        sync_api.expect(page.locator("#live")).to_have_text("live")
+        sync_api.expect(page.locator("#workers .scatterlayer .trace").first).to_be_attached()
+        page.fill("#find", "vgg")
+        sync_api.expect(page.locator("#jobs tbody tr:not(.hidden)")).to_have_count(1)
+        page.fill("#find", "")
+        page.wait_for_timeout(1500)  # a few live refreshes
+        page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+        assert (tmp_path / "dashboard.png").stat().st_size > 20_000
+        assert errors == []
+
+
+def test_a_tenant_sees_its_own_jobs_and_a_wrong_token_gets_no_page(
+    daemon: Daemon, browser: Any
+) -> None:
+    with daemon.client() as admin, daemon.client("alice") as alice:
+        submit(admin, "admins-job")
+        submit(alice, "alices-job")
+        wait_for("both to run", lambda: _all_running(admin, 2))
+    page, errors = open_page(browser, daemon, "alice")
+    sync_api.expect(page.locator("#jobs")).to_contain_text("alices-job")
+    sync_api.expect(page.locator("#jobs tbody tr")).to_have_count(1)
+    sync_api.expect(page.locator("#node")).to_contain_text("tenant alice")
+    assert errors == []
+    stranger = browser.new_page()
+    reply = stranger.goto(f"{daemon.url}/?token=wrong")
+    assert reply is not None and reply.status == 401
+    assert "wrong" in stranger.content()
+    assert stranger.context.cookies() == []
+
+
+def _all_running(client: httpx.Client, count: int) -> bool:
+    states = [job["state"] for job in client.get("/v1/jobs").json()]
+    return len(states) == count and set(states) == {"running"}
