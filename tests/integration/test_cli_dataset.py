@@ -1,5 +1,6 @@
 """`stoker dataset make`, and the rule that the daemon's side never loads torch."""
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,26 @@ def test_profile_through_the_decoder_service_adds_the_device_pipeline(tmp_path: 
     assert fitted.code == 0, fitted.stderr
     model = FittedTPM.from_json((out / "m.json").read_text(), "profiled")
     assert model.predict_sample_cost_s("imagenet+device") > 0
+
+
+def test_ctrl_c_stops_the_demo_and_leaves_nothing_running(tmp_path: Path) -> None:
+    where = tmp_path / "demo"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "daemon.cli", "demo", "--state-dir", str(where),
+         "--port", str(free_port()), "--images", "64"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert demo.stdout is not None
+    seen = []
+    for line in demo.stdout:  # until a job trains: the daemon and an agent are up
+        seen.append(line)
+        if ": running" in line:
+            break
+    assert any(line.startswith("dashboard: ") for line in seen), seen
+    demo.send_signal(signal.SIGINT)
+    rest, _ = demo.communicate(timeout=120)
+    assert demo.returncode == 0
+    assert "daemon stopped" in rest
+    leftovers = subprocess.run(["pgrep", "-f", str(where)], capture_output=True, check=False)
+    assert leftovers.stdout == b"", "nothing of the demo is left running"
