@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from allocator.optimal import optimal
-from allocator.throughput import loader_processes
+from allocator.throughput import loader_processes, make_plan
 from allocator.types import AllocationPlan, AllocationRequest, JobAllocation, JobSpec
 
 # Decoder capacity below this (samples/s) left over after a pass is not worth a second pass.
@@ -254,28 +254,13 @@ def _from_plan(request: AllocationRequest, plan: AllocationPlan) -> _Candidate:
 def _plan(request: AllocationRequest, chosen: _Candidate, notes: list[str]) -> AllocationPlan:
     """The plan of a candidate: shares from the decoder rates each device job uses, the
     unused rest spread over them in proportion."""
-    processes = loader_processes(request, chosen.workers) if request.jobs else 0
-    efficiency = request.node.contention.efficiency(processes) if processes else 1.0
     capacity = request.node.decoder_capacity
-    rates = {i: chosen.decoder[i] for i in chosen.device}
-    used = sum(rates.values())
-    allocations: dict[str, JobAllocation] = {}
-    for index, (job, d) in enumerate(zip(request.jobs, chosen.workers, strict=True)):
-        if index in chosen.device:
-            share = rates[index] / used if used > 0.0 else 1.0 / len(chosen.device)
-            allocations[job.id] = JobAllocation(
-                d, min(rates[index], share * capacity), share, "device"
-            )
-        else:
-            allocations[job.id] = JobAllocation(d, _cpu_side(job, d, efficiency, device=False))
-    over_capacity = request.floor_processes > request.node.cpu_workers
-    return AllocationPlan(
-        policy="joint",
-        allocations=allocations,
-        loader_processes=processes,
-        cpu_workers=request.node.cpu_workers,
-        efficiency=efficiency,
-        predicted_total_samples_per_s=sum(a.predicted_samples_per_s for a in allocations.values()),
-        over_capacity=over_capacity,
-        notes=tuple(notes),
-    )
+    used = sum(chosen.decoder[i] for i in chosen.device)
+    on_device = {}
+    for index in chosen.device:
+        rate = chosen.decoder[index]
+        share = rate / used if used > 0.0 else 1.0 / len(chosen.device)
+        on_device[request.jobs[index].id] = JobAllocation(
+            chosen.workers[index], min(rate, share * capacity), share, "device"
+        )
+    return make_plan("joint", request, chosen.workers, notes, on_device)

@@ -6,7 +6,7 @@ throughput is T = B * min(mu, lambda) = min(B/step_time, n*d*eta/c) samples per 
 """
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from allocator.types import AllocationPlan, AllocationRequest, JobAllocation, JobSpec
 
@@ -44,9 +44,15 @@ def predicted_total(request: AllocationRequest, workers: Sequence[int]) -> float
 
 
 def make_plan(
-    policy: str, request: AllocationRequest, workers: Sequence[int], notes: Sequence[str] = ()
+    policy: str,
+    request: AllocationRequest,
+    workers: Sequence[int],
+    notes: Sequence[str] = (),
+    on_device: Mapping[str, JobAllocation] | None = None,
 ) -> AllocationPlan:
-    """Wrap a split of workers per GPU (request order) into a plan with its predictions."""
+    """Wrap a split of workers per GPU (request order) into a plan with its predictions.
+    `on_device` has the allocations of the jobs that decode on the device (`joint`); the
+    others decode on the CPU."""
     processes = loader_processes(request, workers)
     efficiency = request.node.contention.efficiency(processes) if processes else 1.0
     # Positional arguments: this runs once per job of every plan, and keywords add about a
@@ -55,6 +61,8 @@ def make_plan(
         job.id: JobAllocation(d, job_samples_per_s(job, d, efficiency))
         for job, d in zip(request.jobs, workers, strict=True)
     }
+    if on_device:
+        allocations.update(on_device)
     over_capacity = request.floor_processes > request.node.cpu_workers
     all_notes = list(notes)
     if over_capacity:
