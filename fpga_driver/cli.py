@@ -71,7 +71,8 @@ def serve_command(
     import logging  # noqa: PLC0415 (only the long-running command configures logging)
     import signal  # noqa: PLC0415
 
-    from fpga_driver.device import DecoderError, EmulatedDevice  # noqa: PLC0415
+    from fpga_driver.device import EmulatedDevice  # noqa: PLC0415
+    from fpga_driver.errors import DecoderError  # noqa: PLC0415
     from fpga_driver.server import DecoderService  # noqa: PLC0415
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")

@@ -8,8 +8,13 @@ blocks are free, drains completions as they come, and hands full blocks to the t
 process in batch order as views of the shared memory (no copy); the consumer releases each
 block back to the free queue. `DecoderClient.decode` is the one-batch convenience a
 DataLoader worker uses: it returns a copy, so the block is free again at once.
+
+A client is one thread's: its ZeroMQ socket and queues are not shared between threads.
 """
 
+import collections
+import contextlib
+import itertools
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,8 +23,9 @@ from types import TracebackType
 
 import numpy as np
 import zmq
+from pydantic import ValidationError
 
-from fpga_driver.device import DecoderError
+from fpga_driver.errors import BatchFailed, DecoderError, Refused, ServiceUnavailable
 from fpga_driver.pool import AttachedBlocks
 from fpga_driver.transport import (
     Bye,
@@ -33,6 +39,7 @@ from fpga_driver.transport import (
     Stats,
     StatsRequest,
     decode_reply,
+    describe,
     encode,
 )
 
@@ -40,7 +47,12 @@ DEFAULT_TIMEOUT_S = 30.0
 
 
 class DecoderClient:
-    """One connection to the node's decoder service, for `job` at `share`."""
+    """One connection to the node's decoder service, for `job` at `share`, with `blocks`
+    destination blocks of `max_batch` samples of `size` x `size` RGB each.
+
+    Joining a job that already has connections joins it at the job's current share (the
+    `share` attribute says which); `set_share` changes it for every connection of the job.
+    """
 
     def __init__(
         self,
@@ -54,42 +66,48 @@ class DecoderClient:
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.endpoint, self.job, self.size, self.timeout_s = endpoint, job, size, timeout_s
+        self.max_batch, self.block_bytes = max_batch, max_batch * size * size * 3
+        with _valid(f"cannot register job {job!r}"):
+            register = Register(
+                job=job, share=share, pid=os.getpid(), blocks=blocks, block_bytes=self.block_bytes
+            )
+        self._failed: dict[int, Error] = {}  # blocks whose command failed, not yet collected
+        self._abandoned: set[int] = set()  # blocks given up on; freed when they complete
         self._context = zmq.Context()
         self._socket = self._context.socket(zmq.DEALER)
         self._socket.setsockopt(zmq.LINGER, 500)  # `bye` gets out on close
         self._socket.connect(endpoint)
-        block_bytes = max_batch * size * size * 3
-        self._send(
-            Register(job=job, share=share, pid=os.getpid(), blocks=blocks, block_bytes=block_bytes)
-        )
+        self._send(register)
         reply = self._receive(timeout_s)
-        if reply is None:
-            self._close_socket()
-            raise DecoderError(self._silent(timeout_s))
-        if isinstance(reply, Error):
-            self._close_socket()
-            raise DecoderError(f"the decoder service refused job {job!r}: {reply.message}")
         if not isinstance(reply, Registered):
             self._close_socket()
+            if reply is None:
+                raise ServiceUnavailable(endpoint, timeout_s)
+            if isinstance(reply, Error):
+                raise Refused(f"job {job!r} cannot register: {reply.message}")
             raise DecoderError(f"unexpected reply to register: {reply.type}")
+        self.share = reply.share
         self.blocks = AttachedBlocks(reply.blocks)
-        self.max_batch = max_batch
 
     # ---- commands --------------------------------------------------------------------------
 
     def submit(self, paths: Sequence[Path | str], size: int | None = None) -> int:
-        """Queue one batch on the device into a free block; the block's index."""
-        if not 1 <= len(paths) <= self.max_batch:
-            raise DecoderError(f"a batch of {len(paths)} samples; this client takes 1 to "
-                               f"{self.max_batch}")  # fmt: skip
-        block = self.blocks.take()
-        self._send(Decode(block=block, paths=[str(p) for p in paths], size=size or self.size))
-        return block
+        """Queue one batch on the device into a free block; the block's index. DecoderError
+        at once if no block is free or the batch does not fit one."""
+        side = size or self.size
+        if not paths or len(paths) * side * side * 3 > self.block_bytes:
+            raise DecoderError(
+                f"a batch of {len(paths)} samples of {side} px; this client's blocks hold 1 "
+                f"to {self.max_batch} of {self.size} px (connect with a larger max_batch)"
+            )
+        with _valid("cannot decode this batch"):
+            command = Decode(block=self.blocks.take(), paths=[str(p) for p in paths], size=side)
+        self._send(command)
+        return command.block
 
     def drain(self, timeout_s: float | None = None) -> int:
-        """Move completions into the full queue, waiting up to `timeout_s` for the first;
-        how many came. DecoderError for a command the device failed (its block is free
-        again)."""
+        """Move completions that arrived into the full queue (failures aside for
+        `collect`), waiting up to `timeout_s` for the first; how many came."""
         reply = self._receive(self.timeout_s if timeout_s is None else timeout_s)
         came = 0
         while reply is not None:
@@ -98,31 +116,63 @@ class DecoderClient:
             reply = self._receive(0.0)
         return came
 
+    def collect(self, block: int, timeout_s: float | None = None) -> int:
+        """Wait for the command on `block` to complete; its sample count (the block is
+        then the caller's to view and release). BatchFailed or Refused if the device failed
+        or the service refused it (the block is free again); ServiceUnavailable if no
+        answer comes within `timeout_s` (the block is freed if it ever completes)."""
+        wait_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + wait_s
+        while block not in self.blocks.full and block not in self._failed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.abandon(block)
+                raise ServiceUnavailable(self.endpoint, wait_s)
+            self.drain(left)
+        failure = self._failed.pop(block, None)
+        if failure is not None:
+            self.blocks.release(block)
+            if failure.kind == "failed":
+                raise BatchFailed(block, failure.message)
+            raise Refused(failure.message)
+        return self.blocks.full.pop(block)
+
+    def abandon(self, block: int) -> None:
+        """Stop waiting for the command on `block`: its block is freed now if the command
+        ended, or when it ends."""
+        if block in self.blocks.full or block in self._failed:
+            self.blocks.full.pop(block, 0)
+            self._failed.pop(block, None)
+            self.blocks.release(block)
+        else:
+            self._abandoned.add(block)
+
     def view(self, block: int, count: int, size: int | None = None) -> np.ndarray:
-        """The pixels of a full block: a view of the shared memory, valid until released."""
+        """The pixels of a collected block: a view of the shared memory, valid until the
+        block is released."""
         return self.blocks.view(block, count, size or self.size)
 
     def release(self, block: int) -> None:
+        """Block `block` is consumed; it takes the next command."""
         self.blocks.release(block)
 
     def decode(self, paths: Sequence[Path | str], size: int | None = None) -> np.ndarray:
-        """Decode one batch and return a copy of its pixels, (n, size, size, 3) uint8."""
+        """Decode one batch: a COPY of its pixels, (n, size, size, 3) uint8, so the block is
+        free again on return (a DataLoader pickles the batch to the trainer anyway)."""
         block = self.submit(paths, size)
-        deadline = time.monotonic() + self.timeout_s
-        while not any(full == block for full, _ in self.blocks.full):
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise DecoderError(self._silent(self.timeout_s))
-            self.drain(left)
-        count = next(c for full, c in self.blocks.full if full == block)
-        self.blocks.full.remove((block, count))
-        pixels = self.view(block, count, size).copy()
-        self.release(block)
-        return pixels
+        count = self.collect(block)
+        try:
+            return self.view(block, count, size).copy()
+        finally:
+            self.release(block)
 
     def set_share(self, share: float) -> None:
-        """The job's new share; the device applies it to the next command, live."""
-        self._send(Share(share=share))
+        """The job's new share, for all its connections; the device applies it to the job's
+        queued and next commands, live."""
+        with _valid(f"cannot set job {self.job!r}'s share"):
+            message = Share(share=share)
+        self._send(message)
+        self.share = share
 
     def stats(self) -> dict[str, object]:
         """The service's counters (what it served per job, and that it is an emulator)."""
@@ -134,15 +184,15 @@ class DecoderClient:
                 return reply.stats
             if reply is not None:
                 self._complete(reply)
-        raise DecoderError(self._silent(self.timeout_s))
+        raise ServiceUnavailable(self.endpoint, self.timeout_s)
 
     def close(self) -> None:
-        """Say bye (the service unlinks this client's blocks) and disconnect."""
+        """Say bye (the service unlinks this client's blocks) and disconnect; safe twice."""
         if self._socket.closed:
             return
-        self.blocks.close()
         self._send(Bye())
         self._close_socket()
+        self.blocks.close()
 
     def __enter__(self) -> "DecoderClient":
         return self
@@ -159,12 +209,18 @@ class DecoderClient:
 
     def _complete(self, reply: Reply) -> None:
         match reply:
+            case Done(block=block, count=count) if block in self._abandoned:
+                self._abandoned.discard(block)
+                self.blocks.release(block)
             case Done(block=block, count=count):
-                self.blocks.full.append((block, count))
-            case Error(block=block, message=message):
-                if block is not None:
-                    self.blocks.release(block)
-                raise DecoderError(message)
+                self.blocks.full[block] = count
+            case Error(block=None, message=message):
+                raise Refused(message)
+            case Error(block=int(block)) if block in self._abandoned:
+                self._abandoned.discard(block)
+                self.blocks.release(block)
+            case Error(block=int(block)):
+                self._failed[block] = reply
             case _:
                 raise DecoderError(f"unexpected reply: {reply.type}")
 
@@ -176,26 +232,32 @@ class DecoderClient:
             return None
         return decode_reply(self._socket.recv())
 
-    def _silent(self, timeout_s: float) -> str:
-        return (
-            f"no answer from the decoder service at {self.endpoint} in {timeout_s:g} s; "
-            "is `stoker decoder serve` running there?"
-        )
-
     def _close_socket(self) -> None:
         self._socket.close()
         self._context.term()
 
 
+@contextlib.contextmanager
+def _valid(what: str) -> Iterator[None]:
+    """Turn a message this client would send but the service would refuse into a
+    DecoderError that names the field."""
+    try:
+        yield
+    except ValidationError as error:
+        raise DecoderError(f"{what}: {describe(error)}") from None
+
+
 class Batch:
-    """A full block handed to the training process: `pixels` is a view, valid until
-    `release()` (or the end of a `with` block)."""
+    """A full block handed to the training process: `pixels` is a view of the shared
+    memory, valid until `release()` (or the end of a `with` block); `index` is the batch's
+    place in the reader's input."""
 
     def __init__(self, client: DecoderClient, block: int, count: int, index: int) -> None:
         self.client, self.block, self.index = client, block, index
         self.pixels = client.view(block, count)
 
     def release(self) -> None:
+        """Give the block back to the free queue; safe twice."""
         if self.block >= 0:
             self.client.release(self.block)
             self.block = -1
@@ -213,8 +275,13 @@ class Batch:
 
 
 class Reader:
-    """Every batch of `batches` through the device, `depth` commands in flight at most,
-    handed out in order. Each batch must be released before more than `depth` are held."""
+    """Every batch of `batches` through the device, one command per batch, up to `depth`
+    in flight, handed out in input order as `Batch` views (no copy).
+
+    The consumer releases each batch; it may hold at most blocks - depth of them while
+    iterating, or the reader has no free block and raises DecoderError. A failed batch
+    raises BatchFailed at its turn. Leaving the loop early (break, error) waits for the
+    commands still in flight and frees their blocks, so the client can read on."""
 
     def __init__(
         self, client: DecoderClient, batches: Iterable[Sequence[Path | str]], depth: int = 2
@@ -223,27 +290,50 @@ class Reader:
             raise DecoderError(f"depth must be 1 to {len(client.blocks.blocks)} (the blocks)")
         self.client, self.depth = client, depth
         self._batches = iter(batches)
+        self._exhausted = False
 
     def __iter__(self) -> Iterator[Batch]:
-        in_flight: list[int] = []  # blocks, in batch order
-        index = 0
-        exhausted = False
-        while True:
-            while not exhausted and len(in_flight) < self.depth and self.client.blocks.free:
-                paths = next(self._batches, None)
-                if paths is None:
-                    exhausted = True
-                    break
-                in_flight.append(self.client.submit(paths))
-            if not in_flight:
+        in_flight: collections.deque[int] = collections.deque()  # blocks, in input order
+        try:
+            for index in itertools.count():
+                self._fill(in_flight)
+                if not in_flight:
+                    return
+                block = in_flight.popleft()
+                count = self.client.collect(block)
+                yield Batch(self.client, block, count, index)
+        except ServiceUnavailable:
+            for block in in_flight:  # no second wait for a service that does not answer
+                self.client.abandon(block)
+            in_flight.clear()
+            raise
+        finally:
+            self._settle(in_flight)
+
+    def _fill(self, in_flight: collections.deque[int]) -> None:
+        """Submit batches while fewer than `depth` are in flight and a block is free."""
+        while not self._exhausted and len(in_flight) < self.depth:
+            if not self.client.blocks.free:
+                if in_flight:
+                    return  # the head completes, the consumer releases it, one comes free
+                held = len(self.client.blocks.blocks)
+                raise DecoderError(
+                    f"all {held} blocks are held by batches not yet released; release each "
+                    "batch after using it (or connect with more blocks)"
+                )
+            paths = next(self._batches, None)
+            if paths is None:
+                self._exhausted = True
                 return
-            head = in_flight[0]
-            counts = dict(self.client.blocks.full)
-            if head not in counts:
-                if not self.client.drain(self.client.timeout_s):
-                    raise DecoderError(self.client._silent(self.client.timeout_s))
-                continue
-            self.client.blocks.full.remove((head, counts[head]))
-            in_flight.pop(0)
-            yield Batch(self.client, head, counts[head], index)
-            index += 1
+            in_flight.append(self.client.submit(paths))
+
+    def _settle(self, in_flight: collections.deque[int]) -> None:
+        """Wait for the commands still on the device and free their blocks."""
+        for block in in_flight:
+            try:
+                self.client.collect(block)
+                self.client.release(block)
+            except ServiceUnavailable:
+                return  # the rest will not come either; their blocks free if they do
+            except DecoderError:
+                continue  # that batch failed; its block is free already

@@ -26,12 +26,21 @@ from typing import Protocol
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
+from fpga_driver.errors import DecoderError
+
+__all__ = [
+    "DecodeCommand",
+    "DecoderDevice",
+    "DecoderError",
+    "EmulatedDevice",
+    "Pixels",
+    "bench",
+    "saturate",
+    "served_per_s",
+]
+
 Pixels = np.ndarray  # uint8, (batch, size, size, 3)
 _BURST_S = 0.05
-
-
-class DecoderError(ValueError):
-    """A command the device refuses or cannot finish; the message says which and why."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +110,16 @@ class EmulatedDevice:
         self._lock = threading.Condition()
         self._closed = False
         self._busy_until = time.monotonic()
+        # Commands in their latency, by due time: one thread completes them all (a timer
+        # thread per command would cost host CPU in proportion to what is served).
+        self._due: list[tuple[float, int, Future[Pixels], Pixels]] = []
+        self._due_changed = threading.Condition()
         self._thread = threading.Thread(target=self._serve, name="decoder", daemon=True)
         self._thread.start()
+        self._completer = threading.Thread(
+            target=self._complete_due, name="decoder-completions", daemon=True
+        )
+        self._completer.start()
 
     # ---- the protocol --------------------------------------------------------------------
 
@@ -168,6 +185,9 @@ class EmulatedDevice:
                 queued.future.set_exception(DecoderError("the device closed"))
             self._queue.clear()
             self._lock.notify()
+        with self._due_changed:
+            self._due_changed.notify()
+        self._completer.join(timeout=5)
         self._thread.join(timeout=5)
 
     # ---- the device ----------------------------------------------------------------------
@@ -213,12 +233,31 @@ class EmulatedDevice:
                 if client is not None:
                     client.served += len(pixels)
             self._in_flight.acquire()  # at most `units` commands in the output pipeline
-            threading.Timer(self.latency_s, self._complete, (queued.future, pixels)).start()
+            with self._due_changed:
+                if self._closed:  # the completing thread has gone
+                    queued.future.set_exception(DecoderError("the device closed"))
+                    return
+                due = time.monotonic() + self.latency_s
+                heapq.heappush(self._due, (due, next(self._sequence), queued.future, pixels))
+                self._due_changed.notify()
 
-    def _complete(self, future: "Future[Pixels]", pixels: Pixels) -> None:
-        self._in_flight.release()
-        if not future.done():
-            future.set_result(pixels)
+    def _complete_due(self) -> None:
+        """Complete each command when its latency is over; fail the rest on close."""
+        while True:
+            with self._due_changed:
+                while not self._closed and (not self._due or self._due[0][0] > time.monotonic()):
+                    wait_s = self._due[0][0] - time.monotonic() if self._due else None
+                    self._due_changed.wait(wait_s)
+                if self._closed:
+                    pending, self._due = self._due, []
+                    for _, _, future, _ in pending:
+                        future.set_exception(DecoderError("the device closed"))
+                        self._in_flight.release()  # the serving thread may wait on a unit
+                    return
+                _, _, future, pixels = heapq.heappop(self._due)
+            self._in_flight.release()
+            if not future.done():
+                future.set_result(pixels)
 
     def _decode(self, command: DecodeCommand) -> Pixels:
         images = [self._image(path, command.size) for path in command.paths]

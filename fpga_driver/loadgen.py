@@ -38,9 +38,14 @@ def start_service(state_dir: Path, capacity: float) -> "subprocess.Popen[bytes]"
 
 
 def stop_service(service: "subprocess.Popen[bytes]") -> None:
-    """SIGTERM, as an operator's Ctrl-C: the service unlinks its blocks and exits 0."""
+    """SIGTERM, as an operator's Ctrl-C: the service unlinks its blocks and exits 0. One
+    that does not stop within 10 s is killed (and exits -9, which callers can check)."""
     service.terminate()
-    service.wait(timeout=10)
+    try:
+        service.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        service.kill()
+        service.wait()
 
 
 def start_loader(

@@ -16,7 +16,7 @@ from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 
-from fpga_driver.device import DecoderError
+from fpga_driver.errors import DecoderError
 
 PREFIX = "stoker-dec-"  # /dev/shm/stoker-dec-*: easy to audit for leaks
 
@@ -67,7 +67,9 @@ class AttachedBlocks:
     def __init__(self, names: Sequence[str]) -> None:
         self.blocks = [_attach(name) for name in names]
         self.free: collections.deque[int] = collections.deque(range(len(self.blocks)))
-        self.full: collections.deque[tuple[int, int]] = collections.deque()  # (block, count)
+        # Completed blocks -> their sample count, in completion order. A dict, not a FIFO:
+        # the dispatcher hands batches out in submission order, whatever order they finish.
+        self.full: dict[int, int] = {}
 
     def take(self) -> int:
         """A free block for the next command; DecoderError when every block is in use."""
@@ -83,11 +85,20 @@ class AttachedBlocks:
         return np.ndarray((count, size, size, 3), dtype=np.uint8, buffer=self.blocks[index].buf)
 
     def release(self, index: int) -> None:
+        """Block `index` is consumed: back to the free queue for the next command."""
         self.free.append(index)
 
     def close(self) -> None:
-        for block in self.blocks:
-            block.close()
+        """Unmap every block (the service unlinks them). DecoderError if a view of one is
+        still alive: release every batch before closing."""
+        try:
+            for block in self.blocks:
+                block.close()
+        except BufferError:
+            raise DecoderError(
+                "a batch's pixels are still referenced; release every batch (and drop its "
+                "views) before closing the client"
+            ) from None
         self.blocks = []
 
 

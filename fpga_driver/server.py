@@ -6,15 +6,19 @@
 sender's shared-memory block before `done` goes back. Connections of the same job (one per
 DataLoader worker) share the job's share; a share change applies live to the next command.
 
-A client that leaves (`bye`) or dies (its pid gone, checked every second) has its blocks
-unlinked and its queued commands dropped; if it was the job's last connection the job
-leaves the device. Stopping the service unlinks every block.
+A connection that joins a job already on the device joins at the job's current share (so a
+DataLoader worker started late cannot undo a live change); `share` is what changes it.
+
+A client that leaves (`bye`) or dies (its pid gone, or reused by another process; checked
+every second) has its blocks unlinked; if it was the job's last connection the job leaves
+the device and its queued commands fail. Stopping the service unlinks every block.
 """
 
 import logging
 import os
 import stat
 import threading
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +26,8 @@ from pathlib import Path
 import psutil
 import zmq
 
-from fpga_driver.device import DecodeCommand, DecoderDevice, DecoderError, Pixels
+from fpga_driver.device import DecodeCommand, DecoderDevice, Pixels
+from fpga_driver.errors import DecoderError
 from fpga_driver.pool import OwnedBlocks
 from fpga_driver.transport import (
     Bye,
@@ -41,18 +46,29 @@ from fpga_driver.transport import (
 log = logging.getLogger(__name__)
 
 _WAKE = "inproc://decoder-completions"
-_LIVENESS_S = 1.0
+_POLL_S = 0.2  # how soon `stop()` is noticed
+_LIVENESS_S = 1.0  # how often clients' pids are checked
 
 
 @dataclass
 class _Connection:
     job: str
     pid: int
+    started: float  # the pid's creation time: a reused pid is another process
     blocks: OwnedBlocks
     busy: set[int] = field(default_factory=set)  # blocks with a command on the device
 
 
+@dataclass
+class _Job:
+    share: float
+    connections: int = 0
+
+
 class DecoderService:
+    """The node's decoder, served over `endpoint` to every job's loaders (one writer: every
+    command and every client's departure is handled on the thread that calls `run()`)."""
+
     def __init__(self, device: DecoderDevice, endpoint: str) -> None:
         self.device, self.endpoint = device, endpoint
         self._context = zmq.Context()
@@ -65,14 +81,23 @@ class DecoderService:
         self._wake_out = self._context.socket(zmq.PUSH)
         self._wake_out.connect(_WAKE)
         self._connections: dict[bytes, _Connection] = {}
-        self._jobs: dict[str, int] = {}  # connections per job on the device
+        self._jobs: dict[str, _Job] = {}  # the jobs on the device
         self._stopping = threading.Event()
         self.refused = 0  # malformed or refused commands
 
     def bind(self) -> None:
-        self._router.bind(self.endpoint)
-        if self.endpoint.startswith("ipc://"):
-            os.chmod(Path(self.endpoint.removeprefix("ipc://")), stat.S_IRUSR | stat.S_IWUSR)
+        """Bind the ROUTER; an ipc socket is created 0600, so only this user can connect."""
+        if not self.endpoint.startswith("ipc://"):
+            self._router.bind(self.endpoint)
+            return
+        path = Path(self.endpoint.removeprefix("ipc://"))
+        path.unlink(missing_ok=True)  # left by a service that was killed
+        old_mask = os.umask(0o177)  # no window in which others could connect
+        try:
+            self._router.bind(self.endpoint)
+        finally:
+            os.umask(old_mask)
+        os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
 
     def stop(self) -> None:
         """Ask `run()` to return (safe from a signal handler or another thread)."""
@@ -83,9 +108,11 @@ class DecoderService:
         poller = zmq.Poller()
         poller.register(self._router, zmq.POLLIN)
         poller.register(self._wake_in, zmq.POLLIN)
+        log.info("serving %s on %s", self.device.stats().get("device"), self.endpoint)
+        next_check = time.monotonic() + _LIVENESS_S
         try:
             while not self._stopping.is_set():
-                ready = dict(poller.poll(int(_LIVENESS_S * 1000)))
+                ready = dict(poller.poll(int(_POLL_S * 1000)))
                 while self._wake_in in ready and self._wake_in.poll(0):
                     identity, reply = self._wake_in.recv_multipart()
                     self._reply(identity, reply)
@@ -93,17 +120,23 @@ class DecoderService:
                     while self._router.poll(0):
                         identity, data = self._router.recv_multipart()
                         self._handle(identity, data)
-                self._reap_dead()
+                # Liveness costs a syscall per client: once a second, not once per command.
+                if time.monotonic() >= next_check:
+                    self._reap_dead()
+                    next_check = time.monotonic() + _LIVENESS_S
         finally:
             for identity in list(self._connections):
                 self._drop(identity, "the service stopped")
             self._router.close()
+            if self.endpoint.startswith("ipc://"):  # ZeroMQ leaves the socket file behind
+                Path(self.endpoint.removeprefix("ipc://")).unlink(missing_ok=True)
             self._wake_in.close()
             with self._lock:
                 self._wake_out.close()
             self._context.term()
 
     def stats(self) -> dict[str, object]:
+        """The device's counters, plus the connections and refused commands."""
         served = self.device.stats()
         served["connections"] = len(self._connections)
         served["refused"] = self.refused
@@ -123,12 +156,7 @@ class DecoderService:
             case Decode():
                 self._decode(identity, message)
             case Share(share=share):
-                known = self._connections.get(identity)
-                if known is None:
-                    self._refuse(identity, None, "share from an unknown client; register first")
-                    return
-                self.device.set_share(known.job, share)
-                log.info("job %s: decoder share %.3f", known.job, share)
+                self._set_share(identity, share)
             case StatsRequest():
                 self._reply(identity, encode(Stats(stats=self.stats())))
             case Bye():
@@ -137,23 +165,40 @@ class DecoderService:
     def _register(self, identity: bytes, message: Register) -> None:
         if identity in self._connections:
             self._drop(identity, "registered again")
+        started = _started(message.pid)
+        if started is None:
+            why = (
+                f"pid {message.pid} is no process this service can see; run the loader on "
+                "this node, in the service's pid namespace"
+            )
+            self._refuse(identity, None, why)
+            return
         try:
             blocks = OwnedBlocks(message.blocks, message.block_bytes)
         except DecoderError as error:
             self._refuse(identity, None, str(error))
             return
-        if message.job in self._jobs:
-            self._jobs[message.job] += 1
-            self.device.set_share(message.job, message.share)
-        else:
-            self._jobs[message.job] = 1
+        job = self._jobs.get(message.job)
+        if job is None:
+            job = self._jobs[message.job] = _Job(share=message.share)
             self.device.register(message.job, message.share)
-        self._connections[identity] = _Connection(message.job, message.pid, blocks)
+        job.connections += 1
+        self._connections[identity] = _Connection(message.job, message.pid, started, blocks)
         log.info(
-            "job %s: client pid %d registered, share %.3f, %d blocks of %d bytes",
-            message.job, message.pid, message.share, message.blocks, message.block_bytes,
+            "job %s: client pid %d registered (%d connections), share %.3f, %d blocks of %d "
+            "bytes", message.job, message.pid, job.connections, job.share, message.blocks,
+            message.block_bytes,
         )  # fmt: skip
-        self._reply(identity, encode(Registered(blocks=blocks.names)))
+        self._reply(identity, encode(Registered(blocks=blocks.names, share=job.share)))
+
+    def _set_share(self, identity: bytes, share: float) -> None:
+        known = self._connections.get(identity)
+        if known is None:
+            self._refuse(identity, None, "share from an unknown client; register first")
+            return
+        self.device.set_share(known.job, share)
+        self._jobs[known.job].share = share
+        log.info("job %s: decoder share %.3f, live", known.job, share)
 
     def _decode(self, identity: bytes, message: Decode) -> None:
         known = self._connections.get(identity)
@@ -177,15 +222,16 @@ class DecoderService:
     ) -> None:
         """On the device's thread: write the pixels into the block, then wake the loop."""
         reply: bytes
-        try:
-            pixels = future.result()
-            with self._blocks_lock:
-                if self._connections.get(identity) is not known:
-                    return  # the client left meanwhile; its blocks are gone
+        with self._blocks_lock:
+            if self._connections.get(identity) is not known:
+                return  # the client left meanwhile; its blocks are gone
+            try:
+                pixels = future.result()
                 known.blocks.write(message.block, pixels)
-            reply = encode(Done(block=message.block, count=len(pixels)))
-        except DecoderError as error:
-            reply = encode(Error(block=message.block, message=str(error)))
+                reply = encode(Done(block=message.block, count=len(pixels)))
+            except DecoderError as error:
+                log.warning("job %s: batch failed: %s", known.job, error)
+                reply = encode(Error(kind="failed", block=message.block, message=str(error)))
         known.busy.discard(message.block)
         with self._lock:
             if not self._wake_out.closed:
@@ -195,7 +241,7 @@ class DecoderService:
 
     def _reap_dead(self) -> None:
         for identity, known in list(self._connections.items()):
-            if not _alive(known.pid):
+            if _started(known.pid) != known.started:
                 self._drop(identity, f"client pid {known.pid} is gone")
 
     def _drop(self, identity: bytes, why: str) -> None:
@@ -204,8 +250,9 @@ class DecoderService:
             if known is None:
                 return
             known.blocks.close()
-        self._jobs[known.job] -= 1
-        if not self._jobs[known.job]:
+        job = self._jobs[known.job]
+        job.connections -= 1
+        if not job.connections:
             del self._jobs[known.job]
             self.device.unregister(known.job)
         log.info("job %s: client pid %d dropped: %s", known.job, known.pid, why)
@@ -213,7 +260,7 @@ class DecoderService:
     def _refuse(self, identity: bytes, block: int | None, why: str) -> None:
         self.refused += 1
         log.warning("refused a command: %s", why)
-        self._reply(identity, encode(Error(block=block, message=why)))
+        self._reply(identity, encode(Error(kind="refused", block=block, message=why)))
 
     def _reply(self, identity: bytes, reply: bytes) -> None:
         try:
@@ -222,9 +269,13 @@ class DecoderService:
             log.warning("a client is not reading its replies; one dropped")
 
 
-def _alive(pid: int) -> bool:
-    """Whether the client process `pid` runs (a zombie has let go of its blocks)."""
+def _started(pid: int) -> float | None:
+    """When process `pid` started, or None if it is gone (a zombie has let go of its
+    blocks)."""
     try:
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return float(process.create_time())
     except psutil.NoSuchProcess:
-        return False
+        return None

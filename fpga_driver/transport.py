@@ -8,20 +8,21 @@ writes each decoded batch into a shared-memory block it created for that connect
 `done` says which block and how many samples it holds.
 
 client -> service
-  register {job, share, pid, blocks, block_bytes}  -> registered {blocks: [names]}
-  decode   {block, paths, size}                    -> done {block, count} | error {block}
+  register {job, share, pid, blocks, block_bytes}  -> registered {blocks: [names], share}
+  decode   {block, paths, size}                    -> done {block, count}
+                                                      | error {kind: "failed", block}
   share    {share}                                 (the job's share, live; no reply)
   stats    {}                                      -> stats {stats}
   bye      {}                                      (blocks unlinked; no reply)
 service -> client
-  error {block: null, message} for a command it refuses outright.
+  error {kind: "refused", block or null, message} for a command it refuses outright.
 """
 
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from fpga_driver.device import DecoderError
+from fpga_driver.errors import DecoderError
 
 VERSION = 1
 MAX_MESSAGE_BYTES = 1 << 20  # a batch of a few thousand paths
@@ -67,6 +68,7 @@ class Bye(_Message):
 class Registered(_Message):
     type: Literal["registered"] = "registered"
     blocks: list[str]
+    share: float = Field(description="the job's share now: a job's later connections join it")
 
 
 class Done(_Message):
@@ -77,7 +79,8 @@ class Done(_Message):
 
 class Error(_Message):
     type: Literal["error"] = "error"
-    block: int | None = None
+    kind: Literal["failed", "refused"]  # the device failed the batch | the service said no
+    block: int | None = None  # the block that is free again, if the command named one
     message: str
 
 
@@ -113,6 +116,11 @@ def _decode(adapter: TypeAdapter[M], data: bytes) -> M:
     try:
         return adapter.validate_json(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "message"
-        raise DecoderError(f"{where}: {first['msg']}") from None
+        raise DecoderError(describe(error)) from None
+
+
+def describe(error: ValidationError) -> str:
+    """The first thing wrong with a message: `field: what is wrong`."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "message"
+    return f"{where}: {first['msg']}"

@@ -15,8 +15,10 @@ from PIL import Image
 
 from agents.data import file_name, make_dataset
 from fpga_driver.client import DecoderClient, Reader
-from fpga_driver.device import DecoderError
+from fpga_driver.errors import BatchFailed, DecoderError, Refused, ServiceUnavailable
+from fpga_driver.measure import measure_saturated
 from fpga_driver.pool import PREFIX
+from fpga_driver.transport import Register, encode
 from tests.integration.decoder_harness import (
     BATCH,
     SIZE,
@@ -57,23 +59,23 @@ def paths(images: Path, count: int = BATCH) -> list[Path]:
     return [images / file_name(index) for index in range(count)]
 
 
-def test_each_job_gets_its_share_over_ten_seconds(service: str, images: Path) -> None:
-    loaders = [loader(service, job, share, images) for job, share in (("a", 0.25), ("b", 0.75))]
-    try:
-        for process in loaders:
-            assert process.stdout is not None and process.stdout.readline()
-        with DecoderClient(service, "observer", 0.01, max_batch=1, size=SIZE) as observer:
-            time.sleep(1.0)  # every image decoded once; the queues full
-            before, started = observer.stats(), time.monotonic()
-            time.sleep(10.0)
-            after, elapsed = observer.stats(), time.monotonic() - started
-        rates = {job: (served(after, job) - served(before, job)) / elapsed for job in "ab"}
-    finally:
-        for process in loaders:
-            kill(process)
-    assert rates["a"] == pytest.approx(0.25 * CAPACITY, rel=0.05), rates
-    assert rates["b"] == pytest.approx(0.75 * CAPACITY, rel=0.05), rates
-    assert "EMULATED" in str(after["device"])
+def test_each_job_gets_its_share_over_ten_seconds_at_little_host_cpu(images: Path) -> None:
+    shares = {"a": 0.25, "b": 0.75}
+    load = measure_saturated(CAPACITY, shares, 10.0, images, batch=BATCH, size=SIZE)
+    cores = load.cores_per_1000_samples_per_s
+    print(f"\nserved {load.served_per_s} samples/s of {CAPACITY:g}; service CPU "
+          f"{load.service_cpu_s:.2f} s in {load.seconds:.1f} s = {cores:.3f} cores per "
+          "1,000 samples/s")  # fmt: skip
+    for job, share in shares.items():
+        assert load.served_per_s[job] == pytest.approx(share * CAPACITY, rel=0.05), load
+    assert "EMULATED" in load.device
+    # Measured about 0.03 on 2 cores; 0.25 leaves room for a loaded machine while still
+    # failing an emulator that decodes every sample (about 1 core per 1,000/s).
+    assert cores is not None and cores < 0.25, load
+    assert load.contract(CAPACITY, shares)["clients"] == [
+        {"job": job, "share": share, "served_per_s": load.served_per_s[job]}
+        for job, share in shares.items()
+    ]
 
 
 def test_a_tiny_share_is_still_served_and_a_share_changes_live(service: str, images: Path) -> None:
@@ -113,9 +115,11 @@ def test_a_corrupt_jpeg_and_an_unknown_client_get_errors_and_others_are_served(
     corrupt.write_bytes(b"\xff\xd8\xff not a jpeg at all")
     with DecoderClient(service, "good", 0.5, max_batch=BATCH, size=SIZE) as good:
         with DecoderClient(service, "bad", 0.5, max_batch=BATCH, size=SIZE) as bad:
-            with pytest.raises(DecoderError, match=r"corrupt\.jpg"):
+            with pytest.raises(BatchFailed, match=r"corrupt\.jpg.*fix or drop"):
                 bad.decode([corrupt])
             assert bad.decode(paths(images, 2)).shape == (2, SIZE, SIZE, 3)  # block came back
+        with pytest.raises(DecoderError, match=r"cannot register job 'huge': block_bytes"):
+            DecoderClient(service, "huge", 0.5, max_batch=4096, size=256)
         assert good.decode(paths(images)).shape == (BATCH, SIZE, SIZE, 3)
     import zmq  # noqa: PLC0415 (a raw socket: a client that never registered)
 
@@ -124,10 +128,14 @@ def test_a_corrupt_jpeg_and_an_unknown_client_get_errors_and_others_are_served(
     stranger.connect(service)
     stranger.send(b'{"type": "decode", "block": 0, "paths": ["x.jpg"], "size": 32}')
     assert stranger.poll(5000)
-    assert b"unknown client" in stranger.recv()
+    assert b"decode from an unknown client; register first" in stranger.recv()
     stranger.send(b'{"type": "decode", "block": 0, "bogus": 1}')
     assert stranger.poll(5000)
     assert b"malformed" in stranger.recv()
+    register = Register(job="ghost", share=0.5, pid=(1 << 22) + 1, blocks=1, block_bytes=8)
+    stranger.send(encode(register))
+    assert stranger.poll(5000)
+    assert b"is no process this service can see" in stranger.recv()
     stranger.close(0)
     context.term()
 
@@ -151,15 +159,66 @@ def test_a_loader_killed_with_sigkill_leaks_no_block(service: str, images: Path)
         assert survivor.decode(paths(images, 2)).shape == (2, SIZE, SIZE, 3)
 
 
-def test_stopping_the_service_unlinks_every_block(tmp_path: Path, images: Path) -> None:
+def test_stopping_the_service_unlinks_every_block_and_its_clients_hear_why(
+    tmp_path: Path, images: Path
+) -> None:
     process = serve(tmp_path, CAPACITY)
     client = DecoderClient(endpoint(tmp_path), "left", 0.5, max_batch=BATCH, size=SIZE)
     names = {block.name for block in client.blocks.blocks}
     assert names <= our_segments()
+    assert oct(os.stat(tmp_path / "decoder.sock").st_mode & 0o777) == "0o600"
     stop(process)
     assert process.returncode == 0
     assert not names & our_segments()
-    client.close()  # our mappings and socket; the files are gone already
+    assert not (tmp_path / "decoder.sock").exists()
+    client.timeout_s = 0.5
+    with pytest.raises(ServiceUnavailable, match="stoker decoder serve"):
+        client.decode(paths(images, 1))
+    again = serve(tmp_path, CAPACITY)  # a restarted service does not know the old client
+    try:
+        client.timeout_s = 30.0
+        with pytest.raises(Refused, match="unknown client; register first"):
+            client.decode(paths(images, 1))
+    finally:
+        client.close()  # our mappings and socket; the files are gone already
+        stop(again)
+
+
+def test_a_late_connection_of_a_job_joins_at_its_live_share(service: str) -> None:
+    with DecoderClient(service, "j", 0.5, max_batch=1, size=8) as first:
+        first.set_share(0.2)
+        # A DataLoader worker started after the change still carries the old share.
+        with DecoderClient(service, "j", 0.5, max_batch=1, size=8) as late:
+            assert late.share == pytest.approx(0.2)
+            clients = late.stats()["clients"]
+            assert isinstance(clients, dict)
+            assert clients["j"]["share"] == pytest.approx(0.2)
+
+
+def test_the_reader_hands_out_views_in_order_and_recovers_its_blocks(
+    service: str, images: Path
+) -> None:
+    every = paths(images)
+    batches = [every[start : start + 4] for start in range(0, BATCH, 4)]
+    with DecoderClient(service, "reader", 1.0, max_batch=4, size=SIZE, blocks=3) as client:
+        for batch in Reader(client, batches, depth=2):
+            with batch:
+                assert not batch.pixels.flags.owndata  # a view of the shared memory
+                want = client.decode(batches[batch.index])  # a copy, through a third block
+                assert np.array_equal(batch.pixels, want)
+        for batch in Reader(client, batches, depth=3):
+            batch.release()
+            break  # two commands still in flight: leaving must wait for them
+        assert sorted(client.blocks.free) == [0, 1, 2]
+        held = []
+        with pytest.raises(DecoderError, match="release each batch"):
+            for batch in Reader(client, batches, depth=1):
+                held.append(batch)  # never released: the blocks run out
+        assert len(held) == 3
+        for batch in held:
+            batch.release()
+        with pytest.raises(DecoderError, match="hold 1 to 4"):
+            client.submit(every[:5])
 
 
 def test_no_service_is_a_clear_error(tmp_path: Path) -> None:

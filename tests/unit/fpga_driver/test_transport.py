@@ -1,18 +1,29 @@
-"""The decoder service's messages and its shared-memory blocks, in one process."""
+"""The decoder service's messages: what goes over the socket, and what is refused."""
 
-import os
-
-import numpy as np
 import pytest
 
-from fpga_driver.device import DecoderError
-from fpga_driver.pool import PREFIX, AttachedBlocks, OwnedBlocks
-from fpga_driver.transport import Decode, Register, decode_reply, decode_request, encode
+from fpga_driver.errors import DecoderError
+from fpga_driver.transport import (
+    Decode,
+    Error,
+    Register,
+    Registered,
+    decode_reply,
+    decode_request,
+    encode,
+)
 
 
-def test_messages_round_trip_and_bad_ones_name_the_field() -> None:
+def test_messages_round_trip() -> None:
     register = Register(job="j", share=0.5, pid=1, blocks=4, block_bytes=1024)
     assert decode_request(encode(register)) == register
+    registered = Registered(blocks=["stoker-dec-0"], share=0.25)
+    assert decode_reply(encode(registered)) == registered
+    failed = Error(kind="failed", block=2, message="x.jpg: cannot decode")
+    assert decode_reply(encode(failed)) == failed
+
+
+def test_bad_messages_are_refused_naming_the_field() -> None:
     with pytest.raises(DecoderError, match="share"):
         decode_request(b'{"type": "register", "job": "j", "share": 0, "pid": 1, '
                        b'"blocks": 1, "block_bytes": 1}')  # fmt: skip
@@ -20,28 +31,11 @@ def test_messages_round_trip_and_bad_ones_name_the_field() -> None:
         decode_request(b'{"type": "bye", "surprise": 1}')
     with pytest.raises(DecoderError, match="paths"):
         decode_request(encode(Decode(block=0, paths=["a"], size=8)).replace(b'["a"]', b"[]"))
+    with pytest.raises(DecoderError, match="v"):
+        decode_request(b'{"v": 2, "type": "bye"}')
     with pytest.raises(DecoderError, match="nonsense"):
         decode_reply(b'{"type": "nonsense"}')
-
-
-def test_blocks_are_shared_queued_and_unlinked_by_their_owner() -> None:
-    owned = OwnedBlocks(2, 4 * 8 * 8 * 3)
-    attached = AttachedBlocks(owned.names)
-    assert all(name.startswith(PREFIX) for name in owned.names)
-    block = attached.take()
-    pixels = np.random.default_rng(0).integers(0, 255, (3, 8, 8, 3), dtype=np.uint8)
-    owned.write(block, pixels)
-    view = attached.view(block, 3, 8)
-    assert np.array_equal(view, pixels)  # the same memory, no copy on our side
-    del view
-    attached.take()
-    with pytest.raises(DecoderError, match="release one"):
-        attached.take()
-    attached.release(block)
-    assert attached.take() == block
-    with pytest.raises(DecoderError, match="does not fit"):
-        owned.write(0, np.zeros((5, 8, 8, 3), dtype=np.uint8))
-    attached.close()
-    owned.close()
-    assert not set(owned.names) & set(os.listdir("/dev/shm"))
-    owned.close()  # twice is fine
+    with pytest.raises(DecoderError, match="kind"):
+        decode_reply(b'{"type": "error", "block": 1, "message": "m"}')
+    with pytest.raises(DecoderError, match="limit"):
+        decode_request(b" " * (2 << 20))
