@@ -37,7 +37,7 @@ class DaemonLink:
         self._socket.setsockopt(zmq.LINGER, 2000)  # the last `finished` gets out
         self._monitor = self._socket.get_monitor_socket(zmq.EVENT_CONNECTED)
         self._connections = 0
-        self.share: float | None = None  # the latest live share from the daemon, if any
+        self._share: float | None = None  # a live share from the daemon, not yet taken
         self._socket.connect(endpoint)
 
     def send(self, message: AgentMessage) -> None:
@@ -53,13 +53,19 @@ class DaemonLink:
 
     def next_stop(self) -> PauseMessage | CancelMessage | None:
         """The first pause or cancel waiting, without blocking. A live share change is kept
-        in `share` for the agent to apply; a resume while running means nothing."""
+        for `take_share`; a resume while running means nothing."""
         while (message := self.receive(0)) is not None:
             if isinstance(message, ShareMessage):
-                self.share = message.decoder_share
+                self._share = message.decoder_share
             elif isinstance(message, PauseMessage | CancelMessage):
                 return message
         return None
+
+    def take_share(self) -> float | None:
+        """The newest live share the daemon sent since the last call, or None. Taken once:
+        a resume's share, which comes later, is not undone by an older live one."""
+        share, self._share = self._share, None
+        return share
 
     def wait_for_resume(self) -> ResumeMessage | None:
         """Block until resume (returned) or cancel (None), saying nothing meanwhile."""

@@ -210,7 +210,7 @@ class Trainer:
             if self.daemon.reconnected():
                 self._hello("running")
             stop = self.daemon.next_stop()
-            self._apply_share(self.daemon.share)
+            self._apply_share(self.daemon.take_share())
             if isinstance(stop, PauseMessage):
                 decision, self.gen = PAUSE, stop.gen
             elif isinstance(stop, CancelMessage):
@@ -227,14 +227,19 @@ class Trainer:
             return
         self.share = share
         log.info("job %s: decoder share %.3f, live", self.job.job_id, share)
-        if self.decode_mode != "device":
-            return  # it takes effect when the job next decodes on the device
+        self._tell_decoder()
+
+    def _tell_decoder(self) -> None:
+        """Rank 0 sets the job's share on the decoder service, over its own connection. The
+        share is the job's: DataLoader workers that connect later join at it."""
+        if self.decode_mode != "device" or self.rank != 0:
+            return  # on the CPU, the share takes effect when the job next decodes on the device
         if self._control is None:
             self._control = DecoderClient(
-                self.job.decoder_endpoint, self.job.job_id, max(share, MIN_SHARE),
+                self.job.decoder_endpoint, self.job.job_id, max(self.share, MIN_SHARE),
                 max_batch=1, size=1, blocks=1,
             )  # fmt: skip
-        self._control.set_share(max(share, MIN_SHARE))
+        self._control.set_share(max(self.share, MIN_SHARE))
 
     # ---- pause, checkpoint, resume ---------------------------------------------------------
 
@@ -272,6 +277,7 @@ class Trainer:
         self.workers = int(resume_to[0].item())
         self.decode_mode = "device" if resume_to[1].item() > 0.5 else "cpu"
         self.share = float(resume_to[2].item())
+        self._tell_decoder()  # before the new loader's workers connect
         return True
 
     def _resumed(self, paused_at: float) -> None:

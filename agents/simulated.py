@@ -126,9 +126,10 @@ class SimulatedAgent:
         """Apply a pause or cancel that is waiting."""
         self._reconnected("running")
         stop = self._link.next_stop()
-        if self._link.share is not None and self._link.share != self.share:
-            log.info("job %s: decoder share %.3f, live", self.job.job_id, self._link.share)
-            self.share = self._link.share
+        share = self._link.take_share()
+        if share is not None and share != self.share:
+            log.info("job %s: decoder share %.3f, live", self.job.job_id, share)
+            self.share = share
         match stop:
             case PauseMessage(gen=gen):
                 self._pause(gen)

@@ -7,6 +7,7 @@ import signal
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -151,16 +152,35 @@ def test_a_job_switches_to_the_decoder_and_back_and_takes_a_live_share(
         beat = router.expect(HeartbeatMessage)
         while beat.share != 0.25:
             beat = router.expect(HeartbeatMessage)
-        with DecoderClient(endpoint, "observer", 0.01, max_batch=1, size=8) as observer:
-            clients = observer.stats()["clients"]
-        assert isinstance(clients, dict)
-        assert clients["job"]["share"] == 0.25 and clients["job"]["served"] > 0
+        assert job_on_decoder(endpoint)["share"] == 0.25
+        assert job_on_decoder(endpoint)["served"] > 0
+        # Resumed on the device with another share: the job's share follows, though the
+        # share was first set by an earlier loader's workers.
         router.send("job", PauseMessage(job="job", gen=2))
         router.expect(PausedMessage)
-        router.send("job", ResumeMessage(job="job", gen=2, workers_per_gpu=1))
+        router.send(
+            "job",
+            ResumeMessage(
+                job="job", gen=2, workers_per_gpu=1, decoder_share=0.75, decode_mode="device"
+            ),
+        )
+        assert router.expect(ResumedMessage).share == 0.75
+        assert job_on_decoder(endpoint)["share"] == 0.75
+        router.send("job", PauseMessage(job="job", gen=3))
+        router.expect(PausedMessage)
+        router.send("job", ResumeMessage(job="job", gen=3, workers_per_gpu=1))
         assert router.expect(ResumedMessage).share == 0.0
         assert router.expect(FinishedMessage, timeout_s=120).iteration == iterations
         assert process.wait(timeout=60) == 0
         assert_each_sample_once(out, iterations)
     finally:
         stop_service(service)
+
+
+def job_on_decoder(endpoint: str) -> dict[str, Any]:
+    """What the decoder service says of job "job": its share and the samples it served."""
+    with DecoderClient(endpoint, "observer", 0.01, max_batch=1, size=8) as observer:
+        clients = observer.stats()["clients"]
+    assert isinstance(clients, dict)
+    found: dict[str, Any] = clients["job"]
+    return found
