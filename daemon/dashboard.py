@@ -101,7 +101,10 @@ async def dashboard(who: Who, service: Daemon) -> dict[str, Any]:
         "timeline": timelines(records, [e for e in events if e.job_id in mine], plans),
         "gpus": _gpu_idle(service),
         "tpm": _tpm(service, mine),
-        "events": [vars(e) for e in events if e.job_id in mine or e.job_id is None][-200:],
+        # Node-wide events (plans) name every tenant's jobs: the admin's only, as in /v1/events.
+        "events": [
+            vars(e) for e in events if e.job_id in mine or (e.job_id is None and who == ADMIN)
+        ][-200:],
         "last_event": events[-1].seq if events else 0,
     }
 

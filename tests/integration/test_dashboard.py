@@ -100,13 +100,16 @@ def test_a_tenant_sees_its_own_jobs_and_a_wrong_token_gets_no_page(
     daemon: Daemon, browser: Any
 ) -> None:
     with daemon.client() as admin, daemon.client("alice") as alice:
-        submit(admin, "admins-job")
+        admins = submit(admin, "admins-job")
         submit(alice, "alices-job")
         wait_for("both to run", lambda: _all_running(admin, 2))
     page, errors = open_page(browser, daemon, "alice")
     sync_api.expect(page.locator("#jobs")).to_contain_text("alices-job")
     sync_api.expect(page.locator("#jobs tbody tr")).to_have_count(1)
     sync_api.expect(page.locator("#node")).to_contain_text("tenant alice")
+    snapshot = page.request.get(f"{daemon.url}/v1/dashboard").json()  # with the page's cookie
+    assert [job["name"] for job in snapshot["jobs"]] == ["alices-job"]
+    assert admins not in str(snapshot["events"]), "a plan names the other tenant's job"
     assert errors == []
     stranger = browser.new_page()
     reply = stranger.goto(f"{daemon.url}/?token=wrong")
