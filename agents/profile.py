@@ -31,8 +31,8 @@ from agents.data import DataError, DeviceBatches, EpochOrder, JpegDataset
 from agents.models import build, cached_measure
 from tpm.zoo import CLASSES
 
-PIPELINE = "imagenet"  # the pipeline id jobs load with (daemon.core.messages)
-DEVICE_PIPELINE = f"{PIPELINE}+device"  # daemon.core.messages.device_pipeline(PIPELINE)
+PIPELINE = "imagenet"  # the pipeline id jobs load with (scheduler.messages)
+DEVICE_PIPELINE = f"{PIPELINE}+device"  # scheduler.messages.device_pipeline(PIPELINE)
 
 
 @dataclass(frozen=True)

@@ -41,9 +41,9 @@ from agents.protocol import (
 from allocator import ContentionCurve, InvalidRequest, NodeSpec, ThroughputModel
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
-from daemon.core.config import SchedulerConfig
-from daemon.core.errors import SchedulerError
-from daemon.core.messages import (
+from scheduler.config import SchedulerConfig
+from scheduler.errors import SchedulerError
+from scheduler.messages import (
     DEFAULT_PIPELINE,
     AgentHello,
     Allocation,
@@ -65,9 +65,9 @@ from daemon.core.messages import (
     SetShare,
     Tick,
 )
-from daemon.core.rates import RateModel
-from daemon.core.scheduler import Scheduler
-from daemon.core.states import FINAL_STATES, JobState
+from scheduler.rates import RateModel
+from scheduler.scheduler import Scheduler
+from scheduler.states import FINAL_STATES, JobState
 from daemon.gpus import detect_gpus
 from daemon.launcher import Launcher, is_agent, stop_group
 from daemon.learning import MIN_STEP_SHARE, fit_rows, training_row

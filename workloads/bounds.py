@@ -23,7 +23,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from daemon.core.messages import DEFAULT_PIPELINE
+from scheduler.messages import DEFAULT_PIPELINE
 from workloads.spec import WorkloadJob
 from workloads.truth import NodeTruth
 

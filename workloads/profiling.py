@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from daemon.core.messages import device_pipeline
+from scheduler.messages import device_pipeline
 from tpm import FittedTPM, LoadingSamples, TrainingSamples, fit
 from tpm.zoo import model_features
 from workloads.truth import NodeTruth

@@ -21,7 +21,7 @@ from enum import Enum
 import numpy as np
 
 from allocator import ContentionCurve, NodeSpec, ThroughputModel
-from daemon.core.messages import (
+from scheduler.messages import (
     DEFAULT_PIPELINE,
     AgentHello,
     Allocation,
@@ -41,8 +41,8 @@ from daemon.core.messages import (
     SetShare,
     Tick,
 )
-from daemon.core.rates import RateModel
-from daemon.core.scheduler import Scheduler
+from scheduler.rates import RateModel
+from scheduler.scheduler import Scheduler
 from workloads.bounds import run_bounds
 from workloads.errors import SimulationError, WorkloadError
 from workloads.profiling import profile_node

@@ -32,7 +32,7 @@ from typing import Any
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from daemon.core.config import SchedulerConfig
+from scheduler.config import SchedulerConfig
 from tpm.zoo import model_features
 from workloads.errors import WorkloadError
 from workloads.truth import NodeTruth

@@ -31,7 +31,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from daemon.core.messages import DEFAULT_PIPELINE
+from scheduler.messages import DEFAULT_PIPELINE
 from workloads.errors import WorkloadError
 
 _BYTES_PER_PARAM = 4

@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 from daemon.api import DEFAULT_TPM
-from daemon.core.messages import DEFAULT_PIPELINE
+from scheduler.messages import DEFAULT_PIPELINE
 from daemon.launcher import alive
 from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 

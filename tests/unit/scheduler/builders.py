@@ -4,10 +4,10 @@ from collections.abc import Sequence
 from typing import TypeVar
 
 from allocator import ContentionCurve, NodeSpec
-from daemon.core.config import SchedulerConfig
-from daemon.core.messages import Command, JobRequest, Record
-from daemon.core.rates import RateModel
-from daemon.core.scheduler import Scheduler
+from scheduler.config import SchedulerConfig
+from scheduler.messages import Command, JobRequest, Record
+from scheduler.rates import RateModel
+from scheduler.scheduler import Scheduler
 
 C = TypeVar("C")
 

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from allocator import AllocationPlan, AllocationRequest, JobSpec, NodeSpec, allocate
-from daemon.core.config import SchedulerConfig
-from daemon.core.errors import SchedulerError, UnknownJob
-from daemon.core.gate import RunningJob, decide
-from daemon.core.messages import (
+from scheduler.config import SchedulerConfig
+from scheduler.errors import SchedulerError, UnknownJob
+from scheduler.gate import RunningJob, decide
+from scheduler.messages import (
     AgentHello,
     Allocation,
     Cancel,
@@ -38,8 +38,8 @@ from daemon.core.messages import (
     SetShare,
     Tick,
 )
-from daemon.core.rates import RateModel
-from daemon.core.states import JobState, check_transition
+from scheduler.rates import RateModel
+from scheduler.states import JobState, check_transition
 
 # Share changes smaller than this are noise of the plan, not worth a message.
 _SHARE_STEP = 0.01

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
-from daemon.core.messages import JobRequest, device_pipeline
+from scheduler.messages import JobRequest, device_pipeline
 from tpm.errors import UnknownPipeline
 
 

@@ -5,9 +5,9 @@ from dataclasses import dataclass, replace
 import pytest
 
 from allocator import ContentionCurve, NodeSpec
-from daemon.core.config import SchedulerConfig
-from daemon.core.errors import SchedulerError, UnknownJob
-from daemon.core.messages import (
+from scheduler.config import SchedulerConfig
+from scheduler.errors import SchedulerError, UnknownJob
+from scheduler.messages import (
     AgentHello,
     Allocation,
     Cancel,
@@ -25,10 +25,10 @@ from daemon.core.messages import (
     SetShare,
     Tick,
 )
-from daemon.core.rates import RateModel
-from daemon.core.scheduler import Scheduler
-from daemon.core.states import JobState
-from tests.unit.daemon.builders import job, only, records, scheduler
+from scheduler.rates import RateModel
+from scheduler.scheduler import Scheduler
+from scheduler.states import JobState
+from tests.unit.scheduler.builders import job, only, records, scheduler
 
 
 def workers(core: Scheduler, job_id: str) -> int:

@@ -2,8 +2,8 @@ from itertools import pairwise
 
 import pytest
 
-from daemon.core.errors import IllegalTransition
-from daemon.core.states import FINAL_STATES, TRANSITIONS, JobState, check_transition
+from scheduler.errors import IllegalTransition
+from scheduler.states import FINAL_STATES, TRANSITIONS, JobState, check_transition
 
 
 def test_every_state_has_a_row_and_final_states_have_no_exit() -> None:

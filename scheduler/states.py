@@ -3,7 +3,7 @@
 from enum import StrEnum
 from types import MappingProxyType
 
-from daemon.core.errors import IllegalTransition
+from scheduler.errors import IllegalTransition
 
 
 class JobState(StrEnum):
