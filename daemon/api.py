@@ -29,8 +29,11 @@ from daemon.dashboard import data_router, page_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
 from daemon.service import Service, SubmitError, new_job_id
+from daemon.snapshot import NodeSnapshot
 from daemon.store import JobRecord
+from daemon.summary import node_summary
 from tpm import FittedTPM, SampleError, TpmError, UnknownModel
+from tpm.zoo import model_features
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +50,9 @@ class JobSubmission(BaseModel):
 
     name: str = Field(pattern=NAME_PATTERN, description="letters, digits, . _ -; 64 at most")
     model: str = Field(
-        pattern=r"^(sm|md)?(Resnet|VGG)[1-9][0-9]{0,2}$",
-        description="a zoo name: [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, mdResnet12",
+        max_length=64,
+        description="a zoo name, any case: [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, "
+        "mdResnet12, vgg13",
     )
     batch_size: int = Field(ge=1, le=65536, description="global batch")
     gpus: int = Field(ge=1, le=64)
@@ -65,6 +69,12 @@ class JobSubmission(BaseModel):
     audit_samples: bool = Field(
         False, description="write every trained sample to <state>/jobs/<id>/audit/rank<k>.txt"
     )
+
+    @field_validator("model")
+    @classmethod
+    def _in_the_zoo(cls, model: str) -> str:
+        model_features(model)  # the zoo's one name rule; UnknownModel is a ValueError
+        return model
 
     @field_validator("gpu_indices")
     @classmethod
@@ -116,7 +126,7 @@ def _visible(service: Service, who: str, job_id: str) -> JobRecord:
 
 
 def _mine(service: Service, who: str) -> set[str]:
-    return {record.id for record in service.store.jobs(None if who == ADMIN else who)}
+    return {record.id for record in service.store.jobs(_tenant(who))}
 
 
 @v1.post("/jobs", status_code=201)
@@ -152,7 +162,8 @@ async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
 
 @v1.get("/jobs")
 async def jobs(who: Who, service: Daemon) -> list[JobView]:
-    return [_view(service, r) for r in service.store.jobs(None if who == ADMIN else who)]
+    node = service.snapshot()
+    return [_view(service, record, node) for record in service.store.jobs(_tenant(who))]
 
 
 @v1.get("/jobs/{job_id}")
@@ -179,21 +190,21 @@ async def cancel(job_id: str, who: Who, service: Daemon) -> JobView:
 @v1.get("/allocations")
 async def allocations(who: Who, service: Daemon) -> dict[str, Any]:
     """What every running job has now, with its predicted and measured throughput."""
-    mine = _mine(service, who)
+    node = service.snapshot()
     current: dict[str, Any] = {}
-    for job_id, status in service.scheduler.jobs().items():
-        if job_id not in mine or status.state.final or status.allocation is None:
+    for job in node.live(_tenant(who)):
+        if job.allocation is None:
             continue
-        current[job_id] = {
-            "workers_per_gpu": status.allocation.workers_per_gpu,
-            "decoder_share": status.allocation.decoder_share,
-            "decode_mode": status.allocation.decode_mode,
-            "predicted_samples_per_s": status.predicted_samples_per_s,
-            "measured_samples_per_s": status.measured_samples_per_s,
+        current[job.id] = {
+            "workers_per_gpu": job.allocation.workers_per_gpu,
+            "decoder_share": job.allocation.decoder_share,
+            "decode_mode": job.allocation.decode_mode,
+            "predicted_samples_per_s": job.predicted_samples_per_s,
+            "measured_samples_per_s": job.measured_samples_per_s,
             # What the agent said in its last heartbeat: the share it applies now.
-            "agent_decoder_share": service.measured.get(job_id, {}).get("decoder_share"),
+            "agent_decoder_share": job.heartbeat.decoder_share if job.heartbeat else None,
         }
-    return {"generation": service.scheduler.generation, "allocations": current}
+    return {"generation": node.generation, "allocations": current}
 
 
 @v1.get("/allocations/history")
@@ -216,7 +227,7 @@ async def events(
     limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ) -> list[dict[str, Any]]:
     """Events with a sequence number above `after`, oldest first: poll with the last one."""
-    tenant = None if who == ADMIN else who  # filtered in SQL, before the limit
+    tenant = _tenant(who)  # filtered in SQL, before the limit
     return [vars(event) for event in service.store.events(after=after, limit=limit, tenant=tenant)]
 
 
@@ -232,7 +243,7 @@ async def event_stream(
     last = request.headers.get("last-event-id", "")
     resumed = int(last) if last.isascii() and last.isdecimal() and len(last) <= 18 else 0
     seen = max(after, resumed)
-    tenant = None if who == ADMIN else who
+    tenant = _tenant(who)
     while not await request.is_disconnected():
         for event in service.store.events(after=seen, limit=500, tenant=tenant):
             seen = event.seq
@@ -254,19 +265,20 @@ class SampleUpload(BaseModel):
 async def tpm_status(who: Who, service: Daemon) -> dict[str, Any]:
     """Where the model came from, its last fit report, stored samples, and predicted
     against measured throughput of the caller's running jobs."""
-    mine = _mine(service, who)
-    jobs: dict[str, Any] = {}
-    for job_id, status in service.scheduler.jobs().items():
-        if job_id not in mine or status.state.final:
-            continue
-        predicted, measured = status.predicted_samples_per_s, status.measured_samples_per_s
-        error = (measured / predicted - 1.0) if predicted and measured is not None else None
-        jobs[job_id] = {"predicted": predicted, "measured": measured, "relative_error": error}
+    node = service.snapshot()
+    jobs = {
+        job.id: {
+            "predicted": job.predicted_samples_per_s,
+            "measured": job.measured_samples_per_s,
+            "relative_error": job.relative_error,
+        }
+        for job in node.live(_tenant(who))
+    }
     return {
-        "source": service.model_source,
-        "report": service.model_report,
+        "source": node.model_source,
+        "report": node.model_report,
         "samples": service.store.sample_counts(),
-        "telemetry_samples": service.counters.telemetry_samples,
+        "telemetry_samples": node.counts.telemetry_samples,
         "jobs": jobs,
     }
 
@@ -291,28 +303,12 @@ async def tpm_fit(who: Who, service: Daemon) -> dict[str, Any]:
         report = await service.refit()
     except TpmError as error:
         raise _unprocessable("samples", str(error)) from None
-    return {"source": service.model_source, "report": report}
+    return {"source": service.snapshot().model_source, "report": report}
 
 
 @v1.get("/node")
 async def node(_: Who, service: Daemon) -> dict[str, Any]:
-    config = service.config
-    busy = sum(
-        (status.allocation.workers_per_gpu if status.allocation else 0)
-        * len(service.placement.get(job_id, ()))
-        for job_id, status in service.scheduler.jobs().items()
-        if not status.state.final
-    )
-    return {
-        "gpus": service.slots if service.uses_gpus else 0,
-        "cpu_training_slots": 0 if service.uses_gpus else service.slots,
-        "cpu_workers": config.node.cpu_workers,
-        "loader_processes_allocated": busy,
-        "policy": config.scheduler.policy,
-        "agent_mode": config.agent_mode,
-        "jobs_waiting_for_gpus": len(service.waiting),
-        "agent_messages_refused": service.link.malformed,
-    }
+    return node_summary(service.snapshot())
 
 
 def load_model(config: DaemonConfig) -> FittedTPM:
@@ -403,25 +399,31 @@ def _unprocessable(field: str, message: str) -> HTTPException:
     return HTTPException(422, [{"field": field, "message": message}])
 
 
-def _view(service: Service, record: JobRecord) -> JobView:
+def _tenant(who: str) -> str | None:
+    """The tenant whose jobs `who` sees; None: every tenant's (the admin)."""
+    return None if who == ADMIN else who
+
+
+def _view(service: Service, record: JobRecord, node: NodeSnapshot | None = None) -> JobView:
     fresh = service.store.job(record.id) or record
-    spec = fresh.spec
-    status = service.scheduler.jobs().get(fresh.id)
-    allocation = status.allocation if status is not None else None
+    settings = fresh.settings
+    live = (node or service.snapshot()).jobs.get(fresh.id)
+    allocation = live.allocation if live is not None else None
+    held = live is not None and not live.state.final and live.gpu_indices
     return JobView(
         id=fresh.id,
         name=fresh.name,
         tenant=fresh.tenant,
         state=fresh.state,
-        model=spec["model"],
-        gpus=spec["gpus"],
-        batch_size=spec["batch_size"],
-        iterations=spec["iterations"],
-        iteration=max(fresh.iteration, status.iteration if status is not None else 0),
-        gpu_indices=list(service.placement.get(fresh.id, ())),
+        model=settings.model,
+        gpus=settings.gpus,
+        batch_size=settings.batch_size,
+        iterations=settings.iterations,
+        iteration=max(fresh.iteration, live.iteration if live is not None else 0),
+        gpu_indices=list(live.gpu_indices) if held and live is not None else [],
         workers_per_gpu=allocation.workers_per_gpu if allocation is not None else None,
-        predicted_samples_per_s=status.predicted_samples_per_s if status else None,
-        measured_samples_per_s=status.measured_samples_per_s if status else None,
+        predicted_samples_per_s=live.predicted_samples_per_s if live else None,
+        measured_samples_per_s=live.measured_samples_per_s if live else None,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
     )

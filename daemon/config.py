@@ -6,10 +6,11 @@ then these defaults. pydantic-settings reads the environment and the file; a bad
 value fails start-up with a message naming it (`load_config`).
 """
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -17,7 +18,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-from allocator import POLICIES
+from scheduler.config import SchedulerConfig
 
 
 class ConfigError(ValueError):
@@ -41,25 +42,6 @@ class NodeConfig(BaseModel):
         description="the decoder service (`stoker decoder serve`); unset = "
         "ipc://<state_dir>/decoder.sock",
     )
-
-
-class SchedulerSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    policy: str = "optimal"
-    arrival_window_s: float = Field(30.0, ge=0.0)
-    completion_window_s: float = Field(30.0, ge=0.0)
-    pause_timeout_s: float = Field(60.0, gt=0.0)
-    heartbeat_timeout_s: float = Field(10.0, gt=0.0)
-    launch_timeout_s: float = Field(120.0, gt=0.0, description="launch to the agent's hello")
-    gate: bool = True
-
-    @field_validator("policy")
-    @classmethod
-    def _known_policy(cls, policy: str) -> str:
-        if policy not in POLICIES:
-            raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
-        return policy
 
 
 class SimulatedAgents(BaseModel):
@@ -117,7 +99,7 @@ class DaemonConfig(BaseSettings):
         10.0, gt=0.0, description="one training sample per job from heartbeats this often"
     )
     node: NodeConfig = NodeConfig()
-    scheduler: SchedulerSettings = SchedulerSettings()
+    scheduler: SchedulerConfig = SchedulerConfig()  # scheduler/config.py: the one set
     simulated: SimulatedAgents = SimulatedAgents()
     training: TrainingSettings = TrainingSettings()
 
@@ -152,3 +134,10 @@ def load_config(path: Path | None = None, **overrides: object) -> DaemonConfig:
         raise ConfigError(f"{where}{source}: {first['msg']}") from None
     except ValueError as error:  # a TOML file that does not parse
         raise ConfigError(f"--config {path}: {error}") from None
+
+
+def with_scheduler(config: DaemonConfig, **changes: object) -> DaemonConfig:
+    """`config` with some scheduler settings changed (`stoker serve --policy`); a bad value
+    raises InvalidRequest naming it."""
+    scheduler = replace(config.scheduler, **changes)  # type: ignore[arg-type]
+    return config.model_copy(update={"scheduler": scheduler})

@@ -23,7 +23,9 @@ from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Resp
 
 from daemon.auth import ADMIN, COOKIE, Daemon, Who, tenant_of
 from daemon.service import Service
+from daemon.snapshot import NodeSnapshot
 from daemon.store import EventRecord, JobRecord
+from daemon.summary import node_summary
 from tpm.validation import r_squared
 
 ASSETS = Path(str(files("daemon") / "assets" / "dashboard"))
@@ -92,15 +94,16 @@ async def dashboard(who: Who, service: Daemon) -> dict[str, Any]:
     """Everything the dashboard draws, for the caller's jobs (all of them for admin)."""
     records = service.store.jobs(None if who == ADMIN else who)
     mine = {record.id for record in records}
+    node = service.snapshot()
     events = service.store.events(after=_newest_events(service), limit=_EVENTS)
     plans = [plan for plan in reversed(service.store.plans(_PLANS))]
     return {
         "tenant": who,
-        "node": _node(service, mine),
-        "jobs": [_job(service, record) for record in records],
+        "node": _node(node, mine),
+        "jobs": [_job(service, node, record) for record in records],
         "timeline": timelines(records, [e for e in events if e.job_id in mine], plans),
-        "gpus": _gpu_idle(service),
-        "tpm": _tpm(service, mine),
+        "gpus": _gpu_idle(node),
+        "tpm": _tpm(node, mine),
         # Node-wide events (plans) name every tenant's jobs: the admin's only, as in /v1/events.
         "events": [
             vars(e) for e in events if e.job_id in mine or (e.job_id is None and who == ADMIN)
@@ -167,61 +170,53 @@ def _newest_events(service: Service) -> int:
     return max(0, service.store.last_event_seq() - _EVENTS)
 
 
-def _job(service: Service, record: JobRecord) -> dict[str, Any]:
-    status = service.scheduler.jobs().get(record.id)
-    allocation = status.allocation if status is not None else None
+def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, Any]:
+    live = node.jobs.get(record.id)
+    allocation = live.allocation if live is not None else None
     fresh = service.store.job(record.id) or record
+    settings = record.settings
+    held = live is not None and not live.state.final
     return {
         "id": record.id,
         "name": record.name,
         "tenant": record.tenant,
         "state": fresh.state,
-        "model": record.spec["model"],
-        "gpus": record.spec["gpus"],
-        "gpu_indices": list(service.placement.get(record.id, ())),
+        "model": settings.model,
+        "gpus": settings.gpus,
+        "gpu_indices": list(live.gpu_indices) if held and live is not None else [],
         "iteration": fresh.iteration,
-        "iterations": record.spec["iterations"],
+        "iterations": settings.iterations,
         "workers_per_gpu": allocation.workers_per_gpu if allocation else None,
         "decoder_share": allocation.decoder_share if allocation else None,
         "decode_mode": allocation.decode_mode if allocation else None,
-        "predicted_samples_per_s": status.predicted_samples_per_s if status else None,
-        "measured_samples_per_s": status.measured_samples_per_s if status else None,
+        "predicted_samples_per_s": live.predicted_samples_per_s if live else None,
+        "measured_samples_per_s": live.measured_samples_per_s if live else None,
     }
 
 
-def _node(service: Service, mine: set[str]) -> dict[str, Any]:
+def _node(node: NodeSnapshot, mine: set[str]) -> dict[str, Any]:
     """What the node offers and what all jobs use (totals, so no tenant's job is named)."""
-    live = [s for s in service.scheduler.jobs().items() if not s[1].state.final]
-    workers = sum(
-        (status.allocation.workers_per_gpu if status.allocation else 0)
-        * len(service.placement.get(job_id, ()))
-        for job_id, status in live
-    )
-    share = sum(status.allocation.decoder_share for _, status in live if status.allocation)
-    config = service.config
+    live = node.live()
+    share = sum(job.allocation.decoder_share for job in live if job.allocation)
     return {
-        "policy": config.scheduler.policy,
-        "gpus": service.slots if service.uses_gpus else 0,
-        "cpu_training_slots": 0 if service.uses_gpus else service.slots,
-        "cpu_workers": config.node.cpu_workers,
-        "loader_processes_allocated": workers,
-        "decoder_capacity": config.node.decoder_capacity,
+        **node_summary(node),
+        "decoder_capacity": node.decoder_capacity,
         "decoder_share_allocated": share,
-        "jobs_running": sum(1 for job_id, _ in live if job_id in mine),
-        "jobs_waiting_for_gpus": len(service.waiting),
+        "jobs_running": sum(1 for job in live if job.id in mine),
     }
 
 
-def _gpu_idle(service: Service) -> list[dict[str, Any]]:
+def _gpu_idle(node: NodeSnapshot) -> list[dict[str, Any]]:
     """Per GPU (or CPU training slot): the share of time its jobs waited for input, as their
     last heartbeats measured it; 1 when nothing runs on it."""
-    kind = "GPU" if service.uses_gpus else "CPU slot"
-    waits: dict[int, list[float]] = {index: [] for index in range(service.slots)}
-    for job_id, indices in service.placement.items():
-        idle = service.measured.get(job_id, {}).get("idle_fraction")
-        for index in indices:
-            if idle is not None and index in waits:
-                waits[index].append(float(idle))
+    kind = "GPU" if node.uses_gpus else "CPU slot"
+    waits: dict[int, list[float]] = {index: [] for index in range(node.slots)}
+    for job in node.live():
+        if job.heartbeat is None:
+            continue
+        for index in job.gpu_indices:
+            if index in waits:
+                waits[index].append(job.heartbeat.idle_fraction)
     return [
         {
             "name": f"{kind} {index}",
@@ -232,24 +227,26 @@ def _gpu_idle(service: Service) -> list[dict[str, Any]]:
     ]
 
 
-def _tpm(service: Service, mine: set[str]) -> dict[str, Any]:
+def _tpm(node: NodeSnapshot, mine: set[str]) -> dict[str, Any]:
     """The model's own held-out R^2 and, for the caller's running jobs, predicted against
     measured throughput with its R^2."""
-    points = []
-    for job_id, status in service.scheduler.jobs().items():
-        predicted, measured = status.predicted_samples_per_s, status.measured_samples_per_s
-        if job_id in mine and not status.state.final and predicted and measured is not None:
-            points.append({"job": job_id, "predicted": predicted, "measured": measured})
+    points = [
+        {"job": job.id, "predicted": job.predicted_samples_per_s, "measured": measured}
+        for job in node.live()
+        if job.id in mine
+        and job.predicted_samples_per_s
+        and (measured := job.measured_samples_per_s) is not None
+    ]
     live_r2 = None
     if len(points) >= 2:
         live_r2 = r_squared(
             np.array([p["measured"] for p in points]), np.array([p["predicted"] for p in points])
         )
-    report = service.model_report
+    report = node.model_report
     training = report.get("training", {})
     chosen = training.get("chosen")
     return {
-        "source": service.model_source,
+        "source": node.model_source,
         "training_candidate": chosen,
         "training_r2": training.get("candidates", {}).get(chosen, {}).get("r2"),
         "loading_r2": report.get("loading", {}).get("r2"),

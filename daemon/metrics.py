@@ -1,19 +1,17 @@
 """Prometheus metrics for /metrics (prometheus_client), one registry per app.
 
-Per-job gauges are read from the service at scrape time, so a finished job's series go
-away with it; counters come from the service's own counts; the pause-gap and REST latency
-histograms are observed as things happen. docs/grafana-dashboard.json charts them.
+Per-job gauges are read from a snapshot of the node at scrape time, so a finished job's
+series go away with it; counters come from the snapshot's counts; the pause-gap and REST
+latency histograms are observed as things happen. docs/grafana-dashboard.json charts them.
 """
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-if TYPE_CHECKING:
-    from daemon.service import Service
+from daemon.snapshot import NodeSnapshot
 
 PAUSE_GAP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
 
@@ -36,16 +34,17 @@ class Metrics:
             registry=self.registry,
         )
 
-    def watch(self, service: "Service") -> None:
-        self.registry.register(_ServiceCollector(service))
+    def watch(self, snapshot: Callable[[], NodeSnapshot]) -> None:
+        """Read the node from `snapshot()` at every scrape."""
+        self.registry.register(_NodeCollector(snapshot))
 
 
-class _ServiceCollector(Collector):
-    def __init__(self, service: "Service") -> None:
-        self.service = service
+class _NodeCollector(Collector):
+    def __init__(self, snapshot: Callable[[], NodeSnapshot]) -> None:
+        self.snapshot = snapshot
 
     def collect(self) -> Iterator[Metric]:
-        service = self.service
+        node = self.snapshot()
         labels = ["job", "tenant"]
         workers = GaugeMetricFamily(
             "stoker_job_workers_per_gpu", "Loader workers per GPU", labels=labels
@@ -60,36 +59,35 @@ class _ServiceCollector(Collector):
         idle = GaugeMetricFamily(
             "stoker_job_idle_fraction", "Share of time waiting for batches", labels=labels
         )
-        for job_id, status in service.scheduler.jobs().items():
-            if status.state.final or status.allocation is None:
+        for job in node.live():
+            if job.allocation is None:
                 continue
-            tenant = service.tenant_of(job_id)
-            names = [job_id, tenant]
-            workers.add_metric(names, status.allocation.workers_per_gpu)
-            share.add_metric(names, status.allocation.decoder_share)
-            if status.predicted_samples_per_s is not None:
-                predicted.add_metric(names, status.predicted_samples_per_s)
-            if status.measured_samples_per_s is not None:
-                measured.add_metric(names, status.measured_samples_per_s)
-            if job_id in service.measured:
-                idle.add_metric(names, service.measured[job_id]["idle_fraction"])
+            names = [job.id, job.tenant]
+            workers.add_metric(names, job.allocation.workers_per_gpu)
+            share.add_metric(names, job.allocation.decoder_share)
+            if job.predicted_samples_per_s is not None:
+                predicted.add_metric(names, job.predicted_samples_per_s)
+            if job.measured_samples_per_s is not None:
+                measured.add_metric(names, job.measured_samples_per_s)
+            if job.heartbeat is not None:
+                idle.add_metric(names, job.heartbeat.idle_fraction)
         yield from (workers, share, predicted, measured, idle)
-        counts = service.counters
+        counts = node.counts
         for name, value, text in (
             ("plans", counts.plans, "Allocation plans made"),
             ("pauses", counts.pauses, "Pause commands sent"),
             ("resumes", counts.resumes, "Resume commands sent"),
             ("launches", counts.launches, "Agent processes started"),
-            ("agent_messages_refused", service.link.malformed, "Malformed agent messages"),
+            ("agent_messages_refused", counts.agent_messages_refused, "Malformed agent messages"),
             ("agent_messages_unroutable", counts.agent_errors, "Messages for unknown jobs"),
         ):
             yield CounterMetricFamily(f"stoker_{name}", text, value=value)
         loader = GaugeMetricFamily(
             "stoker_node_loader_processes", "Loader processes: allocated, allowed", labels=["kind"]
         )
-        loader.add_metric(["allocated"], service.loader_processes_allocated())
-        loader.add_metric(["allowed"], service.config.node.cpu_workers)
+        loader.add_metric(["allocated"], node.loader_processes)
+        loader.add_metric(["allowed"], node.cpu_workers)
         yield loader
         waiting = GaugeMetricFamily("stoker_jobs_waiting_for_gpus", "Jobs queued for GPUs")
-        waiting.add_metric([], len(service.waiting))
+        waiting.add_metric([], len(node.waiting_for_gpus))
         yield waiting

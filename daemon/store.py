@@ -17,6 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon.jobspec import JobSettings
+from scheduler.states import JobState, check_transition
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -112,6 +115,15 @@ class JobRecord:
     pid: int | None
     iteration: int = 0
     placement: tuple[int, ...] = ()
+
+    @property
+    def settings(self) -> JobSettings:
+        """The submitted body, typed."""
+        return JobSettings.from_spec(self.spec)
+
+    @property
+    def job_state(self) -> JobState:
+        return JobState(self.state)
 
 
 @dataclass(frozen=True)
@@ -215,10 +227,22 @@ class Store:
             fields["placement"] = json.dumps(list(fields["placement"]))  # type: ignore[call-overload]
         columns = ", ".join(f"{name} = ?" for name in fields)  # names checked above
         with self._transaction():
+            if "state" in fields:
+                self._check_transition(job_id, JobState(str(fields["state"])))
             self._db.execute(
                 f"UPDATE jobs SET {columns}, updated_at = ? WHERE id = ?",
                 (*fields.values(), at, job_id),
             )
+
+    def _check_transition(self, job_id: str, new: JobState) -> None:
+        """Every lifecycle change goes through the one transition table: IllegalTransition
+        for any other, and nothing is written. Setting the state a job has is no change."""
+        row = self._db.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise StoreError(f"no job {job_id!r} in {self.path}")
+        current = JobState(row["state"])
+        if current is not new:
+            check_transition(job_id, current, new)
 
     def job(self, job_id: str) -> JobRecord | None:
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()

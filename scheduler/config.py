@@ -1,15 +1,23 @@
 """Settings of the scheduler core."""
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from allocator import POLICIES, InvalidRequest
 
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """How the core plans and waits. Windows of 0 serve arrivals or completions at once."""
+    """How the core plans and waits. Windows of 0 serve arrivals or completions at once.
 
-    policy: str = "waa"
+    The one set of scheduler settings: the daemon reads it as its config file's
+    `[scheduler]` table (configs/daemon.toml), a workload file as its `[scheduler]` table.
+    """
+
+    # pydantic (the daemon's config) reads this dataclass too: refuse misspelt keys there.
+    __pydantic_config__: ClassVar[dict[str, str]] = {"extra": "forbid"}
+
+    policy: str = "optimal"
     arrival_window_s: float = 30.0  # paper Sec. III-C: both buffers at 30 s
     completion_window_s: float = 30.0
     pause_timeout_s: float = 60.0  # then jobs still pausing keep their old allocation
@@ -28,11 +36,13 @@ class SchedulerConfig:
         for name in (
             "arrival_window_s",
             "completion_window_s",
-            "pause_timeout_s",
-            "heartbeat_timeout_s",
-            "launch_timeout_s",
             "gate_hysteresis",
             "default_pause_cost_s",
         ):
             if getattr(self, name) < 0:
                 raise InvalidRequest(f"scheduler.{name}", "must not be negative")
+        for name in ("pause_timeout_s", "heartbeat_timeout_s", "launch_timeout_s"):
+            if getattr(self, name) <= 0:
+                raise InvalidRequest(f"scheduler.{name}", "must be positive")
+        if not 0.0 <= self.fair_floor <= 1.0:
+            raise InvalidRequest("scheduler.fair_floor", "must lie in [0, 1]")

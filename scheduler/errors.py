@@ -27,3 +27,13 @@ class UnknownJob(SchedulerError):
 
     def __str__(self) -> str:
         return f"no job {self.job_id!r}"
+
+
+@dataclass
+class RefitRejected(SchedulerError):
+    """A refitted throughput model that cannot plan this node's jobs; the old one stays."""
+
+    reason: str
+
+    def __str__(self) -> str:
+        return f"the new fit cannot plan this node's jobs: {self.reason}"

@@ -7,10 +7,11 @@ fits) are always made: arrivals and completions are always served.
 """
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from allocator import AllocationPlan, JobSpec
 from allocator.throughput import job_samples_per_s
+from scheduler.messages import GateChoice, GateVerdict
 
 
 @dataclass(frozen=True)
@@ -28,24 +29,24 @@ class GateDecision:
     """Which changed jobs keep their allocation, and why each changed job went the way it did."""
 
     kept: frozenset[str]
-    reasons: Mapping[str, str]
+    verdicts: Mapping[str, GateVerdict]
 
 
 def decide(
     plan: AllocationPlan, changed: Sequence[RunningJob], capacity: int, hysteresis: float
 ) -> GateDecision:
     """Keep every change that does not pay, then give back kept shrinks while over capacity."""
-    reasons: dict[str, str] = {}
+    verdicts: dict[str, GateVerdict] = {}
     kept: dict[str, RunningJob] = {}
     for job in changed:
         planned = plan.allocations[job.spec.id]
         saved_s = _time_saved_s(job, planned.workers_per_gpu, plan.efficiency)
         needed_s = job.pause_cost_s * (1.0 + hysteresis)
         if saved_s > needed_s:
-            reasons[job.spec.id] = f"saves {saved_s:.1f} s > pause cost {needed_s:.1f} s"
+            verdicts[job.spec.id] = GateVerdict(GateChoice.CHANGE, saved_s, needed_s)
         else:
             kept[job.spec.id] = job
-            reasons[job.spec.id] = f"kept: saves {saved_s:.1f} s <= pause cost {needed_s:.1f} s"
+            verdicts[job.spec.id] = GateVerdict(GateChoice.KEEP, saved_s, needed_s)
     processes = plan.loader_processes + sum(
         job.spec.gpus * (job.current_workers_per_gpu - plan.allocations[job_id].workers_per_gpu)
         for job_id, job in kept.items()
@@ -60,8 +61,8 @@ def decide(
             break
         del kept[job.spec.id]
         processes -= _shrink(plan, job)
-        reasons[job.spec.id] = "forced: the plan does not fit unless it shrinks"
-    return GateDecision(frozenset(kept), reasons)
+        verdicts[job.spec.id] = replace(verdicts[job.spec.id], choice=GateChoice.FORCED)
+    return GateDecision(frozenset(kept), verdicts)
 
 
 def _shrink(plan: AllocationPlan, job: RunningJob) -> int:

@@ -1,9 +1,14 @@
-"""What flows into the scheduler core (events) and out of it (commands). All frozen."""
+"""What flows into the scheduler core (events) and out of it (commands and records). All
+frozen; nothing is decided by reading a string."""
 
-from dataclasses import dataclass, field
-from typing import Literal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 
-DecodeMode = Literal["cpu", "device"]
+from allocator import AllocationPlan
+from allocator.types import DecodeMode
+from scheduler.states import JobState
+
 DEFAULT_PIPELINE = "imagenet"  # what jobs load with unless they say
 
 
@@ -35,6 +40,8 @@ class JobRequest:
     restarts: int = 0  # already used: a job restored after the daemon restarted
     # What the user asked for; only the `static` policy honours it (paper Table III).
     workers_per_gpu: int | None = None
+    # Pinned GPUs (or CPU training slots); None: the least loaded ones at admission.
+    gpu_indices: tuple[int, ...] | None = None
 
 
 # ---- events ------------------------------------------------------------------------------
@@ -161,12 +168,115 @@ class Cancel:
 
 
 @dataclass(frozen=True)
-class Record:
-    """Something for the event log: a state change, a plan, a gated change, a stale message."""
+class Placed:
+    """Admission gave the job these GPUs (or CPU training slots); it now waits in the
+    arrival buffer. The adapters keep the placement with the job."""
 
-    kind: str
-    job_id: str | None = None
-    data: dict[str, object] = field(default_factory=dict)
+    job_id: str
+    gpu_indices: tuple[int, ...]
 
 
-Command = Launch | Pause | Resume | SetShare | Cancel | Record
+# ---- records: what happened, for the event log; nothing to carry out -------------------
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """A job moved along the transition table. `old` is None for a job the core took over
+    from an earlier daemon (`Scheduler.adopt`)."""
+
+    job_id: str
+    old: JobState | None
+    new: JobState
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Queued:
+    """The job was placed and entered the arrival buffer."""
+
+    job_id: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class HelloNoted:
+    """An agent said hello again while its job was past starting (a reconnect)."""
+
+    job_id: str
+    gen: int
+    state: JobState
+
+
+@dataclass(frozen=True)
+class StaleMessage:
+    """A message that came too late to matter: an older generation, or a job that ended."""
+
+    job_id: str
+    message: str  # the message type: heartbeat, paused, resumed, completed, failed
+    gen: int | None = None
+
+
+@dataclass(frozen=True)
+class Restarting:
+    """The job's agent died and its restart policy relaunches it."""
+
+    job_id: str
+    restarts: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A round's plan, generation `gen`."""
+
+    gen: int
+    plan: AllocationPlan
+
+
+class GateChoice(StrEnum):
+    """What the reallocation gate did with a change the plan asked of a running job."""
+
+    CHANGE = "change"  # it pays: pause and resize
+    KEEP = "kept"  # it does not pay: the job keeps its allocation
+    FORCED = "forced"  # it does not pay, but the plan does not fit unless the job shrinks
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    choice: GateChoice
+    saved_s: float = 0.0  # time the change saves over the job's remaining work
+    needed_s: float = 0.0  # its pause cost with the hysteresis margin
+
+    def __str__(self) -> str:
+        if self.choice is GateChoice.FORCED:
+            return "forced: the plan does not fit unless it shrinks"
+        compared = f"saves {self.saved_s:.1f} s"
+        if self.choice is GateChoice.KEEP:
+            return f"kept: {compared} <= pause cost {self.needed_s:.1f} s"
+        return f"{compared} > pause cost {self.needed_s:.1f} s"
+
+
+@dataclass(frozen=True)
+class Gated:
+    """The gate's verdict on each running job the plan of generation `gen` would change."""
+
+    gen: int
+    verdicts: Mapping[str, GateVerdict]
+
+    @property
+    def kept(self) -> int:
+        return sum(verdict.choice is GateChoice.KEEP for verdict in self.verdicts.values())
+
+
+@dataclass(frozen=True)
+class Replanned:
+    """After a pause timeout, the round's flexible jobs planned again on what was left."""
+
+    gen: int
+    plan: AllocationPlan
+
+
+Record = (
+    StateChanged | Queued | HelloNoted | StaleMessage | Restarting | Planned | Gated | Replanned
+)
+Command = Launch | Pause | Resume | SetShare | Cancel | Placed | Record

@@ -13,11 +13,13 @@ generation are recorded and ignored.
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from allocator import AllocationPlan, AllocationRequest, JobSpec, NodeSpec, allocate
+from allocator import AllocationPlan, AllocationRequest, InvalidRequest, JobSpec, NodeSpec, allocate
+from scheduler.admission import Admission, GpuPool
 from scheduler.config import SchedulerConfig
-from scheduler.errors import SchedulerError, UnknownJob
+from scheduler.errors import RefitRejected, SchedulerError, UnknownJob
 from scheduler.gate import RunningJob, decide
 from scheduler.messages import (
+    DEFAULT_PIPELINE,
     AgentHello,
     Allocation,
     Cancel,
@@ -25,21 +27,30 @@ from scheduler.messages import (
     Event,
     Failed,
     Finished,
+    Gated,
     Heartbeat,
+    HelloNoted,
     JobCancelled,
     JobRequest,
     JobSubmitted,
     Launch,
     Pause,
     Paused,
-    Record,
+    Placed,
+    Planned,
+    Queued,
+    Replanned,
+    Restarting,
     Resume,
     Resumed,
     SetShare,
+    StaleMessage,
+    StateChanged,
     Tick,
 )
 from scheduler.rates import RateModel
 from scheduler.states import JobState, check_transition
+from tpm import TpmError
 
 # Share changes smaller than this are noise of the plan, not worth a message.
 _SHARE_STEP = 0.01
@@ -63,6 +74,7 @@ class _Job:
     predicted_samples_per_s: float | None = None
     checkpoint: str = ""
     restarts: int = 0
+    gpu_indices: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,7 @@ class JobStatus:
     pause_cost_s: float | None
     restarts: int = 0
     checkpoint: str = ""
+    gpu_indices: tuple[int, ...] = ()  # where admission placed it; () while it waits
 
 
 @dataclass
@@ -92,8 +105,17 @@ class _Round:
 class Scheduler:
     """The decision loop. Feed it events in time order; carry out the commands it returns."""
 
-    def __init__(self, node: NodeSpec, rates: RateModel, config: SchedulerConfig) -> None:
+    def __init__(
+        self,
+        node: NodeSpec,
+        rates: RateModel,
+        config: SchedulerConfig,
+        gpus: GpuPool | None = None,
+    ) -> None:
+        """`gpus`: admission places jobs on this pool; None admits every job at once
+        (placement left to someone else, as in the core's own tests)."""
         self._node = node
+        self._admission = Admission(gpus) if gpus is not None else None
         self._rates = rates
         self._config = config
         self._jobs: dict[str, _Job] = {}  # every job ever submitted, for status
@@ -123,10 +145,40 @@ class Scheduler:
             pause_cost_s=job.pause_cost_s,
             restarts=job.restarts,
             checkpoint=job.checkpoint,
+            gpu_indices=job.gpu_indices,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
         return {job_id: self.status(job_id) for job_id in self._jobs}
+
+    @property
+    def waiting_for_gpus(self) -> tuple[str, ...]:
+        """Jobs admission has not placed yet, first in line first."""
+        return self._admission.waiting if self._admission is not None else ()
+
+    def placement_for(
+        self, gpus: int, pinned: tuple[int, ...] | None = None
+    ) -> tuple[int, ...] | None:
+        """Where admission would place a job of `gpus` GPUs now; None while it would wait
+        (or when this core places nothing)."""
+        return self._admission.place(gpus, pinned) if self._admission is not None else None
+
+    @property
+    def node(self) -> NodeSpec:
+        return self._node
+
+    @property
+    def config(self) -> SchedulerConfig:
+        return self._config
+
+    def loader_processes(self) -> int:
+        """Loader processes the jobs holding resources have now (or are about to have):
+        workers per GPU times GPUs, the count the plan's capacity is checked against."""
+        return sum(
+            job.request.gpus * _workers(_holding(job))
+            for job in self._live.values()
+            if job.state.holds_resources
+        )
 
     def next_deadline(self) -> float | None:
         """The earliest time at which a Tick would change something, if any."""
@@ -147,13 +199,20 @@ class Scheduler:
         return min(times, default=None)
 
     def adopt(
-        self, request: JobRequest, allocation: Allocation, iteration: int, now: float
+        self,
+        request: JobRequest,
+        allocation: Allocation,
+        iteration: int,
+        now: float,
+        gpu_indices: tuple[int, ...] = (),
     ) -> list[Command]:
         """Take over a job that is already running: its agent outlived the daemon that
-        launched it and said hello to this one. It runs on with its allocation, and the
-        next round plans it with the others."""
+        launched it and said hello to this one. It runs on with its allocation and its
+        placement, and the next round plans it with the others."""
         if request.id in self._jobs:
             raise SchedulerError(f"job {request.id!r} is known already")
+        if self._admission is not None:
+            self._admission.hold(request.id, gpu_indices)
         job = _Job(
             request=request,
             spec=self._rates.job_spec(request),
@@ -162,15 +221,33 @@ class Scheduler:
             iteration=iteration,
             last_heard=now,
             restarts=request.restarts,
+            gpu_indices=gpu_indices,
         )
         self._jobs[request.id] = self._live[request.id] = job
         why = "re-attached: its agent outlived the daemon"
-        return [Record("state", request.id, {"from": "restored", "to": "running", "why": why})]
+        return [StateChanged(request.id, None, JobState.RUNNING, why)]
+
+    def hold(self, job_id: str, gpu_indices: tuple[int, ...]) -> None:
+        """Keep GPUs for a job this core does not plan yet: one whose agent may have
+        outlived the daemon, until it is adopted or relaunched."""
+        if self._admission is not None:
+            self._admission.hold(job_id, gpu_indices)
+
+    def release(self, job_id: str) -> None:
+        """Give back what `hold` kept; admission places waiting jobs at the next event."""
+        if self._admission is not None and job_id not in self._live:
+            self._admission.release(job_id)
 
     def use_model(self, rates: RateModel, node: NodeSpec) -> None:
-        """Plan with a refitted model from now on: every live job's rates are predicted
-        again; allocations change at the next round, not here."""
-        specs = {job_id: rates.job_spec(job.request) for job_id, job in self._live.items()}
+        """Plan with a refitted model from now on, if it can plan: it must predict the
+        default pipeline and every live job, or RefitRejected says why and nothing
+        changes. Allocations change at the next round, not here."""
+        try:
+            if rates.model is not None:
+                rates.model.predict_sample_cost_s(DEFAULT_PIPELINE)
+            specs = {job_id: rates.job_spec(job.request) for job_id, job in self._live.items()}
+        except (TpmError, InvalidRequest) as error:
+            raise RefitRejected(str(error)) from None
         self._rates, self._node = rates, node
         for job_id, spec in specs.items():
             self._live[job_id].spec = spec
@@ -199,6 +276,7 @@ class Scheduler:
                 self._ended(job_id, JobState.FAILED, now, out, error)
             case Tick():
                 self._tick(now, out)
+        self._admit(now, out)
         self._maybe_start_round(now, out)
         return out
 
@@ -208,11 +286,26 @@ class Scheduler:
         if request.id in self._jobs:
             raise SchedulerError(f"job {request.id!r} was submitted already")
         spec = self._rates.job_spec(request)
-        self._jobs[request.id] = self._live[request.id] = _Job(
-            request=request, spec=spec, last_heard=now, restarts=request.restarts
-        )
-        out.append(Record("submitted", request.id, {"gpus": request.gpus}))
-        self._arrivals.append(request.id)
+        job = _Job(request=request, spec=spec, last_heard=now, restarts=request.restarts)
+        self._jobs[request.id] = self._live[request.id] = job
+        if self._admission is not None:
+            self._admission.enqueue(request)  # placed by `_admit`, maybe in this call
+        else:
+            self._queue(job, now, out)
+
+    def _admit(self, now: float, out: list[Command]) -> None:
+        """Place waiting jobs while GPUs are free; placed jobs enter the arrival buffer."""
+        if self._admission is None:
+            return
+        for request, gpu_indices in self._admission.admit():
+            job = self._jobs[request.id]
+            job.gpu_indices = gpu_indices
+            out.append(Placed(request.id, gpu_indices))
+            self._queue(job, now, out)
+
+    def _queue(self, job: _Job, now: float, out: list[Command]) -> None:
+        out.append(Queued(job.request.id, job.request.gpus))
+        self._arrivals.append(job.request.id)
         if self._arrivals_due is None:
             self._arrivals_due = now + self._config.arrival_window_s
 
@@ -221,7 +314,8 @@ class Scheduler:
         if job.state.final:
             return
         held = job.state.holds_resources
-        self._move(job, JobState.CANCELLED, out)
+        waiting = self._admission is not None and self._admission.withdraw(job_id)
+        self._move(job, JobState.CANCELLED, out, "cancelled while waiting" if waiting else "")
         if held:
             out.append(Cancel(job_id))
         if job_id in self._arrivals:
@@ -238,12 +332,12 @@ class Scheduler:
             job.allocation = job.planned
             self._move(job, JobState.RUNNING, out)
         else:
-            out.append(Record("hello", job.request.id, {"gen": event.gen, "state": job.state}))
+            out.append(HelloNoted(job.request.id, event.gen, job.state))
 
     def _heartbeat(self, event: Heartbeat, now: float, out: list[Command]) -> None:
         job = self._job(event.job_id)
         if job.state.final:
-            out.append(Record("stale", event.job_id, {"message": "heartbeat", "gen": event.gen}))
+            out.append(StaleMessage(event.job_id, "heartbeat", event.gen))
             return
         job.last_heard = now
         job.iteration = max(job.iteration, event.iteration)
@@ -262,7 +356,7 @@ class Scheduler:
             if not current.waiting:
                 self._finish_round(now, out)
             return
-        out.append(Record("stale", job.request.id, {"message": "paused", "gen": event.gen}))
+        out.append(StaleMessage(job.request.id, "paused", event.gen))
         if job.state is JobState.RUNNING and job.allocation is not None:
             # A straggler that paused after its round gave up on it: resume it as it was.
             self._move(job, JobState.RESUMING, out)
@@ -272,7 +366,7 @@ class Scheduler:
         job = self._job(event.job_id)
         job.last_heard = now
         if job.state is not JobState.RESUMING:
-            out.append(Record("stale", job.request.id, {"message": "resumed", "gen": event.gen}))
+            out.append(StaleMessage(job.request.id, "resumed", event.gen))
             return
         job.allocation = job.planned or job.allocation
         job.pause_cost_s = (
@@ -288,7 +382,7 @@ class Scheduler:
     ) -> None:
         job = self._job(job_id)
         if job.state.final:
-            out.append(Record("stale", job_id, {"message": state.value}))
+            out.append(StaleMessage(job_id, state.value))
             return
         held = job.state.holds_resources
         if state is JobState.FAILED and held and job.restarts < job.request.max_restarts:
@@ -303,7 +397,7 @@ class Scheduler:
         last checkpoint (Launch.resume_from) by the next round."""
         job.restarts += 1
         self._move(job, JobState.SUBMITTED, out, f"restart {job.restarts}: {why}")
-        out.append(Record("restart", job.request.id, {"restarts": job.restarts, "why": why}))
+        out.append(Restarting(job.request.id, job.restarts, why))
         job.allocation = job.planned = None
         self._leave_round(job.request.id, now, out)
         self._arrivals.append(job.request.id)
@@ -371,7 +465,7 @@ class Scheduler:
         # Workers or decode mode change: the job must pause. A share alone changes live.
         changed = [job for job in running if _needs_pause(job.allocation, targets[job.request.id])]
         kept = self._gate(plan, changed, out)
-        out.append(Record("plan", None, {"gen": self._generation, **plan.to_dict()}))
+        out.append(Planned(self._generation, plan))
         for job in running:
             target = targets[job.request.id]
             assert job.allocation is not None
@@ -441,7 +535,7 @@ class Scheduler:
             capacity=self._node.cpu_workers,
             hysteresis=self._config.gate_hysteresis,
         )
-        out.append(Record("gate", None, {"gen": self._generation, **decision.reasons}))
+        out.append(Gated(self._generation, decision.verdicts))
         return set(decision.kept)
 
     def _finish_round(self, now: float, out: list[Command]) -> None:
@@ -470,12 +564,17 @@ class Scheduler:
             self._move(job, JobState.RUNNING, out, "pause timed out: keeps its allocation")
         flexible = [self._jobs[j] for j in (*current.paused, *current.launches)]
         if flexible:
-            node = self._node_left(also_fixed=(JobState.RUNNING,))
-            request = AllocationRequest(node, tuple(job.spec for job in flexible))
+            # The same request as a round's: each job's work left, what it must keep, and
+            # the fairness floor.
+            request = AllocationRequest(
+                node=self._node_left(also_fixed=(JobState.RUNNING,)),
+                jobs=tuple(_planned_spec(job, self._fixed(job)) for job in flexible),
+                fair_floor=self._config.fair_floor,
+            )
             replan = allocate(request, self._config.policy)
             for job in flexible:
                 job.planned = _allocation(replan, job.request.id)
-            out.append(Record("replan", None, {"gen": current.gen, **replan.to_dict()}))
+            out.append(Replanned(current.gen, replan))
         self._finish_round(now, out)
 
     def _leave_round(self, job_id: str, now: float, out: list[Command]) -> None:
@@ -506,13 +605,12 @@ class Scheduler:
 
     def _move(self, job: _Job, new: JobState, out: list[Command], why: str = "") -> None:
         check_transition(job.request.id, job.state, new)
-        data: dict[str, object] = {"from": job.state.value, "to": new.value}
-        if why:
-            data["why"] = why
-        out.append(Record("state", job.request.id, data))
+        out.append(StateChanged(job.request.id, job.state, new, why))
         job.state = new
         if new.final:
             del self._live[job.request.id]
+            if self._admission is not None:
+                self._admission.release(job.request.id)
 
 
 def _remaining_samples(job: _Job) -> int:

@@ -37,15 +37,20 @@ _HOLDING = frozenset(
 )
 
 _S = JobState
+# Edges marked "restore" are taken only by a daemon bringing back what an earlier one left:
+# its agent's finished marker says the job completed while no daemon listened; the job
+# cannot be planned any more (its model left the zoo) or has no restarts left; or it goes
+# back to the queue to be relaunched.
 TRANSITIONS = MappingProxyType(
     {
-        # the arrival window closed and the job has a plan; or the user gave up
-        _S.SUBMITTED: frozenset({_S.PENDING, _S.CANCELLED}),
-        # launched with its allocation; cancelled before it ever ran
-        _S.PENDING: frozenset({_S.STARTING, _S.CANCELLED}),
+        # the arrival window closed and the job has a plan; or the user gave up; restore
+        _S.SUBMITTED: frozenset({_S.PENDING, _S.CANCELLED, _S.COMPLETED, _S.FAILED}),
+        # launched with its allocation; cancelled before it ever ran; restore
+        _S.PENDING: frozenset({_S.STARTING, _S.CANCELLED, _S.SUBMITTED, _S.COMPLETED, _S.FAILED}),
         # its agent said hello; it never came up; cancelled while starting; its agent died
-        # and its restart policy relaunches it (from here on, every holding state has that)
-        _S.STARTING: frozenset({_S.RUNNING, _S.FAILED, _S.CANCELLED, _S.SUBMITTED}),
+        # and its restart policy relaunches it (from here on, every holding state has that);
+        # restore
+        _S.STARTING: frozenset({_S.RUNNING, _S.FAILED, _S.CANCELLED, _S.SUBMITTED, _S.COMPLETED}),
         # a new plan changes it; it ended on its own; it died; the user cancelled it; a
         # straggler whose late `paused` arrives after its round gave up is told to resume
         _S.RUNNING: frozenset(
@@ -56,8 +61,8 @@ TRANSITIONS = MappingProxyType(
         _S.PAUSING: frozenset(
             {_S.PAUSED, _S.COMPLETED, _S.RUNNING, _S.FAILED, _S.CANCELLED, _S.SUBMITTED}
         ),
-        # told to resume with its new allocation; died while paused; cancelled
-        _S.PAUSED: frozenset({_S.RESUMING, _S.FAILED, _S.CANCELLED, _S.SUBMITTED}),
+        # told to resume with its new allocation; died while paused; cancelled; restore
+        _S.PAUSED: frozenset({_S.RESUMING, _S.FAILED, _S.CANCELLED, _S.SUBMITTED, _S.COMPLETED}),
         # resumed; finished right after resuming; died on the way; cancelled
         _S.RESUMING: frozenset({_S.RUNNING, _S.COMPLETED, _S.FAILED, _S.CANCELLED, _S.SUBMITTED}),
         _S.COMPLETED: frozenset(),

@@ -6,9 +6,9 @@ at the constant rate the node's truth gives for the current set of running jobs,
 end is computed, not stepped to. The core plans with a TPM fitted from simulated profiling
 (`workloads.profiling`), or in `oracle` mode with the truth itself.
 
-Admission, which the paper leaves to a resource manager such as Yarn (Sec. IV-C): a job with
-`gpu_indices` starts on those GPUs; any other job takes the least loaded GPUs that hold fewer
-than `node.max_jobs_per_gpu` jobs, and waits first-come first-served while none are free.
+Admission is the core's too (`scheduler/admission.py`, the daemon's rule): a job takes its
+`gpu_indices`, or else the least loaded GPUs, once they hold fewer than
+`node.max_jobs_per_gpu` jobs, and waits first come, first served while they do not.
 """
 
 import heapq
@@ -21,6 +21,7 @@ from enum import Enum
 import numpy as np
 
 from allocator import ContentionCurve, NodeSpec, ThroughputModel
+from scheduler.admission import GpuPool
 from scheduler.messages import (
     DEFAULT_PIPELINE,
     AgentHello,
@@ -29,13 +30,15 @@ from scheduler.messages import (
     Command,
     Event,
     Finished,
+    Gated,
     Heartbeat,
     JobRequest,
     JobSubmitted,
     Launch,
     Pause,
     Paused,
-    Record,
+    Placed,
+    Planned,
     Resume,
     Resumed,
     SetShare,
@@ -113,7 +116,13 @@ class Simulation:
         self._config = replace(config, heartbeat_timeout_s=timeout)
         self._rng = random.Random(options.seed)
         self._profile_report: dict[str, object] | None = None
-        self._scheduler = Scheduler(self._node_spec(), self._rate_model(), self._config)
+        node = workload.node
+        self._scheduler = Scheduler(
+            self._node_spec(),
+            self._rate_model(),
+            self._config,
+            GpuPool(node.gpus, node.max_jobs_per_gpu),
+        )
         self._jobs = {job.id: self._new_job(job) for job in workload.jobs}
         # Kept by hand, so that no step of the loop walks every job of a long trace.
         self._order = {job_id: index for index, job_id in enumerate(self._jobs)}
@@ -122,7 +131,6 @@ class Simulation:
         self._events: list[tuple[float, int, str, str, int]] = []
         self._sequence = 0
         self._now = 0.0
-        self._queue: list[str] = []  # waiting for GPUs, first come first served
         self._gpu_jobs = [0] * workload.node.gpus
         self._paused_gens: set[int] = set()
         self._gated = 0
@@ -218,28 +226,7 @@ class Simulation:
     # ---- agents ---------------------------------------------------------------------------
 
     def _arrive(self, job: _Job) -> None:
-        self._queue.append(job.spec.id)
-        self._admit()
-
-    def _admit(self) -> None:
-        while self._queue:
-            job = self._jobs[self._queue[0]]
-            gpus = job.spec.gpu_indices or self._free_gpus(job.spec.gpus)
-            if gpus is None:
-                return  # first come, first served: the head waits, and so do the others
-            self._queue.pop(0)
-            job.gpu_indices = tuple(gpus)
-            for gpu in gpus:
-                self._gpu_jobs[gpu] += 1
-            job.phase = _Phase.SUBMITTED
-            self._deliver(JobSubmitted(self._request(job)))
-
-    def _free_gpus(self, count: int) -> list[int] | None:
-        limit = self._workload.node.max_jobs_per_gpu
-        open_gpus = sorted((load, gpu) for gpu, load in enumerate(self._gpu_jobs) if load < limit)
-        if len(open_gpus) < count:
-            return None
-        return sorted(gpu for _, gpu in open_gpus[:count])
+        self._deliver(JobSubmitted(self._request(job)))
 
     def _request(self, job: _Job) -> JobRequest:
         step_time_s = sample_cost_s = device_sample_cost_s = None
@@ -260,11 +247,14 @@ class Simulation:
             sample_cost_s=sample_cost_s,
             device_sample_cost_s=device_sample_cost_s,
             workers_per_gpu=job.spec.workers_per_gpu,
+            gpu_indices=job.spec.gpu_indices,
         )
 
     def _sharing_factor(self, job: _Job) -> float:
-        """The oracle knows a shared GPU makes every step dearer."""
-        shared = any(self._gpu_jobs[gpu] > 1 for gpu in job.gpu_indices)
+        """The oracle knows a shared GPU makes every step dearer: on the GPUs admission
+        would give the job now (none while it would wait)."""
+        place = self._scheduler.placement_for(job.spec.gpus, job.spec.gpu_indices) or ()
+        shared = any(self._gpu_jobs[gpu] >= 1 for gpu in place)
         return 1.0 + self._truth.share_overhead if shared else 1.0
 
     def _hello(self, job: _Job) -> None:
@@ -295,7 +285,6 @@ class Simulation:
         for gpu in job.gpu_indices:
             self._gpu_jobs[gpu] -= 1
         self._deliver(Finished(job.spec.id))
-        self._admit()
 
     def _heartbeats(self) -> None:
         for job in self._running_jobs():
@@ -324,6 +313,12 @@ class Simulation:
 
     def _carry_out(self, command: Command) -> None:
         match command:
+            case Placed(job_id=job_id, gpu_indices=gpu_indices):
+                job = self._jobs[job_id]
+                job.gpu_indices = gpu_indices
+                for gpu in gpu_indices:
+                    self._gpu_jobs[gpu] += 1
+                job.phase = _Phase.SUBMITTED
             case Launch(job_id=job_id, gen=gen, allocation=allocation):
                 job = self._jobs[job_id]
                 job.gen, job.workers_per_gpu = gen, allocation.workers_per_gpu
@@ -352,10 +347,10 @@ class Simulation:
                 job = self._jobs[job_id]
                 job.end_s = self._now
                 self._stop(job, _Phase.DONE)
-            case Record(kind="plan"):
+            case Planned():
                 self._plans += 1
-            case Record(kind="gate", data=data):
-                self._gated += sum(str(why).startswith("kept") for why in data.values())
+            case Gated():
+                self._gated += command.kept
 
     def _after(self, mean_s: float, kind: str, job_id: str) -> None:
         """The agent's answer, after a true cost drawn around `mean_s`."""

@@ -10,7 +10,7 @@ import uvicorn
 from agents.simulated import main as simulated_agent
 from daemon.api import create_app, load_model
 from daemon.cli.common import fail
-from daemon.config import ConfigError, load_config
+from daemon.config import ConfigError, load_config, with_scheduler
 from daemon.store import StateDirLock, StoreError
 from tpm import TpmError
 
@@ -55,8 +55,7 @@ def serve(
         if window is not None:
             changed |= {"arrival_window_s": window, "completion_window_s": window}
         if changed:
-            scheduler = settings.scheduler.model_validate(settings.scheduler.model_dump() | changed)
-            settings = settings.model_copy(update={"scheduler": scheduler})
+            settings = with_scheduler(settings, **changed)
     except ConfigError as error:
         fail(str(error))
     except ValueError as error:

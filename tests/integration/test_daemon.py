@@ -17,8 +17,8 @@ import pytest
 import zmq
 
 from daemon.api import DEFAULT_TPM
-from scheduler.messages import DEFAULT_PIPELINE
 from daemon.launcher import alive
+from scheduler.messages import DEFAULT_PIPELINE
 from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 
 pytestmark = pytest.mark.timeout(120)

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from daemon.store import SCHEMA_VERSION, JobRecord, Store, StoreError
+from scheduler.errors import IllegalTransition
 
 
 def record(job_id: str, tenant: str = "alice") -> JobRecord:
@@ -26,6 +27,8 @@ def record(job_id: str, tenant: str = "alice") -> JobRecord:
 def test_a_job_written_is_read_back_by_another_connection(tmp_path: Path) -> None:
     store = Store(tmp_path / "stoker.db")
     store.add_job(record("a"))
+    store.update_job("a", 1.5, state="pending")
+    store.update_job("a", 1.6, state="starting")
     store.update_job("a", 2.0, state="running", pid=123, placement=(2, 3))
     other = Store(tmp_path / "stoker.db")  # as a restarted daemon would
     found = other.job("a")
@@ -34,6 +37,21 @@ def test_a_job_written_is_read_back_by_another_connection(tmp_path: Path) -> Non
     assert [e.kind for e in other.events("a")] == ["submitted"]
     mode = sqlite3.connect(tmp_path / "stoker.db").execute("PRAGMA journal_mode").fetchone()
     assert mode == ("wal",)
+
+
+def test_the_store_refuses_a_state_change_off_the_transition_table(tmp_path: Path) -> None:
+    store = Store(tmp_path / "stoker.db")
+    store.add_job(record("a"))
+    with pytest.raises(IllegalTransition, match="cannot go from submitted to running"):
+        store.update_job("a", 2.0, state="running", pid=7)
+    found = store.job("a")
+    assert found is not None and (found.state, found.pid) == ("submitted", None)  # nothing
+    store.update_job("a", 3.0, state="cancelled")
+    with pytest.raises(IllegalTransition):
+        store.update_job("a", 4.0, state="submitted")  # a final state has no exit
+    store.update_job("a", 5.0, state="cancelled", checkpoint="x")  # no change is no transition
+    with pytest.raises(StoreError, match="no job"):
+        store.update_job("nobody", 6.0, state="running")
 
 
 def test_tenants_see_their_own_jobs(tmp_path: Path) -> None:

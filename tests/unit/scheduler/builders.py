@@ -5,7 +5,7 @@ from typing import TypeVar
 
 from allocator import ContentionCurve, NodeSpec
 from scheduler.config import SchedulerConfig
-from scheduler.messages import Command, JobRequest, Record
+from scheduler.messages import Command, JobRequest
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
 
@@ -62,8 +62,3 @@ def scheduler(
 def only(commands: Sequence[Command], kind: type[C]) -> list[C]:
     """The commands of one type, in order."""
     return [command for command in commands if isinstance(command, kind)]
-
-
-def records(commands: Sequence[Command], kind: str) -> list[Record]:
-    """The Record commands of one kind."""
-    return [c for c in commands if isinstance(c, Record) and c.kind == kind]

@@ -13,6 +13,8 @@ from scheduler.messages import (
     Cancel,
     Failed,
     Finished,
+    GateChoice,
+    Gated,
     Heartbeat,
     JobCancelled,
     JobRequest,
@@ -20,15 +22,19 @@ from scheduler.messages import (
     Launch,
     Pause,
     Paused,
+    Replanned,
+    Restarting,
     Resume,
     Resumed,
     SetShare,
+    StaleMessage,
+    StateChanged,
     Tick,
 )
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
 from scheduler.states import JobState
-from tests.unit.scheduler.builders import job, only, records, scheduler
+from tests.unit.scheduler.builders import job, only, scheduler
 
 
 def workers(core: Scheduler, job_id: str) -> int:
@@ -132,7 +138,7 @@ def test_stale_pause_is_recorded_and_ignored() -> None:
     start(core, "a", 0.0)
     core.handle(JobSubmitted(job("b")), now=1.0)
     out = core.handle(Paused("a", 1, 0), now=2.0)  # gen 1 is not the round's gen 2
-    assert records(out, "stale")
+    assert only(out, StaleMessage)
     assert only(out, Launch) == []
     assert core.status("a").state is JobState.PAUSING
 
@@ -164,8 +170,9 @@ def test_gate_leaves_a_nearly_done_job_alone() -> None:
     # b finishes: a could grow back to 10, but 10 iterations left are not worth a pause.
     out = core.handle(Finished("b"), now=101.0)
     assert only(out, Pause) == []
-    (gate,) = records(out, "gate")
-    assert "kept" in str(gate.data["a"])
+    (gate,) = only(out, Gated)
+    assert gate.verdicts["a"].choice is GateChoice.KEEP
+    assert str(gate.verdicts["a"]).startswith("kept")
 
 
 def test_gate_still_shrinks_what_capacity_forces() -> None:
@@ -174,8 +181,9 @@ def test_gate_still_shrinks_what_capacity_forces() -> None:
     core.handle(Heartbeat("a", 1, 999, 100.0, 0.0, 10), now=10.0)
     out = core.handle(JobSubmitted(job("b")), now=11.0)
     assert only(out, Pause) == [Pause("a", 2)]
-    (gate,) = records(out, "gate")
-    assert "forced" in str(gate.data["a"])
+    (gate,) = only(out, Gated)
+    assert gate.verdicts["a"].choice is GateChoice.FORCED
+    assert str(gate.verdicts["a"]).startswith("forced")
 
 
 def test_lost_job_fails_and_frees_its_workers() -> None:
@@ -202,7 +210,7 @@ def test_a_dead_agent_is_relaunched_from_its_checkpoint_within_its_restart_cap()
     assert core.status("a").restarts == 1
     (relaunch,) = only(out, Launch)
     assert relaunch.resume_from == "/ckpt/a"
-    assert [r.data["restarts"] for r in records(out, "restart")] == [1]
+    assert [r.restarts for r in only(out, Restarting)] == [1]
     core.handle(AgentHello("a", relaunch.gen, 40), 2.5)
     core.handle(Failed("a", "agent exited with code 1"), now=3.0)
     assert core.status("a").state is JobState.FAILED  # the cap is reached
@@ -257,9 +265,9 @@ def test_messages_about_ended_jobs_do_not_crash_and_are_recorded() -> None:
     core = scheduler()
     start(core, "a", 0.0)
     core.handle(Finished("a"), now=5.0)
-    assert records(core.handle(Finished("a"), now=6.0), "stale")
-    assert records(core.handle(Failed("a", "late"), now=6.0), "stale")
-    assert records(core.handle(Heartbeat("a", 1, 3, 1.0, 0.0, 1), now=6.0), "stale")
+    assert only(core.handle(Finished("a"), now=6.0), StaleMessage)
+    assert only(core.handle(Failed("a", "late"), now=6.0), StaleMessage)
+    assert only(core.handle(Heartbeat("a", 1, 3, 1.0, 0.0, 1), now=6.0), StaleMessage)
 
 
 def test_unknown_and_duplicate_jobs_are_refused() -> None:
@@ -352,7 +360,7 @@ def test_a_new_model_repredicts_live_jobs_for_the_next_round() -> None:
 def test_an_adopted_job_runs_on_and_is_planned_with_the_next_arrival() -> None:
     core = scheduler(cpu_workers=12)
     out = core.adopt(job("old"), Allocation(7), iteration=500, now=0.0)
-    assert [r.data["to"] for r in records(out, "state")] == ["running"]
+    assert [r.new for r in only(out, StateChanged)] == [JobState.RUNNING]
     assert core.status("old").state is JobState.RUNNING and workers(core, "old") == 7
     with pytest.raises(SchedulerError):
         core.adopt(job("old"), Allocation(7), iteration=500, now=0.0)
@@ -405,3 +413,36 @@ def test_shares_of_jobs_still_starting_are_not_planned_twice() -> None:
     (launch_b,) = only(out, Launch)
     assert launch_b.allocation.decode_mode == "cpu"
     assert launch_b.allocation.decoder_share == 0.0
+
+
+def test_a_replan_after_a_pause_timeout_plans_as_a_round_does() -> None:
+    # `s` must shrink for `p` and `q` but never pauses. At the timeout `s` keeps its 10
+    # workers and `p` and `q` are planned on the 8 left, with the configured fairness floor
+    # (0.7: `p` may drop to 3 workers, 300 of its balance 400 samples/s, so `q` reaches its
+    # peak with 5). The replan once planned bare specs at the default floor of 0.8: 4 and 4.
+    core = Scheduler(
+        NodeSpec(cpu_workers=18, contention=ContentionCurve.contention_free()),
+        RateModel(),
+        SchedulerConfig(
+            policy="fair", arrival_window_s=1.0, completion_window_s=1.0, gate=False,
+            pause_timeout_s=20.0, fair_floor=0.7,
+        ),
+    )  # fmt: skip
+    core.handle(JobSubmitted(job("s")), 0.0)
+    (launch,) = only(core.handle(Tick(), 1.0), Launch)
+    core.handle(AgentHello("s", launch.gen, 0), 1.0)
+    assert workers(core, "s") == 10
+    core.handle(JobSubmitted(job("p")), 2.0)
+    core.handle(JobSubmitted(job("q", sample_cost_s=0.005)), 2.0)
+    out = core.handle(Tick(), 3.0)
+    assert [pause.job_id for pause in only(out, Pause)] == ["s"]
+    core.handle(Heartbeat("s", launch.gen, 20, 100.0, 0.0, 10), 10.0)
+    out = core.handle(Tick(), 23.0)  # the pause timed out: `s` keeps its 10
+    assert workers(core, "s") == 10
+    (replanned,) = only(out, Replanned)
+    launched = {launch.job_id: launch.allocation.workers_per_gpu for launch in only(out, Launch)}
+    assert launched == {"p": 3, "q": 5}
+    assert {job_id: a.workers_per_gpu for job_id, a in replanned.plan.allocations.items()} == {
+        "p": 3,
+        "q": 5,
+    }

@@ -1,0 +1,306 @@
+"""Carrying out the scheduler core's commands: processes started and stopped, messages sent
+to agents, state and events written to the store. No decisions: the core made them."""
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agents.protocol import (
+    VERSION,
+    CancelMessage,
+    PausedMessage,
+    PauseMessage,
+    ResumedMessage,
+    ResumeMessage,
+    ShareMessage,
+    read_finished_marker,
+)
+from daemon.agentargs import AgentLaunch, agent_argv
+from scheduler.messages import (
+    Allocation,
+    Cancel,
+    Command,
+    Failed,
+    Finished,
+    Gated,
+    HelloNoted,
+    Launch,
+    Pause,
+    Placed,
+    Planned,
+    Queued,
+    Record,
+    Replanned,
+    Restarting,
+    Resume,
+    SetShare,
+    StaleMessage,
+    StateChanged,
+)
+from scheduler.states import JobState
+
+if TYPE_CHECKING:
+    from daemon.service import Service
+
+log = logging.getLogger(__name__)
+
+_CANCEL_GRACE_S = 5.0
+
+
+@dataclass
+class Counters:
+    plans: int = 0
+    pauses: int = 0
+    resumes: int = 0
+    launches: int = 0
+    agent_errors: int = 0  # messages for unknown jobs, or that the core refused
+    telemetry_samples: int = 0  # training samples taken from heartbeats
+
+
+def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa: PLR0911 (one return a type)
+    """(job, kind, data) of a record as the event log keeps it (`GET /v1/events`)."""
+    match record:
+        case StateChanged(job_id=job_id, old=old, new=new, why=why):
+            data: dict[str, Any] = {"from": old.value if old else "restored", "to": new.value}
+            return job_id, "state", {**data, "why": why} if why else data
+        case Queued(job_id=job_id, gpus=gpus):
+            return job_id, "submitted", {"gpus": gpus}
+        case HelloNoted(job_id=job_id, gen=gen, state=state):
+            return job_id, "hello", {"gen": gen, "state": state.value}
+        case StaleMessage(job_id=job_id, message=message, gen=gen):
+            stale: dict[str, Any] = {"message": message}
+            return job_id, "stale", stale if gen is None else {**stale, "gen": gen}
+        case Restarting(job_id=job_id, restarts=restarts, why=why):
+            return job_id, "restart", {"restarts": restarts, "why": why}
+        case Planned(gen=gen, plan=plan):
+            return None, "plan", {"gen": gen, **plan.to_dict()}
+        case Gated(gen=gen, verdicts=verdicts):
+            return None, "gate", {"gen": gen, **{job: str(v) for job, v in verdicts.items()}}
+        case Replanned(gen=gen, plan=plan):
+            return None, "replan", {"gen": gen, **plan.to_dict()}
+
+
+class Actions:
+    """The service's hands."""
+
+    def __init__(self, service: "Service") -> None:
+        self._service = service
+        self._resume_from: dict[str, str] = {}  # restored job -> its stored checkpoint
+        self._cancelled_at: dict[str, float] = {}  # job told to stop -> when
+        self._cold_pauses: dict[str, float] = {}  # cold-resize job paused -> when (epoch s)
+
+    def carry_out_all(self, commands: Sequence[Command]) -> None:
+        """Every command, even when one fails: a launch that fails is the job's failure."""
+        for command in commands:
+            try:
+                self._carry_out(command)
+            except Exception as error:
+                log.exception("carrying out %r", command)
+                if isinstance(command, Launch):
+                    self._service.feed(Failed(command.job_id, f"launch failed: {error}"))
+
+    def _carry_out(self, command: Command) -> None:
+        service = self._service
+        match command:
+            case Placed(job_id=job_id, gpu_indices=gpu_indices):
+                service.store.update_job(job_id, time.time(), placement=gpu_indices)
+            case Launch(job_id=job_id, gen=gen, allocation=allocation):
+                resume_from = command.resume_from or self._resume_from.pop(job_id, "")
+                self._start_agent(job_id, gen, allocation, resume_from)
+            case Pause(job_id=job_id, gen=gen):
+                service.counters.pauses += 1
+                self._send(PauseMessage(job=job_id, gen=gen))
+            case Resume(job_id=job_id, gen=gen, allocation=allocation):
+                service.counters.resumes += 1
+                if job_id in self._cold_pauses:
+                    self._resume_cold(job_id, gen, allocation)
+                    return
+                self._send(
+                    ResumeMessage(
+                        job=job_id,
+                        gen=gen,
+                        workers_per_gpu=allocation.workers_per_gpu,
+                        decoder_share=allocation.decoder_share,
+                        decode_mode=allocation.decode_mode,
+                    )
+                )
+            case SetShare(job_id=job_id, gen=gen, decoder_share=share):
+                if service.agent_version(job_id, VERSION) < 2:  # `share` is new in v2
+                    log.warning("job %s: agent speaks protocol v1; new share waits", job_id)
+                    return
+                self._send(ShareMessage(job=job_id, gen=gen, decoder_share=share))
+                service.store.add_event(job_id, time.time(), "share", {"gen": gen, "share": share})
+            case Cancel(job_id=job_id):
+                self._send(CancelMessage(job=job_id))
+                self._cancelled_at[job_id] = service.now()
+            case _:
+                self._record(command)
+
+    def _record(self, record: Record) -> None:
+        service = self._service
+        job_id, kind, data = event_of(record)
+        match record:
+            case StateChanged(job_id=changed, new=new, why=why):
+                self.set_state(changed, new, why, data)
+                return
+            case Restarting(restarts=restarts):
+                service.store.update_job(record.job_id, time.time(), restarts=restarts)
+            case Planned(gen=gen, plan=plan):
+                service.counters.plans += 1
+                allocations = plan.to_dict()["allocations"]
+                assert isinstance(allocations, dict)
+                service.store.add_plan(
+                    gen, time.time(), service.config.scheduler.policy, allocations
+                )
+        service.store.add_event(job_id, time.time(), kind, data)
+
+    def set_state(
+        self, job_id: str, state: JobState, why: str, data: dict[str, Any] | None = None
+    ) -> None:
+        """Write a lifecycle change (the store checks it against the transition table)
+        and its event; a job that left leaves nothing running behind."""
+        service = self._service
+        service.store.update_job(job_id, time.time(), state=state.value)
+        service.store.add_event(
+            job_id, time.time(), "state", data or {"to": state.value, "why": why}
+        )
+        launcher = service.launcher
+        if state is JobState.SUBMITTED and launcher.running(job_id):
+            launcher.stop(job_id, grace_s=0.0)  # lost or died: the restart needs it gone
+        if state.final:
+            service.measured.pop(job_id, None)
+            service.sampler.forget(job_id)
+            if launcher.running(job_id) and job_id not in self._cancelled_at:
+                self._cancelled_at[job_id] = service.now()  # lost or failed: make sure it is gone
+
+    def resume_from(self, job_id: str, checkpoint: str) -> None:
+        """Start the job's next launch from `checkpoint` (a job restored after a restart)."""
+        self._resume_from[job_id] = checkpoint
+
+    # ---- agents' messages that need more than the core ----------------------------------
+
+    def paused(self, message: PausedMessage) -> None:
+        if self._cold(message.job):  # its process exits now; Resume relaunches it
+            self._cold_pauses[message.job] = message.ts or time.time()
+        if message.checkpoint:
+            self._service.store.update_job(
+                message.job, time.time(), checkpoint=message.checkpoint, iteration=message.iteration
+            )
+
+    def resumed(self, message: ResumedMessage) -> None:
+        service = self._service
+        service.metrics.pause_gap.observe(message.gap_s)
+        service.store.add_event(
+            message.job,
+            time.time(),
+            "resumed",
+            {"gen": message.gen, "workers": message.workers, "gap_s": message.gap_s},
+        )
+
+    # ---- processes ------------------------------------------------------------------------
+
+    def _resume_cold(self, job_id: str, gen: int, allocation: Allocation) -> None:
+        """A cold-resize job's agent exited after `paused`: start a new one from the
+        checkpoint with the new allocation; it says `resumed` after its first step."""
+        paused_at = self._cold_pauses.pop(job_id)
+        stored = self._service.store.job(job_id)
+        checkpoint = stored.checkpoint if stored is not None else ""
+        self._start_agent(job_id, gen, allocation, checkpoint, paused_at=paused_at)
+
+    def _start_agent(
+        self,
+        job_id: str,
+        gen: int,
+        allocation: Allocation,
+        resume_from: str,
+        paused_at: float | None = None,
+    ) -> None:
+        service = self._service
+        record = service.records[job_id]
+        settings = record.settings
+        service.counters.launches += 1
+        if service.launcher.running(job_id):
+            service.launcher.stop(job_id, grace_s=2.0)
+        simulated = service.config.agent_mode == "simulate"
+        launch = AgentLaunch(
+            job_id=job_id,
+            settings=settings,
+            gen=gen,
+            allocation=allocation,
+            resume_from=resume_from,
+            job_dir=service.launcher.job_dir(job_id),
+            dataset=None if simulated else service.dataset(settings),
+            predicted=service.rates.job_spec(service.request(record)) if simulated else None,
+            paused_at=paused_at,
+        )
+        argv = agent_argv(service.config, launch, service.link.endpoint, service.decoder_endpoint)
+        placement = service.scheduler.status(job_id).gpu_indices
+        indices = ",".join(str(index) for index in placement)
+        env = (
+            {"CUDA_VISIBLE_DEVICES": indices}
+            if service.uses_gpus
+            else {"STOKER_CPU_SLOTS": indices}
+        )
+        pid = service.launcher.launch(job_id, argv, env)
+        service.store.update_job(job_id, time.time(), pid=pid)
+
+    def _cold(self, job_id: str) -> bool:
+        """Whether the job resizes cold: its agent exits after each pause."""
+        record = self._service.records.get(job_id)
+        cold = record is not None and record.settings.resize == "cold"
+        return cold and self._service.config.agent_mode == "process"
+
+    def _send(self, message: PauseMessage | ResumeMessage | ShareMessage | CancelMessage) -> None:
+        asyncio.get_running_loop().create_task(self._service.link.send(message))
+
+    def finished_marker(self, job_id: str) -> int | None:
+        """The final iteration an agent wrote when it finished, if it did."""
+        return read_finished_marker(self._service.launcher.jobs_dir / job_id)
+
+    def reap(self) -> None:
+        """Agents that exited become the core's Finished or Failed; jobs told to stop that
+        did not are stopped."""
+        service = self._service
+        for job_id, code in service.launcher.exited():
+            self._cancelled_at.pop(job_id, None)
+            status = service.scheduler.jobs().get(job_id)
+            if status is None or not status.state.holds_resources:
+                continue
+            if code == 0 and job_id in self._cold_pauses:
+                continue  # a cold resize: it checkpointed and left, as asked
+            if code in (0, None) and self.finished_marker(job_id) is not None:
+                service.feed(Finished(job_id))  # it exited before its `finished` was read
+            else:
+                service.feed(Failed(job_id, f"agent exited with code {code}"))
+        service.restorer.expire()
+        for job_id, since in list(self._cancelled_at.items()):
+            if service.now() - since >= _CANCEL_GRACE_S:
+                del self._cancelled_at[job_id]
+                service.launcher.stop(job_id, grace_s=0.5)
+
+    async def pause_all(self, grace_s: float) -> None:
+        """Ask every running agent to pause (it writes a checkpoint) and record the
+        checkpoints of the `paused` replies until all came or `grace_s` is up."""
+        service = self._service
+        waiting = {
+            job_id
+            for job_id, status in service.scheduler.jobs().items()
+            if status.state is JobState.RUNNING and service.launcher.running(job_id)
+        }
+        for job_id in sorted(waiting):
+            await service.link.send(PauseMessage(job=job_id, gen=service.scheduler.generation + 1))
+        deadline = service.now() + grace_s
+        while waiting and service.now() < deadline:
+            message = await service.link.receive(timeout_s=deadline - service.now())
+            if isinstance(message, PausedMessage) and message.job in waiting:
+                waiting.discard(message.job)
+                if message.checkpoint:
+                    service.store.update_job(
+                        message.job,
+                        time.time(),
+                        checkpoint=message.checkpoint,
+                        iteration=message.iteration,
+                    )

@@ -1,0 +1,148 @@
+"""Bringing back the jobs an earlier daemon left unfinished. What to do with each is the
+core's decision (`scheduler/restore.py`); this module reads the facts it needs from the
+state dir and the process table, and carries the decision out.
+
+A running job whose agent may have outlived the old daemon holds its GPUs while the daemon
+waits `reattach_timeout_s` for the agent's hello; adopted, it runs on with the allocation
+it reports. Any other job is stopped and queued again, to be relaunched from its last
+checkpoint, or fails when it has no restarts left.
+"""
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from agents.protocol import AgentMessage, Hello
+from daemon.launcher import is_agent, stop_group
+from daemon.store import JobRecord
+from scheduler.messages import Allocation, JobSubmitted
+from scheduler.restore import (
+    AgentReport,
+    RestoreAction,
+    StoredJob,
+    adopts,
+    may_relaunch,
+    restarts_after_relaunch,
+    restore_action,
+)
+from scheduler.states import JobState
+
+if TYPE_CHECKING:
+    from daemon.service import Service
+
+log = logging.getLogger(__name__)
+
+
+class Restorer:
+    def __init__(self, service: "Service") -> None:
+        self._service = service
+        self._awaiting: dict[str, float] = {}  # restored running job -> hello deadline
+
+    def restore(self) -> None:
+        """Bring back every job a previous daemon left unfinished. A job that cannot come
+        back (its model left the zoo, the new model cannot predict it) is marked failed
+        with the reason; the others come back regardless."""
+        store = self._service.store
+        clean = store.take_clean_stop()
+        for record in store.jobs():
+            if record.job_state.final:
+                continue
+            try:
+                self._restore_one(record, clean)
+            except Exception as error:  # one job's problem must not keep the rest out
+                log.exception("job %s: cannot be restored", record.id)
+                self._service.actions.set_state(
+                    record.id, JobState.FAILED, f"cannot be restored: {error}"
+                )
+
+    def _restore_one(self, record: JobRecord, clean: bool) -> None:
+        service = self._service
+        service.records[record.id] = record
+        service.rates.job_spec(service.request(record))  # still plannable?
+        finished = service.actions.finished_marker(record.id)
+        facts = StoredJob(
+            state=record.job_state,
+            finished=finished is not None,
+            agent_alive=record.pid is not None and is_agent(record.pid, record.id),
+            placement_fits=all(index < service.slots for index in record.placement),
+        )
+        action = restore_action(facts, clean_stop=clean)
+        if action is RestoreAction.COMPLETE:  # it ended while no daemon listened
+            service.store.update_job(record.id, time.time(), iteration=finished, pid=None)
+            service.actions.set_state(
+                record.id, JobState.COMPLETED, "finished while the daemon was down"
+            )
+            return
+        if record.checkpoint:
+            service.actions.resume_from(record.id, record.checkpoint)
+        if action is RestoreAction.AWAIT_HELLO:
+            service.scheduler.hold(record.id, record.placement)
+            self._awaiting[record.id] = service.now() + service.config.reattach_timeout_s
+            service.store.add_event(record.id, time.time(), "restored", {"was": record.state})
+            return
+        why = "the daemon was stopped" if clean else "the daemon restarted"
+        self.relaunch(record.id, f"{why} while it was {record.state}", count=not clean)
+
+    def awaiting(self, job_id: str) -> bool:
+        return job_id in self._awaiting
+
+    def cancel(self, job_id: str) -> bool:
+        """Cancel a restored job whose agent has not said hello; whether it was one."""
+        if job_id not in self._awaiting:
+            return False
+        del self._awaiting[job_id]
+        service = self._service
+        service.scheduler.release(job_id)
+        stored = service.store.job(job_id)
+        if stored is not None and stored.pid is not None:
+            stop_group(stored.pid, grace_s=2.0)
+        service.actions.set_state(job_id, JobState.CANCELLED, "cancelled while restoring")
+        return True
+
+    def expire(self) -> None:
+        """Relaunch restored jobs whose agent did not say hello in time."""
+        for job_id, deadline in list(self._awaiting.items()):
+            if self._service.now() >= deadline:
+                self.relaunch(job_id, "its agent did not say hello to the restarted daemon")
+
+    def reattach(self, message: AgentMessage) -> None:
+        """The first word from a restored running job's agent: adopt it if it runs."""
+        service = self._service
+        job_id = message.job
+        record = service.records[job_id]
+        if not isinstance(message, Hello):
+            return  # sent before the reconnect; its hello follows
+        del self._awaiting[job_id]
+        report = AgentReport(message.state, message.workers, message.pid)
+        if not adopts(report, record.pid):
+            self.relaunch(job_id, f"its agent came back {message.state}")
+            return
+        service.launcher.adopt(job_id, message.pid)
+        allocation = Allocation(message.workers, message.share)
+        commands = service.scheduler.adopt(
+            service.request(record), allocation, message.iteration, service.now(), record.placement
+        )
+        service.actions.carry_out_all(commands)
+
+    def relaunch(self, job_id: str, why: str, *, count: bool = True) -> None:
+        """Stop whatever is left of the job's agent and submit it to the core again, to
+        start from its last checkpoint; `count` it against its restarts unless it was
+        stopped cleanly."""
+        service = self._service
+        self._awaiting.pop(job_id, None)
+        service.scheduler.release(job_id)
+        record = service.store.job(job_id)
+        assert record is not None
+        if record.pid is not None and is_agent(record.pid, job_id):
+            stop_group(record.pid, grace_s=2.0)
+        restarts = restarts_after_relaunch(record.job_state, record.restarts, count=count)
+        if not may_relaunch(restarts, service.request(record).max_restarts):
+            service.store.update_job(job_id, time.time(), pid=None, placement=())
+            service.actions.set_state(job_id, JobState.FAILED, f"{why}; no restarts left")
+            return
+        service.store.update_job(
+            job_id, time.time(), state="submitted", pid=None, restarts=restarts, placement=()
+        )
+        service.store.add_event(job_id, time.time(), "restored", {"was": record.state, "why": why})
+        service.records[job_id] = record
+        service.feed(JobSubmitted(service.request(record)))

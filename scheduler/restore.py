@@ -1,0 +1,66 @@
+"""What a restarted daemon does with the jobs an earlier one left unfinished, and how many
+relaunches a job may have: decisions on data the daemon reads from its state dir.
+
+A running job whose agent outlived the old daemon keeps running: the daemon waits for the
+agent's hello and adopts it with the allocation it reports. Any other job, and a running
+one whose agent does not say hello in time, has its process stopped and is relaunched from
+its last checkpoint, which counts as one of its restarts unless the daemon was stopped
+cleanly (it paused its jobs and took their checkpoints on the way down).
+"""
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from scheduler.states import JobState
+
+
+class RestoreAction(StrEnum):
+    COMPLETE = "complete"  # its agent wrote the finished marker while no daemon listened
+    AWAIT_HELLO = "await_hello"  # its agent may still be training: wait for it
+    RELAUNCH = "relaunch"  # start it again from its checkpoint
+
+
+@dataclass(frozen=True)
+class StoredJob:
+    """What the state dir says of an unfinished job, and what the node says of its agent."""
+
+    state: JobState
+    finished: bool  # its agent's finished marker is there
+    agent_alive: bool  # the recorded pid runs this job's agent
+    placement_fits: bool  # its GPUs still exist on the node as configured now
+
+
+def restore_action(job: StoredJob, clean_stop: bool) -> RestoreAction:
+    if job.finished:
+        return RestoreAction.COMPLETE
+    if job.state is JobState.RUNNING and job.agent_alive and job.placement_fits and not clean_stop:
+        return RestoreAction.AWAIT_HELLO
+    return RestoreAction.RELAUNCH
+
+
+def restarts_after_relaunch(state: JobState, restarts: int, *, count: bool) -> int:
+    """The job's restarts once relaunched: a job that never started, or one stopped
+    cleanly (`count` False), uses none."""
+    started = state not in (JobState.SUBMITTED, JobState.PENDING)
+    return restarts + (started and count)
+
+
+def may_relaunch(restarts: int, max_restarts: int) -> bool:
+    """Whether a job that has used `restarts` relaunches may run again."""
+    return restarts <= max_restarts
+
+
+@dataclass(frozen=True)
+class AgentReport:
+    """An agent's hello to a restarted daemon."""
+
+    state: str  # the agent's own word: running, paused, starting
+    workers_per_gpu: int
+    pid: int
+
+
+def adopts(report: AgentReport, recorded_pid: int | None) -> bool:
+    """Whether a restored running job's agent is adopted as it runs. A paused or starting
+    agent holds no checkpoint we could trust more than ours, and a hello from another pid
+    is not the agent we recorded: those jobs are relaunched."""
+    return report.state == "running" and report.workers_per_gpu >= 1 and report.pid == recorded_pid

@@ -1,0 +1,96 @@
+"""The daemon's decisions that live in the core: restore, restarts, re-attach, telemetry
+sampling and refit acceptance. Data in, decision out: no files, sockets or clocks."""
+
+import pytest
+
+from allocator import ContentionCurve, NodeSpec
+from scheduler.config import SchedulerConfig
+from scheduler.errors import RefitRejected
+from scheduler.messages import AgentHello, JobSubmitted, Launch
+from scheduler.rates import RateModel
+from scheduler.restore import (
+    AgentReport,
+    RestoreAction,
+    StoredJob,
+    adopts,
+    may_relaunch,
+    restarts_after_relaunch,
+    restore_action,
+)
+from scheduler.scheduler import Scheduler
+from scheduler.states import JobState
+from scheduler.telemetry import Beat, TelemetrySampler
+from tests.unit.scheduler.builders import job, only
+from tpm.errors import UnknownPipeline
+
+
+def stored(state: JobState = JobState.RUNNING, **changes: bool) -> StoredJob:
+    facts = {"finished": False, "agent_alive": True, "placement_fits": True, **changes}
+    return StoredJob(state=state, **facts)
+
+
+def test_a_finished_marker_completes_the_job_whatever_its_state() -> None:
+    for state in (JobState.SUBMITTED, JobState.STARTING, JobState.RUNNING, JobState.PAUSED):
+        assert restore_action(stored(state, finished=True), False) is RestoreAction.COMPLETE
+
+
+def test_only_a_running_job_whose_agent_lives_where_it_was_placed_is_awaited() -> None:
+    assert restore_action(stored(), clean_stop=False) is RestoreAction.AWAIT_HELLO
+    relaunched = [
+        stored(agent_alive=False),
+        stored(placement_fits=False),
+        stored(JobState.PAUSED),
+        stored(JobState.STARTING),
+    ]
+    for job_ in relaunched:
+        assert restore_action(job_, clean_stop=False) is RestoreAction.RELAUNCH
+    # A clean stop paused every job and took its checkpoint: nothing is left to adopt.
+    assert restore_action(stored(), clean_stop=True) is RestoreAction.RELAUNCH
+
+
+def test_a_relaunch_counts_against_the_restarts_only_when_the_job_had_started() -> None:
+    assert restarts_after_relaunch(JobState.RUNNING, 1, count=True) == 2
+    assert restarts_after_relaunch(JobState.RUNNING, 1, count=False) == 1  # a clean stop
+    assert restarts_after_relaunch(JobState.PENDING, 1, count=True) == 1
+    assert may_relaunch(2, max_restarts=2)
+    assert not may_relaunch(3, max_restarts=2)
+
+
+def test_a_hello_is_adopted_only_from_the_recorded_pid_running_with_workers() -> None:
+    assert adopts(AgentReport("running", 3, pid=41), recorded_pid=41)
+    assert not adopts(AgentReport("running", 3, pid=42), recorded_pid=41)
+    assert not adopts(AgentReport("paused", 3, pid=41), recorded_pid=41)
+    assert not adopts(AgentReport("running", 0, pid=41), recorded_pid=41)
+
+
+def test_a_heartbeat_becomes_a_sample_when_busy_and_once_per_period() -> None:
+    sampler = TelemetrySampler(every_s=10.0, time_scale=0.5)
+    assert sampler.step_time_s(Beat("a", 10, idle_s=0.0, step_s=1.0), now=0.0) is None  # first
+    assert sampler.step_time_s(Beat("a", 15, idle_s=0.0, step_s=1.0), now=5.0) is None  # early
+    step = sampler.step_time_s(Beat("a", 20, idle_s=0.02, step_s=0.98), now=10.0)
+    assert step == pytest.approx(1.0 / 10 / 0.5)  # busy time per step, time scale undone
+    stalled = Beat("a", 40, idle_s=0.1, step_s=0.9)  # 90 % computing: loading limited
+    assert sampler.step_time_s(stalled, now=20.0) is None
+
+
+class _NoPipeline:
+    """A fit that knows no pipeline: it cannot predict any job's loading."""
+
+    def predict_step_time_s(self, **_: float) -> float:
+        return 0.1
+
+    def predict_sample_cost_s(self, pipeline: str) -> float:
+        raise UnknownPipeline(pipeline, ())
+
+    def contention_points(self) -> tuple[tuple[float, float], ...]:
+        return ()
+
+
+def test_a_refit_that_cannot_plan_is_refused_and_the_old_model_stays() -> None:
+    node = NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free())
+    core = Scheduler(node, RateModel(), SchedulerConfig(arrival_window_s=0.0))
+    (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    with pytest.raises(RefitRejected, match="cannot plan"):
+        core.use_model(RateModel(_NoPipeline()), node)
+    assert core.status("a").allocation == launch.allocation
