@@ -19,13 +19,13 @@ from agents.protocol import (
     AgentMessage,
     CancelMessage,
     DaemonMessage,
-    DecodeMode,
     PauseMessage,
     ResumeMessage,
     ShareMessage,
     decode_daemon,
     encode,
 )
+from allocator.types import DecodeMode
 
 
 class DaemonLink:

@@ -18,8 +18,9 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from allocator.types import DecodeMode  # the one vocabulary of decode modes
+
 VERSION = 2
-DecodeMode = Literal["cpu", "device"]
 AgentState = Literal["starting", "running", "paused"]
 
 

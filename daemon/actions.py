@@ -57,7 +57,6 @@ class Counters:
     resumes: int = 0
     launches: int = 0
     agent_errors: int = 0  # messages for unknown jobs, or that the core refused
-    telemetry_samples: int = 0  # training samples taken from heartbeats
 
 
 def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa: PLR0911 (one return a type)
@@ -172,7 +171,7 @@ class Actions:
             launcher.stop(job_id, grace_s=0.0)  # lost or died: the restart needs it gone
         if state.final:
             service.measured.pop(job_id, None)
-            service.sampler.forget(job_id)
+            service.tpm.sampler.forget(job_id)
             if launcher.running(job_id) and job_id not in self._cancelled_at:
                 self._cancelled_at[job_id] = service.now()  # lost or failed: make sure it is gone
 
@@ -233,7 +232,7 @@ class Actions:
             resume_from=resume_from,
             job_dir=service.launcher.job_dir(job_id),
             dataset=None if simulated else service.dataset(settings),
-            predicted=service.rates.job_spec(service.request(record)) if simulated else None,
+            predicted=service.tpm.rates.job_spec(service.request(record)) if simulated else None,
             paused_at=paused_at,
         )
         argv = agent_argv(service.config, launch, service.link.endpoint, service.decoder_endpoint)

@@ -13,105 +13,33 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from allocator import InvalidRequest, ThroughputModel
 from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
+from daemon.items import SubmitError
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
-from daemon.service import Service, SubmitError, new_job_id
+from daemon.schemas import JobSubmission, JobView, SampleUpload
+from daemon.service import Service, new_job_id
 from daemon.snapshot import NodeSnapshot
 from daemon.store import JobRecord
 from daemon.summary import node_summary
 from tpm import FittedTPM, SampleError, TpmError, UnknownModel
-from tpm.zoo import model_features
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TPM = Path(__file__).resolve().parent / "assets" / "default-tpm.json"
 _STREAM_POLL_S = 0.25
 MAX_SEQ = 2**62  # sequence numbers are SQLite integers
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
-
-
-class JobSubmission(BaseModel):
-    """A training job. The minimum is name, model, batch_size, gpus and iterations."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(pattern=NAME_PATTERN, description="letters, digits, . _ -; 64 at most")
-    model: str = Field(
-        max_length=64,
-        description="a zoo name, any case: [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, "
-        "mdResnet12, vgg13",
-    )
-    batch_size: int = Field(ge=1, le=65536, description="global batch")
-    gpus: int = Field(ge=1, le=64)
-    iterations: int = Field(ge=1, le=10**9)
-    dataset: str | None = Field(None, max_length=4096, description="dataset folder")
-    decode_mode: Literal["cpu", "device"] = "cpu"
-    gpu_indices: list[int] | None = Field(None, description="pin to these GPUs")
-    max_restarts: int | None = Field(None, ge=0, le=100, description="relaunches after a crash")
-    resize: Literal["hot", "cold"] = Field(
-        "hot",
-        description="hot: the agent rebuilds its loaders in place; cold: it exits after each "
-        "pause's checkpoint and a new process starts from it (process agents only)",
-    )
-    audit_samples: bool = Field(
-        False, description="write every trained sample to <state>/jobs/<id>/audit/rank<k>.txt"
-    )
-
-    @field_validator("model")
-    @classmethod
-    def _in_the_zoo(cls, model: str) -> str:
-        model_features(model)  # the zoo's one name rule; UnknownModel is a ValueError
-        return model
-
-    @field_validator("gpu_indices")
-    @classmethod
-    def _pinned_gpus_match(cls, pinned: list[int] | None, info: ValidationInfo) -> list[int] | None:
-        gpus = info.data.get("gpus")
-        wrong = pinned is not None and (
-            len(pinned) != gpus or len(set(pinned)) != gpus or min(pinned, default=0) < 0
-        )
-        if gpus is not None and wrong:
-            raise ValueError(f"name {gpus} distinct GPUs, numbered from 0")
-        return pinned
-
-    @field_validator("gpus")
-    @classmethod
-    def _a_sample_per_gpu(cls, gpus: int, info: ValidationInfo) -> int:
-        batch_size = info.data.get("batch_size")
-        if batch_size is not None and gpus > batch_size:
-            raise ValueError(f"{gpus} GPUs need a batch_size of at least {gpus}")
-        return gpus
-
-
-class JobView(BaseModel):
-    id: str
-    name: str
-    tenant: str
-    state: str
-    model: str
-    gpus: int
-    batch_size: int
-    iterations: int
-    iteration: int
-    gpu_indices: list[int]
-    workers_per_gpu: int | None
-    predicted_samples_per_s: float | None
-    measured_samples_per_s: float | None
-    restarts: int
-    submitted_at: float
 
 
 v1 = APIRouter(prefix="/v1")
@@ -249,16 +177,6 @@ async def event_stream(
             seen = event.seq
             yield ServerSentEvent(data=vars(event), event=event.kind, id=str(event.seq))
         await asyncio.sleep(_STREAM_POLL_S)
-
-
-class SampleUpload(BaseModel):
-    """TPM samples as CSV text with a header, the columns `stoker tpm fit` reads."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["training", "loading"]
-    csv: str = Field(min_length=1, max_length=1_000_000)
-    source: str = Field("upload", max_length=200)
 
 
 @v1.get("/tpm")

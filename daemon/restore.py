@@ -58,7 +58,7 @@ class Restorer:
     def _restore_one(self, record: JobRecord, clean: bool) -> None:
         service = self._service
         service.records[record.id] = record
-        service.rates.job_spec(service.request(record))  # still plannable?
+        service.tpm.rates.job_spec(service.request(record))  # still plannable?
         finished = service.actions.finished_marker(record.id)
         facts = StoredJob(
             state=record.job_state,

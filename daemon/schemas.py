@@ -1,20 +1,108 @@
-"""Request bodies at the edges (CLI files now, REST later), validated by pydantic.
+"""Request and reply bodies at the edges (REST and the CLI's files), validated by pydantic.
 
 Field names are the ones DESIGN.md's machine-readable contracts fix. Unknown fields are
 refused so that a misspelt key (`step_time` for `step_time_s`) is an error, not a silent
 default.
 """
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from dataclasses import replace
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from allocator import (
     AllocationRequest,
     ContentionCurve,
-    InvalidRequest,
     JobSpec,
     NodeSpec,
     ThroughputModel,
 )
+from allocator.types import DecodeMode
+from scheduler.rates import job_spec
+from tpm.zoo import model_features
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
+
+
+class JobSubmission(BaseModel):
+    """A training job. The minimum is name, model, batch_size, gpus and iterations."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN, description="letters, digits, . _ -; 64 at most")
+    model: str = Field(
+        max_length=64,
+        description="a zoo name, any case: [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, "
+        "mdResnet12, vgg13",
+    )
+    batch_size: int = Field(ge=1, le=65536, description="global batch")
+    gpus: int = Field(ge=1, le=64)
+    iterations: int = Field(ge=1, le=10**9)
+    dataset: str | None = Field(None, max_length=4096, description="dataset folder")
+    decode_mode: DecodeMode = "cpu"
+    gpu_indices: list[int] | None = Field(None, description="pin to these GPUs")
+    max_restarts: int | None = Field(None, ge=0, le=100, description="relaunches after a crash")
+    resize: Literal["hot", "cold"] = Field(
+        "hot",
+        description="hot: the agent rebuilds its loaders in place; cold: it exits after each "
+        "pause's checkpoint and a new process starts from it (process agents only)",
+    )
+    audit_samples: bool = Field(
+        False, description="write every trained sample to <state>/jobs/<id>/audit/rank<k>.txt"
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _in_the_zoo(cls, model: str) -> str:
+        model_features(model)  # the zoo's one name rule; UnknownModel is a ValueError
+        return model
+
+    @field_validator("gpu_indices")
+    @classmethod
+    def _pinned_gpus_match(cls, pinned: list[int] | None, info: ValidationInfo) -> list[int] | None:
+        gpus = info.data.get("gpus")
+        wrong = pinned is not None and (
+            len(pinned) != gpus or len(set(pinned)) != gpus or min(pinned, default=0) < 0
+        )
+        if gpus is not None and wrong:
+            raise ValueError(f"name {gpus} distinct GPUs, numbered from 0")
+        return pinned
+
+    @field_validator("gpus")
+    @classmethod
+    def _a_sample_per_gpu(cls, gpus: int, info: ValidationInfo) -> int:
+        batch_size = info.data.get("batch_size")
+        if batch_size is not None and gpus > batch_size:
+            raise ValueError(f"{gpus} GPUs need a batch_size of at least {gpus}")
+        return gpus
+
+
+class JobView(BaseModel):
+    id: str
+    name: str
+    tenant: str
+    state: str
+    model: str
+    gpus: int
+    batch_size: int
+    iterations: int
+    iteration: int
+    gpu_indices: list[int]
+    workers_per_gpu: int | None
+    predicted_samples_per_s: float | None
+    measured_samples_per_s: float | None
+    restarts: int
+    submitted_at: float
+
+
+class SampleUpload(BaseModel):
+    """TPM samples as CSV text with a header, the columns `stoker tpm fit` reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["training", "loading"]
+    csv: str = Field(min_length=1, max_length=1_000_000)
+    source: str = Field("upload", max_length=200)
 
 
 class NodeBody(BaseModel):
@@ -76,35 +164,14 @@ class AllocationRequestBody(BaseModel):
 
 
 def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpec:
-    where = f"jobs[{index}]"
-    step_time_s = job.step_time_s
-    if step_time_s is None:
-        if model is None or job.flops is None:
-            raise InvalidRequest(
-                f"{where}.step_time_s", "missing: give it, or give flops and pass --tpm MODEL.json"
-            )
-        step_time_s = model.predict_step_time_s(
-            batch_size_per_gpu=job.batch_size / job.gpus,
-            flops=job.flops,
-            model_params=job.model_params,
-            gpus=job.gpus,
-        )
-    sample_cost_s = job.sample_cost_s
-    if sample_cost_s is None:
-        if model is None or job.pipeline is None:
-            raise InvalidRequest(
-                f"{where}.sample_cost_s",
-                "missing: give it, or give pipeline and pass --tpm MODEL.json",
-            )
-        sample_cost_s = model.predict_sample_cost_s(job.pipeline)
-    return JobSpec(
-        id=job.id,
-        gpus=job.gpus,
-        batch_size=job.batch_size,
-        model_params=job.model_params,
-        step_time_s=step_time_s,
-        sample_cost_s=sample_cost_s,
-        device_sample_cost_s=job.device_sample_cost_s,
+    spec = job_spec(
+        job,
+        model,
+        where=f"jobs[{index}]",
+        no_model="give flops and pipeline and pass --tpm MODEL.json",
+    )
+    return replace(
+        spec,
         current_workers_per_gpu=job.current_workers_per_gpu,
         remaining_samples=job.remaining_samples,
     )

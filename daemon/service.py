@@ -11,7 +11,6 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +23,22 @@ from agents.protocol import (
     PausedMessage,
     ResumedMessage,
 )
-from allocator import ContentionCurve, InvalidRequest, NodeSpec, ThroughputModel
+from allocator import InvalidRequest, ThroughputModel
 from daemon.actions import Actions, Counters
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
 from daemon.gpus import detect_gpus
+from daemon.items import CancelCall, Fitted, FromAgent, Item, SamplesCall, SubmitCall, SubmitError
 from daemon.jobspec import JobSettings
 from daemon.launcher import Launcher
-from daemon.learning import fit_rows, training_row
+from daemon.learning import fit_rows
 from daemon.metrics import Metrics
 from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
 from daemon.store import JobRecord, StateDirLock, Store
+from daemon.tpmkeeper import ModelRejected, TpmKeeper
 from scheduler.admission import GpuPool
-from scheduler.errors import RefitRejected, SchedulerError
+from scheduler.errors import SchedulerError
 from scheduler.messages import (
     AgentHello,
     Command,
@@ -52,61 +53,14 @@ from scheduler.messages import (
     Resumed,
     Tick,
 )
-from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
-from scheduler.telemetry import Beat, TelemetrySampler
-from tpm import FitResult, FittedTPM, TpmError
+from tpm import TpmError
 
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.2  # agent exits are noticed at least this often
 
 
-class ModelRejected(TpmError):
-    """A refit that cannot plan the node's jobs; the old model stays."""
-
-
-class SubmitError(ValueError):
-    """A job the node cannot take; `field` names what to change."""
-
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.message = message
-        super().__init__(f"{field}: {message}")
-
-
-@dataclass
-class _Submit:
-    record: JobRecord
-    done: asyncio.Future[None]
-
-
-@dataclass
-class _Cancel:
-    job_id: str
-    done: asyncio.Future[None]
-
-
-@dataclass
-class _FromAgent:
-    message: AgentMessage
-
-
-@dataclass
-class _Samples:
-    kind: str
-    rows: list[dict[str, object]]
-    source: str
-    done: asyncio.Future[None]
-
-
-@dataclass
-class _Fitted:
-    result: FitResult
-    done: asyncio.Future[None]
-
-
-Item = _Submit | _Cancel | _FromAgent | _Samples | _Fitted
 # Sees every event the core gets and the commands it answers with (the twin test).
 Observer = Callable[[Event, float, Sequence[Command]], None]
 
@@ -133,23 +87,13 @@ class Service:
         gpus = detect_gpus() if config.node.gpus is None else config.node.gpus
         self.uses_gpus = gpus > 0
         self.slots = gpus if self.uses_gpus else config.node.cpu_slots
-        self.model_source = "given at start"
-        self.model_report: dict[str, Any] = {}
-        stored = self.store.latest_model()
-        if stored is not None:  # a refit outlives restarts
-            fitted_at, text, self.model_report = stored
-            model = FittedTPM.from_json(text, "the state file's newest model")
-            self.model_source = f"fitted from stored samples at {fitted_at:.0f}"
-        self.rates = RateModel(model)
+        self.tpm = TpmKeeper(config, self.store, model)
         self.scheduler = Scheduler(
-            self._node_spec(model),
-            self.rates,
+            self.tpm.node_spec(),
+            self.tpm.rates,
             config.scheduler,
             GpuPool(self.slots, config.node.max_jobs_per_gpu),
         )
-        # A simulated agent runs time_scale times the predicted job's durations: undone.
-        scale = config.simulated.time_scale if config.agent_mode == "simulate" else 1.0
-        self.sampler = TelemetrySampler(config.tpm_sample_every_s, scale)
         self.counters = Counters()
         self.records: dict[str, JobRecord] = {}  # every job this daemon runs or ran
         self.measured: dict[str, Measured] = {}  # job -> its last heartbeat
@@ -162,15 +106,7 @@ class Service:
         self._clock = clock
         self._started = clock()
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
-        self._samples_since_fit = 0
         self._agent_versions: dict[str, int] = {}  # protocol version of each agent's hello
-
-    def _node_spec(self, model: ThroughputModel) -> NodeSpec:
-        return NodeSpec(
-            cpu_workers=self.config.node.cpu_workers,
-            contention=ContentionCurve(model.contention_points()),
-            decoder_capacity=self.config.node.decoder_capacity,
-        )
 
     # ---- called from REST handlers (same event loop) -------------------------------------
 
@@ -185,23 +121,23 @@ class Service:
             raise SubmitError("gpu_indices", f"GPUs are numbered 0 to {self.slots - 1}")
         # Everything the core will ask of the job, checked before anything is written:
         # UnknownModel or InvalidRequest name the field.
-        self.rates.job_spec(self.request(record))
+        self.tpm.rates.job_spec(self.request(record))
         if self.config.agent_mode == "process":
             dataset = self.dataset(settings)
             if not (dataset / "index.json").is_file():
                 raise SubmitError(
                     "dataset", f"{dataset} holds no dataset; make one with `stoker dataset make`"
                 )
-        await self._put(lambda done: _Submit(record, done))
+        await self._put(lambda done: SubmitCall(record, done))
 
     async def cancel(self, job_id: str) -> None:
-        await self._put(lambda done: _Cancel(job_id, done))
+        await self._put(lambda done: CancelCall(job_id, done))
 
     async def deliver(self, message: AgentMessage) -> None:
-        await self._queue.put(_FromAgent(message))
+        await self._queue.put(FromAgent(message))
 
     async def add_samples(self, kind: str, rows: list[dict[str, object]], source: str) -> None:
-        await self._put(lambda done: _Samples(kind, rows, source, done))
+        await self._put(lambda done: SamplesCall(kind, rows, source, done))
 
     async def refit(self) -> dict[str, Any]:
         """Fit on the stored samples in a thread, then plan with the result; its report.
@@ -209,14 +145,14 @@ class Service:
         plan this node's jobs."""
         training, loading = self.store.samples("training"), self.store.samples("loading")
         result = await asyncio.to_thread(fit_rows, training, loading)
-        await self._put(lambda done: _Fitted(result, done))
+        await self._put(lambda done: Fitted(result, done))
         return result.report
 
     async def refit_periodically(self) -> None:
         """Refit every `tpm_refit_s` when new samples came in; errors are logged."""
         while True:
             await asyncio.sleep(self.config.tpm_refit_s)
-            if self._samples_since_fit:
+            if self.tpm.samples_since_fit:
                 try:
                     await self.refit()
                 except TpmError as error:
@@ -260,15 +196,15 @@ class Service:
             uses_gpus=self.uses_gpus,
             policy=self.config.scheduler.policy,
             agent_mode=self.config.agent_mode,
-            model_source=self.model_source,
-            model_report=dict(self.model_report),
+            model_source=self.tpm.source,
+            model_report=dict(self.tpm.report),
             counts=Counts(
                 plans=counters.plans,
                 pauses=counters.pauses,
                 resumes=counters.resumes,
                 launches=counters.launches,
                 agent_errors=counters.agent_errors,
-                telemetry_samples=counters.telemetry_samples,
+                telemetry_samples=self.tpm.telemetry_samples,
                 agent_messages_refused=self.link.malformed,
             ),
         )
@@ -315,29 +251,29 @@ class Service:
             self.actions.reap()
         except Exception:  # a bug in one item must not stop the daemon
             log.exception("error applying %r", item)
-            if not isinstance(item, _FromAgent | None) and not item.done.done():
+            if not isinstance(item, FromAgent | None) and not item.done.done():
                 item.done.set_exception(RuntimeError("internal error; see the daemon log"))
 
     def _apply(self, item: Item) -> None:
         match item:
-            case _Submit(record=record, done=done):
+            case SubmitCall(record=record, done=done):
                 self.store.add_job(record)  # committed before the reply
                 self.records[record.id] = record
                 _resolve(done)
                 self.feed(JobSubmitted(self.request(record)))
-            case _Cancel(job_id=job_id, done=done):
+            case CancelCall(job_id=job_id, done=done):
                 if not self.restorer.cancel(job_id) and job_id in self.records:
                     self.feed(JobCancelled(job_id))
                 _resolve(done)
-            case _FromAgent(message=message):
+            case FromAgent(message=message):
                 self._from_agent(message)
-            case _Samples(kind=kind, rows=rows, source=source, done=done):
+            case SamplesCall(kind=kind, rows=rows, source=source, done=done):
                 self.store.add_samples(kind, rows, time.time(), source)
-                self._samples_since_fit += len(rows)
+                self.tpm.samples_since_fit += len(rows)
                 _resolve(done)
-            case _Fitted(result=result, done=done):
+            case Fitted(result=result, done=done):
                 try:
-                    self._use_model(result)
+                    self.tpm.use(result, self.scheduler)
                 except ModelRejected as error:
                     if not done.done():  # the caller may have gone
                         done.set_exception(error)
@@ -360,7 +296,8 @@ class Service:
                 self._agent_versions[message.job] = message.v
                 event = AgentHello(message.job, message.gen, message.iteration)
             case HeartbeatMessage():
-                self._sample_training(message)
+                record = self.records[message.job]
+                self.tpm.sample(message, record, self.request(record), self.now())
                 busy = message.idle_s + message.step_s
                 idle = message.idle_s / busy if busy > 0 else 0.0
                 self.measured[message.job] = Measured(
@@ -400,44 +337,6 @@ class Service:
         if self.observer is not None:
             self.observer(event, self.now(), commands)
         self.actions.carry_out_all(commands)
-
-    # ---- the throughput model --------------------------------------------------------------
-
-    def _sample_training(self, beat: HeartbeatMessage) -> None:
-        """A training sample from a heartbeat, when the core's sampler takes one."""
-        step_time_s = self.sampler.step_time_s(
-            Beat(beat.job, beat.iteration, beat.idle_s, beat.step_s), self.now()
-        )
-        if step_time_s is None:
-            return
-        settings = self.records[beat.job].settings
-        request = self.request(self.records[beat.job])
-        row = training_row(
-            batch_size_per_gpu=settings.batch_size / settings.gpus,
-            flops=request.flops,
-            model_params=request.model_params,
-            gpus=settings.gpus,
-            step_time_s=step_time_s,
-        )
-        self.store.add_samples("training", [row], time.time(), f"telemetry:{beat.job}")
-        self.counters.telemetry_samples += 1
-        self._samples_since_fit += 1
-
-    def _use_model(self, result: FitResult) -> None:
-        """Plan with a new fit, or refuse it whole (ModelRejected) and keep the old one."""
-        rates = RateModel(result.model)
-        try:
-            node = self._node_spec(result.model)
-            self.scheduler.use_model(rates, node)  # the core decides whether it can plan
-        except (RefitRejected, InvalidRequest) as error:
-            reason = error if isinstance(error, RefitRejected) else RefitRejected(str(error))
-            raise ModelRejected(str(reason)) from None
-        self.rates = rates
-        self.store.add_model(time.time(), result.model.to_json(), result.report)
-        self.model_report = result.report
-        self.model_source = f"fitted from stored samples at {time.time():.0f}"
-        self._samples_since_fit = 0
-        self.store.add_event(None, time.time(), "tpm_fit", {"source": self.model_source})
 
     async def shutdown(self) -> None:
         """Stop accepting; ask every running agent to pause, so that it writes a checkpoint,

@@ -1,10 +1,78 @@
-"""Turning a submitted job into the allocator's JobSpec through a throughput model."""
+"""The one conversion of a job to the allocator's JobSpec: the rates it states, the rest
+predicted by a throughput model. The daemon's jobs, the simulator's and `stoker allocate`'s
+request files all go through `job_spec`."""
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
-from scheduler.messages import JobRequest, device_pipeline
+from scheduler.messages import DEFAULT_PIPELINE, JobRequest, device_pipeline
 from tpm.errors import UnknownPipeline
+
+
+class RatedJob(Protocol):
+    """What a job may say of itself; what it leaves out a model predicts."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def gpus(self) -> int: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def model_params(self) -> float: ...
+    @property
+    def flops(self) -> float | None: ...
+    @property
+    def pipeline(self) -> str | None: ...
+    @property
+    def step_time_s(self) -> float | None: ...
+    @property
+    def sample_cost_s(self) -> float | None: ...
+    @property
+    def device_sample_cost_s(self) -> float | None: ...
+
+
+def job_spec(job: RatedJob, model: ThroughputModel | None, *, where: str, no_model: str) -> JobSpec:
+    """`job` with its predicted step time and sample cost. InvalidRequest names the field
+    (`where`.step_time_s) when neither the job nor `model` can give it; `no_model` says
+    what to do about a missing model."""
+    step_time_s = job.step_time_s
+    if step_time_s is None:
+        if model is None or job.flops is None:
+            raise InvalidRequest(f"{where}.step_time_s", f"missing: give it, or {no_model}")
+        step_time_s = model.predict_step_time_s(
+            batch_size_per_gpu=job.batch_size / job.gpus,
+            flops=job.flops,
+            model_params=job.model_params,
+            gpus=job.gpus,
+        )
+    sample_cost_s = job.sample_cost_s
+    pipeline = job.pipeline or DEFAULT_PIPELINE
+    if sample_cost_s is None:
+        if model is None or job.pipeline is None:
+            raise InvalidRequest(f"{where}.sample_cost_s", f"missing: give it, or {no_model}")
+        sample_cost_s = model.predict_sample_cost_s(pipeline)
+    return JobSpec(
+        id=job.id,
+        gpus=job.gpus,
+        batch_size=job.batch_size,
+        model_params=job.model_params,
+        step_time_s=step_time_s,
+        sample_cost_s=sample_cost_s,
+        device_sample_cost_s=_device_cost(job, model, pipeline),
+    )
+
+
+def _device_cost(job: RatedJob, model: ThroughputModel | None, pipeline: str) -> float | None:
+    """c' as the job states it, or the model's fit of the device variant of its pipeline;
+    None when neither exists (the job then only decodes on the CPU)."""
+    if job.device_sample_cost_s is not None or model is None:
+        return job.device_sample_cost_s
+    try:
+        return model.predict_sample_cost_s(device_pipeline(pipeline))
+    except UnknownPipeline:
+        return None
 
 
 @dataclass(frozen=True)
@@ -16,42 +84,6 @@ class RateModel:
 
     def job_spec(self, request: JobRequest) -> JobSpec:
         """The job's predicted step time and sample cost, as the allocator wants them."""
-        step_time_s = request.step_time_s
-        if step_time_s is None:
-            step_time_s = self._model(request, "step_time_s").predict_step_time_s(
-                batch_size_per_gpu=request.batch_size / request.gpus,
-                flops=request.flops,
-                model_params=request.model_params,
-                gpus=request.gpus,
-            )
-        sample_cost_s = request.sample_cost_s
-        if sample_cost_s is None:
-            sample_cost_s = self._model(request, "sample_cost_s").predict_sample_cost_s(
-                request.pipeline
-            )
-        return JobSpec(
-            id=request.id,
-            gpus=request.gpus,
-            batch_size=request.batch_size,
-            model_params=request.model_params,
-            step_time_s=step_time_s,
-            sample_cost_s=sample_cost_s,
-            device_sample_cost_s=self._device_cost(request),
+        return job_spec(
+            request, self.model, where=f"jobs[{request.id}]", no_model="load a throughput model"
         )
-
-    def _device_cost(self, request: JobRequest) -> float | None:
-        """c' as the job states it, or the model's fit of the device variant of its
-        pipeline; None when neither exists (the job then only decodes on the CPU)."""
-        if request.device_sample_cost_s is not None or self.model is None:
-            return request.device_sample_cost_s
-        try:
-            return self.model.predict_sample_cost_s(device_pipeline(request.pipeline))
-        except UnknownPipeline:
-            return None
-
-    def _model(self, request: JobRequest, field: str) -> ThroughputModel:
-        if self.model is None:
-            raise InvalidRequest(
-                f"jobs[{request.id}].{field}", "missing, and no throughput model is loaded"
-            )
-        return self.model

@@ -9,7 +9,7 @@ threads or the clock. Entry points:
 """
 
 from tpm.candidates import Formula6Coefficients
-from tpm.contention import ContentionCurve
+from tpm.contention import ContentionFit
 from tpm.errors import (
     ModelFormatError,
     QueryError,
@@ -41,7 +41,7 @@ __all__ = [
     "FORMAT",
     "STEP_TIME_FLOOR_S",
     "VERSION",
-    "ContentionCurve",
+    "ContentionFit",
     "FitResult",
     "FittedTPM",
     "Formula6Coefficients",

@@ -20,7 +20,7 @@ from tpm.fields import Fields
 
 
 @dataclass(frozen=True)
-class ContentionCurve:
+class ContentionFit:
     """Fitted stage boundaries and slope of the node's loading capacity."""
 
     contention_from: float | None  # k1: workers up to which eta = 1; None: no knee seen
@@ -108,7 +108,7 @@ class ContentionCurve:
         }
 
     @classmethod
-    def from_fields(cls, fields: Fields) -> ContentionCurve:
+    def from_fields(cls, fields: Fields) -> ContentionFit:
         """Rebuild from `to_dict` output; raises ModelFormatError if inconsistent."""
         try:
             return cls(

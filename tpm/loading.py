@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tpm.arrays import FloatArray, IndexArray
-from tpm.contention import ContentionCurve
+from tpm.contention import ContentionFit
 from tpm.errors import SampleError, UnknownPipeline
 from tpm.fields import Fields
 from tpm.samples import LOADING_TARGET, LoadingSamples
@@ -40,7 +40,7 @@ MIN_SAMPLES_PER_PIPELINE = 2
 class LoadingModel:
     """The node's contention curve and each pipeline's contention-free sample cost."""
 
-    curve: ContentionCurve
+    curve: ContentionFit
     sample_cost_s: tuple[tuple[str, float], ...]  # (pipeline, c_p) sorted by pipeline
 
     def cost(self, pipeline: str) -> float:
@@ -72,7 +72,7 @@ class LoadingModel:
         if not costs or not all(math.isfinite(c) and c > 0 for c in costs.values()):
             raise fields.invalid("sample_cost_s", "a non-empty map of positive costs")
         return cls(
-            curve=ContentionCurve.from_fields(fields.child("contention")),
+            curve=ContentionFit.from_fields(fields.child("contention")),
             sample_cost_s=tuple(sorted(costs.items())),
         )
 
@@ -150,7 +150,7 @@ def _fit_model(samples: LoadingSamples) -> LoadingModel:
         pipeline_index, len(pipelines), samples.workers, samples.load_rate * samples.batch_size
     )
     found: Breakpoints = search_breakpoints(stats)
-    curve = ContentionCurve(
+    curve = ContentionFit(
         contention_from=found.contention_from,
         saturation_from=found.saturation_from,
         contention_slope=found.contention_slope,

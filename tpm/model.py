@@ -58,7 +58,7 @@ class FittedTPM:
     def contention_points(self) -> tuple[tuple[float, float], ...]:
         """eta(D) as (D, eta) points: linear between points, capacity flat past the last.
 
-        eta is in (0, 1] and non-increasing in D; see `ContentionCurve.points`.
+        eta is in (0, 1] and non-increasing in D; see `ContentionFit.points`.
         """
         return self.loading.curve.points()
 

@@ -106,6 +106,20 @@ def test_bad_bodies_name_the_field(serve: Callable[..., Daemon]) -> None:
         assert httpx.get(f"{daemon.url}/healthz").status_code == 200
 
 
+def test_a_zoo_name_means_the_same_model_in_any_case(serve: Callable[..., Daemon]) -> None:
+    # One name rule (tpm.zoo): REST once refused "resnet18" while the CLI took it.
+    daemon = serve()
+    with daemon.client() as client:
+        for name in ("resnet18", "ResNet18", "mdvgg13"):
+            reply = client.post("/v1/jobs", json=job_body("a", model=name, iterations=10))
+            assert reply.status_code == 201, (name, reply.text)
+            assert reply.json()["model"] == name
+        unknown = client.post("/v1/jobs", json=job_body("a", model="resnet"))
+        assert unknown.status_code == 422
+        (problem,) = unknown.json()["detail"]
+        assert problem["field"] == "model" and "Resnet18" in problem["message"]
+
+
 def test_tokens_and_tenants(serve: Callable[..., Daemon]) -> None:
     tokens = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
     daemon = serve(tokens=tokens)

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tpm import ContentionCurve, ModelFormatError
+from tpm import ContentionFit, ModelFormatError
 from tpm.fields import Fields
 
-PAPER_LIKE = ContentionCurve(
+PAPER_LIKE = ContentionFit(
     contention_from=11.0, saturation_from=24.0, contention_slope=0.4, observed_max_workers=32.0
 )
 
@@ -46,7 +46,7 @@ def test_points_start_at_one_worker_and_end_at_saturation() -> None:
 
 
 def test_without_saturation_capacity_is_held_flat_past_the_largest_observed_load() -> None:
-    curve = ContentionCurve(11.0, None, 0.5, observed_max_workers=20.0)
+    curve = ContentionFit(11.0, None, 0.5, observed_max_workers=20.0)
     assert curve.capacity(20) == pytest.approx(11 + 0.5 * 9)
     assert curve.capacity(40) == curve.capacity(20)
     assert curve.points()[-1][0] == 20.0
@@ -54,24 +54,24 @@ def test_without_saturation_capacity_is_held_flat_past_the_largest_observed_load
 
 
 def test_a_contention_free_curve_is_two_points_of_eta_one() -> None:
-    curve = ContentionCurve(None, None, 1.0, observed_max_workers=32.0)
+    curve = ContentionFit(None, None, 1.0, observed_max_workers=32.0)
     assert curve.points() == ((1.0, 1.0), (32.0, 1.0))
     assert curve.stages == 1
 
 
 @st.composite
-def curves(draw: st.DrawFn) -> ContentionCurve:
+def curves(draw: st.DrawFn) -> ContentionFit:
     observed = draw(st.floats(1.0, 128.0))
     first = draw(st.none() | st.floats(1.0, observed))
     second = None
     if first is not None and first < observed:
         second = draw(st.none() | st.floats(first, observed).filter(lambda k: k > first))
     slope = draw(st.floats(0.0, 1.0))
-    return ContentionCurve(first, second, slope, observed)
+    return ContentionFit(first, second, slope, observed)
 
 
 @given(curves())
-def test_points_are_increasing_with_eta_in_range_and_never_rising(curve: ContentionCurve) -> None:
+def test_points_are_increasing_with_eta_in_range_and_never_rising(curve: ContentionFit) -> None:
     points = curve.points()
     ds = [d for d, _ in points]
     etas = [eta for _, eta in points]
@@ -83,7 +83,7 @@ def test_points_are_increasing_with_eta_in_range_and_never_rising(curve: Content
 
 @given(curves(), st.integers(1, 200))
 def test_reading_the_points_gives_the_curve_at_every_whole_worker_count(
-    curve: ContentionCurve, workers: int
+    curve: ContentionFit, workers: int
 ) -> None:
     assert read_points(curve.points(), workers) == pytest.approx(
         curve.efficiency(workers), rel=1e-9
@@ -113,4 +113,4 @@ def test_inconsistent_saved_curves_are_refused(
         "m.json",
     )
     with pytest.raises(ModelFormatError, match=problem.replace("[", r"\[").replace("]", r"\]")):
-        ContentionCurve.from_fields(fields)
+        ContentionFit.from_fields(fields)

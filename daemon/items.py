@@ -1,0 +1,52 @@
+"""What the service's one queue carries: REST calls that wait for their answer, agents'
+messages and finished fits."""
+
+import asyncio
+from dataclasses import dataclass
+
+from agents.protocol import AgentMessage
+from daemon.store import JobRecord
+from tpm import FitResult
+
+
+class SubmitError(ValueError):
+    """A job the node cannot take; `field` names what to change."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+@dataclass
+class SubmitCall:
+    record: JobRecord
+    done: asyncio.Future[None]
+
+
+@dataclass
+class CancelCall:
+    job_id: str
+    done: asyncio.Future[None]
+
+
+@dataclass
+class FromAgent:
+    message: AgentMessage
+
+
+@dataclass
+class SamplesCall:
+    kind: str
+    rows: list[dict[str, object]]
+    source: str
+    done: asyncio.Future[None]
+
+
+@dataclass
+class Fitted:
+    result: FitResult
+    done: asyncio.Future[None]
+
+
+Item = SubmitCall | CancelCall | FromAgent | SamplesCall | Fitted
