@@ -22,6 +22,7 @@ import numpy as np
 
 from allocator import ContentionCurve, NodeSpec, ThroughputModel
 from scheduler.admission import GpuPool
+from scheduler.config import SchedulerConfig
 from scheduler.messages import (
     DEFAULT_PIPELINE,
     AgentHello,
@@ -116,6 +117,7 @@ class Simulation:
         self._config = replace(config, heartbeat_timeout_s=timeout)
         self._rng = random.Random(options.seed)
         self._profile_report: dict[str, object] | None = None
+        self._model: ThroughputModel | None = None
         node = workload.node
         self._scheduler = Scheduler(
             self._node_spec(),
@@ -155,10 +157,13 @@ class Simulation:
         )
 
     def _fitted(self) -> ThroughputModel:
-        node = self._workload.node
-        profile = profile_node(self._truth, node.gpus, node.cpu_workers, self._options.seed)
-        self._profile_report = profile.report
-        return profile.model
+        """The TPM fitted from profiling the simulated node (once per run)."""
+        if self._model is None:
+            node = self._workload.node
+            profile = profile_node(self._truth, node.gpus, node.cpu_workers, self._options.seed)
+            self._profile_report = profile.report
+            self._model = profile.model
+        return self._model
 
     def _rate_model(self) -> RateModel:
         return RateModel(None if self._oracle else self._fitted())
@@ -310,6 +315,26 @@ class Simulation:
     def _deliver(self, event: Event) -> None:
         for command in self._scheduler.handle(event, self._now):
             self._carry_out(command)
+
+    def feed(self, event: Event, now: float) -> list[Command]:
+        """Deliver one event at `now` (not before the clock) as a run does, carrying out
+        the core's commands on the simulated node; those commands, in order. The twin test
+        feeds the daemon's service and this driver the same events."""
+        self._advance(max(now, self._now))
+        commands = self._scheduler.handle(event, self._now)
+        for command in commands:
+            self._carry_out(command)
+        return commands
+
+    @property
+    def config(self) -> SchedulerConfig:
+        """The scheduler settings this run plans with."""
+        return self._config
+
+    @property
+    def model(self) -> ThroughputModel | None:
+        """The fitted TPM the core plans with; None for the oracle (the truth's rates)."""
+        return None if self._oracle else self._fitted()
 
     def _carry_out(self, command: Command) -> None:
         match command:

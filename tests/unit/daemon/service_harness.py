@@ -1,0 +1,146 @@
+"""The daemon's service driven in-process: a hand-held clock, a real SQLite state dir, and a
+launcher whose processes are records (no agent runs; exits are scripted). Everything runs
+inside one asyncio loop, as in the daemon, because commands to agents are sent from it."""
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agents.protocol import AgentMessage
+from allocator import ThroughputModel
+from daemon.api import load_model
+from daemon.config import DaemonConfig, NodeConfig
+from daemon.items import CancelCall, FromAgent, SubmitCall
+from daemon.launcher import Launcher
+from daemon.service import Service
+from daemon.store import JobRecord
+from scheduler.config import SchedulerConfig
+from scheduler.messages import Command, Event
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RecordedLauncher(Launcher):
+    """A launcher whose agents are records: what was started, with which argv and env,
+    and the exits a test scripts with `exit`."""
+
+    def __init__(self, jobs_dir: Path) -> None:
+        super().__init__(jobs_dir)
+        self.launches: list[tuple[str, list[str], dict[str, str]]] = []
+        self.live: dict[str, int] = {}
+        self._exits: list[tuple[str, int | None]] = []
+
+    def launch(self, job_id: str, argv: Sequence[str], env: Mapping[str, str]) -> int:
+        self.launches.append((job_id, list(argv), dict(env)))
+        pid = 40_000 + len(self.launches)
+        self.live[job_id] = pid
+        return pid
+
+    def exit(self, job_id: str, code: int | None) -> None:
+        self._exits.append((job_id, code))
+
+    def exited(self) -> list[tuple[str, int | None]]:
+        done, self._exits = self._exits, []
+        for job_id, _ in done:
+            self.live.pop(job_id, None)
+        return done
+
+    def adopt(self, job_id: str, pid: int) -> None:
+        self.live[job_id] = pid
+
+    def running(self, job_id: str) -> bool:
+        return job_id in self.live
+
+    def stop(self, job_id: str, grace_s: float = 5.0) -> None:
+        self.live.pop(job_id, None)
+
+    def stop_all(self, grace_s: float = 5.0) -> None:
+        self.live.clear()
+
+
+@dataclass
+class Fed:
+    """One event the core got from the service, when, and what it answered."""
+
+    event: Event
+    now: float
+    commands: list[Command] = field(default_factory=list)
+
+
+class Driver:
+    """Feeds the service as the daemon's loop does, one item and one tick per `step`."""
+
+    def __init__(
+        self,
+        tmp_path: Path,
+        scheduler: SchedulerConfig,
+        *,
+        model: ThroughputModel | None = None,
+        **settings: Any,
+    ) -> None:
+        settings.setdefault("node", NodeConfig(gpus=2, cpu_workers=18, max_jobs_per_gpu=1))
+        settings.setdefault("shutdown_grace_s", 0.0)  # the clock stands still: no waiting
+        self.config = DaemonConfig(
+            state_dir=tmp_path / "state", agent_mode="simulate", scheduler=scheduler, **settings
+        )
+        self.clock = Clock()
+        self.launcher = RecordedLauncher(self.config.state_dir / "jobs")
+        self.service = Service(
+            self.config,
+            model or load_model(self.config),
+            clock=self.clock,
+            launcher=self.launcher,
+        )
+        self.fed: list[Fed] = []
+        self.service.observer = lambda event, now, out: self.fed.append(Fed(event, now, list(out)))
+
+    def at(self, seconds: float) -> "Driver":
+        """Set the clock to `seconds` after the service started."""
+        self.clock.now = 1000.0 + seconds
+        return self
+
+    def submit(self, job_id: str, tenant: str = "alice", **spec: Any) -> None:
+        body = {"model": "Resnet18", "batch_size": 64, "gpus": 1, "iterations": 500, **spec}
+        record = JobRecord(
+            id=job_id,
+            tenant=tenant,
+            name=job_id,
+            spec=body,
+            state="submitted",
+            submitted_at=time.time(),
+            updated_at=time.time(),
+            restarts=0,
+            checkpoint="",
+            pid=None,
+        )
+        self.service.step(SubmitCall(record, asyncio.get_running_loop().create_future()))
+
+    def cancel(self, job_id: str) -> None:
+        self.service.step(CancelCall(job_id, asyncio.get_running_loop().create_future()))
+
+    def agent(self, message: AgentMessage) -> None:
+        self.service.step(FromAgent(message))
+
+    def tick(self) -> None:
+        self.service.step(None)
+
+    def state(self, job_id: str) -> str:
+        record = self.service.store.job(job_id)
+        assert record is not None, job_id
+        return record.state
+
+    def events(self, job_id: str, kind: str) -> list[dict[str, Any]]:
+        return [event.data for event in self.service.store.events(job_id) if event.kind == kind]
+
+    async def close(self) -> None:
+        await asyncio.sleep(0)  # let the sends the commands queued run
+        await self.service.shutdown()

@@ -1,0 +1,146 @@
+"""The daemon's service on its own: the core's commands carried out against a real SQLite
+state dir, on a hand-held clock, with recorded processes (tests/unit/daemon/service_harness)."""
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agents.protocol import HeartbeatMessage, Hello, write_finished_marker
+from daemon.config import NodeConfig
+from scheduler.config import SchedulerConfig
+from tests.unit.daemon.service_harness import Driver
+
+NOW = SchedulerConfig(arrival_window_s=0.0, completion_window_s=0.0, gate=False)
+
+
+def test_a_submitted_job_is_placed_launched_and_recorded(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("a", gpus=2)
+        assert driver.state("a") == "starting"
+        stored = driver.service.store.job("a")
+        assert stored is not None and stored.placement == (0, 1) and stored.pid == 40_001
+        ((job_id, argv, env),) = driver.launcher.launches
+        assert job_id == "a" and argv[argv.index("--job") + 1] == "a"
+        assert env == {"CUDA_VISIBLE_DEVICES": "0,1"}
+        moves = [(e["from"], e["to"]) for e in driver.events("a", "state")]
+        assert moves == [("submitted", "pending"), ("pending", "starting")]
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        node = driver.service.snapshot()
+        assert node.jobs["a"].gpu_indices == (0, 1)
+        allocation = node.jobs["a"].allocation
+        assert allocation is not None
+        assert node.loader_processes == 2 * allocation.workers_per_gpu
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_job_waiting_for_gpus_is_cancelled_without_ever_holding_one(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("a", gpus=2)
+        driver.at(2.0).submit("b")
+        assert driver.service.snapshot().waiting_for_gpus == ("b",)
+        driver.at(3.0).cancel("b")
+        assert driver.state("b") == "cancelled"
+        assert driver.events("b", "state")[-1]["why"] == "cancelled while waiting"
+        stored = driver.service.store.job("b")
+        assert stored is not None and stored.placement == ()
+        assert [launch[0] for launch in driver.launcher.launches] == ["a"]
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_agent_that_dies_is_relaunched_within_its_restarts_then_fails(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, max_restarts=1)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.launcher.exit("a", 1)
+        driver.at(2.0).tick()
+        assert [launch[0] for launch in driver.launcher.launches] == ["a", "a"]
+        assert driver.events("a", "restart") == [{"restarts": 1, "why": "agent exited with code 1"}]
+        stored = driver.service.store.job("a")
+        assert stored is not None and stored.restarts == 1 and driver.state("a") == "starting"
+        driver.launcher.exit("a", -9)
+        driver.at(3.0).tick()
+        assert driver.state("a") == "failed"
+        assert driver.events("a", "state")[-1]["why"] == "agent exited with code -9"
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_busy_heartbeat_becomes_a_training_sample_once_per_period(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, tpm_sample_every_s=5.0)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        for second, iteration in ((2.0, 10), (4.0, 20), (8.0, 40)):
+            driver.at(second).agent(
+                HeartbeatMessage(
+                    job="a",
+                    gen=1,
+                    iteration=iteration,
+                    samples=iteration * 64,
+                    idle_s=0.01,
+                    step_s=0.99,
+                    samples_per_s=640.0,
+                    workers=2,
+                )
+            )
+        (row,) = driver.service.store.samples("training")
+        assert float(row["step_time_s"]) == pytest.approx(1.0 / 30)  # busy 1 s over 30 steps
+        assert driver.service.snapshot().counts.telemetry_samples == 1
+        measured = driver.service.snapshot().jobs["a"].heartbeat
+        assert measured is not None and measured.idle_fraction == pytest.approx(0.01)
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_restart_brings_back_each_job_as_the_core_decides(tmp_path: Path) -> None:
+    async def first_daemon() -> None:
+        driver = Driver(tmp_path, NOW)
+        for job in ("done", "lost", "queued"):
+            driver.at(1.0).submit(job, gpus=1)
+        for job, pid in (("done", 40_001), ("lost", 40_002)):
+            driver.at(1.5).agent(Hello(job=job, gen=1, pid=pid))
+        driver.service.store.close()  # as a kill -9 leaves it: no clean stop recorded
+        driver.service.link.close()
+        driver.service._lock.release()
+
+    asyncio.run(first_daemon())
+    write_finished_marker(tmp_path / "state" / "jobs" / "done", 500)
+
+    async def second_daemon() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.service.restorer.restore()
+        assert driver.state("done") == "completed"  # it finished while no daemon listened
+        # No agent runs with the recorded pid: relaunched, counting one restart.
+        stored = driver.service.store.job("lost")
+        assert stored is not None and stored.restarts == 1 and driver.state("lost") == "starting"
+        queued = driver.service.store.job("queued")
+        assert queued is not None and queued.restarts == 0, "it never started: no restart"
+        await driver.close()
+
+    asyncio.run(second_daemon())
+
+
+def test_a_node_configured_smaller_keeps_what_it_cannot_place_waiting(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        node = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)
+        driver = Driver(tmp_path, NOW, node=node)
+        driver.at(1.0).submit("a")
+        driver.at(1.0).submit("b")
+        assert driver.service.snapshot().waiting_for_gpus == ("b",)
+        assert driver.state("b") == "submitted"
+        await driver.close()
+        db = sqlite3.connect(tmp_path / "state" / "stoker.db")
+        assert db.execute("SELECT placement FROM jobs WHERE id = 'b'").fetchone() == ("[]",)
+
+    asyncio.run(scenario())
