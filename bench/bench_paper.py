@@ -10,8 +10,9 @@ import statistics
 from pathlib import Path
 
 from bench.common import save
+from workloads import ORACLE
 from workloads.bounds import RunBounds
-from workloads.simulator import ORACLE, simulate
+from workloads.simulator import simulate
 from workloads.spec import Workload, load_workload
 from workloads.timeline import draw_timeline
 

@@ -23,8 +23,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from bench.common import save
+from workloads import ORACLE
 from workloads.generator import GeneratorOptions, generate_workload
-from workloads.simulator import ORACLE, simulate
+from workloads.simulator import simulate
 from workloads.trace import ReplayOptions, replay_trace
 
 TRACE_POLICIES = ("static", "balance", "waa", "optimal", ORACLE)

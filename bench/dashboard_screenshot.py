@@ -31,7 +31,7 @@ def main() -> None:
         sys.exit("no Chromium: apt-get install chromium")
     with tempfile.TemporaryDirectory(prefix="stoker-shot-") as scratch:
         demo = subprocess.Popen(
-            [sys.executable, "-m", "daemon.cli", "demo", "--state-dir", scratch,
+            [sys.executable, "-m", "cli", "demo", "--state-dir", scratch,
              "--port", str(args.port)],
             stdout=subprocess.PIPE,
             text=True,

@@ -30,7 +30,7 @@ class NodeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    gpus: int | None = Field(None, ge=0, description="GPUs; unset = detect (nvidia-smi)")
+    gpus: int | None = Field(None, ge=0, description="GPUs; unset = detect (NVML)")
     cpu_slots: int = Field(4, ge=1, description="training slots on a node without GPUs")
     cpu_workers: int = Field(18, ge=1, description="loader processes the node allows (C)")
     max_jobs_per_gpu: int = Field(2, ge=1, description="jobs that may share one GPU")

@@ -1,26 +1,29 @@
-"""How many GPUs the node has, asked of `nvidia-smi` (no CUDA library in the daemon)."""
+"""How many GPUs the node has, asked of NVML (nvidia-ml-py): the driver's own library, no
+CUDA and no torch in the daemon."""
 
 import logging
-import shutil
-import subprocess
+
+import pynvml
 
 log = logging.getLogger(__name__)
 
 
 def detect_gpus() -> int:
-    """The node's NVIDIA GPUs; 0 when nvidia-smi is absent or fails (a CPU-only node)."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
+    """The node's NVIDIA GPUs; 0 when there is no driver or NVML fails (a CPU-only node,
+    which then trains in CPU slots)."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        log.info("no NVIDIA driver (NVML not found): running with CPU training slots")
+        return 0
+    except pynvml.NVMLError as error:
+        log.warning("NVML failed to start (%s): running with CPU training slots", error)
         return 0
     try:
-        done = subprocess.run(
-            [smi, "--query-gpu=index", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        )
-    except (OSError, subprocess.SubprocessError) as error:
-        log.warning("nvidia-smi failed (%s): running with CPU training slots", error)
+        count: int = pynvml.nvmlDeviceGetCount()
+        return count
+    except pynvml.NVMLError as error:
+        log.warning("NVML cannot count GPUs (%s): running with CPU training slots", error)
         return 0
-    return sum(1 for line in done.stdout.splitlines() if line.strip())
+    finally:
+        pynvml.nvmlShutdown()

@@ -23,7 +23,7 @@ def start_service(state_dir: Path, capacity: float) -> "subprocess.Popen[bytes]"
     log = state_dir / "decoder.log"
     with log.open("wb") as output:
         service = subprocess.Popen(
-            [sys.executable, "-m", "daemon.cli", "decoder", "serve",
+            [sys.executable, "-m", "cli", "decoder", "serve",
              "--state-dir", str(state_dir), "--capacity", str(capacity)],
             stderr=output,
         )  # fmt: skip

@@ -47,6 +47,7 @@ from scheduler.messages import (
 )
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
+from workloads import ORACLE
 from workloads.bounds import run_bounds
 from workloads.errors import SimulationError, WorkloadError
 from workloads.profiling import profile_node
@@ -55,8 +56,6 @@ from workloads.spec import Workload, WorkloadJob
 from workloads.truth import NodeTruth, RunningJob, iteration_rates
 
 log = logging.getLogger(__name__)
-
-ORACLE = "oracle"  # plans with `optimal` on the truth's rates
 
 
 class _Phase(Enum):

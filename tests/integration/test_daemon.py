@@ -254,7 +254,7 @@ def test_a_second_daemon_on_the_same_state_dir_is_refused(
     daemon = serve()
     second = subprocess.run(
         [
-            sys.executable, "-m", "daemon.cli", "serve",
+            sys.executable, "-m", "cli", "serve",
             "--state-dir", str(daemon.state_dir), "--port", str(daemon.port + 1),
         ],
         capture_output=True, text=True, timeout=60, check=False,

@@ -231,7 +231,7 @@ def test_serve_refuses_a_bad_capacity(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "daemon.cli",
+            "cli",
             "decoder",
             "serve",
             "--state-dir",

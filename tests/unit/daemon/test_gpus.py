@@ -1,33 +1,49 @@
-"""GPU detection through nvidia-smi, with a stand-in script where no GPU exists (here)."""
+"""GPU detection through NVML. This machine has no NVIDIA driver, so the no-driver path is
+the real library lookup; the counting paths replace NVML's calls, as a driver would answer."""
 
-import stat
-from pathlib import Path
-
+import pynvml
 import pytest
 
 from daemon.gpus import detect_gpus
 
 
-def fake_smi(directory: Path, body: str) -> None:
-    script = directory / "nvidia-smi"
-    script.write_text(f"#!/bin/sh\n{body}\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-
-
-def test_no_nvidia_smi_means_no_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", str(tmp_path))
+def test_no_driver_means_no_gpus() -> None:
+    with pytest.raises(pynvml.NVMLError_LibraryNotFound):
+        pynvml.nvmlInit()  # the premise: no libnvidia-ml here
     assert detect_gpus() == 0
 
 
-def test_one_line_per_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake_smi(tmp_path, 'printf "0\\n1\\n2\\n"')
-    monkeypatch.setenv("PATH", str(tmp_path))
-    assert detect_gpus() == 3
+def driver(monkeypatch: pytest.MonkeyPatch, count: int | Exception) -> list[str]:
+    """NVML's calls answered as a driver with `count` GPUs would (or failing with it)."""
+    calls: list[str] = []
+
+    def device_count() -> int:
+        calls.append("count")
+        if isinstance(count, Exception):
+            raise count
+        return count
+
+    monkeypatch.setattr(pynvml, "nvmlInit", lambda: calls.append("init"))
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetCount", device_count)
+    monkeypatch.setattr(pynvml, "nvmlShutdown", lambda: calls.append("shutdown"))
+    return calls
 
 
-def test_a_failing_nvidia_smi_means_cpu_slots(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    fake_smi(tmp_path, "echo 'NVIDIA-SMI has failed' >&2; exit 9")
-    monkeypatch.setenv("PATH", str(tmp_path))
+def test_gpus_are_counted_and_nvml_is_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = driver(monkeypatch, 8)
+    assert detect_gpus() == 8
+    assert calls == ["init", "count", "shutdown"]
+
+
+def test_a_driver_that_fails_to_count_means_cpu_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = driver(monkeypatch, pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN))
+    assert detect_gpus() == 0
+    assert calls == ["init", "count", "shutdown"]
+
+
+def test_a_driver_not_loaded_means_cpu_slots(monkeypatch: pytest.MonkeyPatch) -> None:
+    def not_loaded() -> None:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+
+    monkeypatch.setattr(pynvml, "nvmlInit", not_loaded)
     assert detect_gpus() == 0

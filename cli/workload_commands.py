@@ -10,7 +10,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from daemon.cli.common import fail, write_atomically
+from cli.common import fail, write_atomically
 from workloads.errors import WorkloadError
 from workloads.generator import (
     DEFAULT_BATCH_SIZES,

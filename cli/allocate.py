@@ -4,12 +4,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from pydantic import ValidationError
 
 from allocator import POLICIES, AllocationPlan, AllocationRequest, AllocatorError, allocate
-from daemon.cli.common import fail, print_json, read_json, read_text
-from daemon.schemas import AllocationRequestBody, describe_validation_error
-from tpm import FittedTPM, TpmError
+from cli.common import fail, print_json, read_json, read_text
 
 
 def register_allocate(app: typer.Typer) -> None:
@@ -44,6 +41,11 @@ def allocate_command(
 
 def load_request(request_file: Path, tpm: Path | None) -> AllocationRequest:
     """Read and validate a request file, resolving rates through the TPM when given."""
+    from pydantic import ValidationError  # noqa: PLC0415 (the CLI imports lazily)
+
+    from daemon.schemas import AllocationRequestBody, describe_validation_error  # noqa: PLC0415
+    from tpm import FittedTPM, TpmError  # noqa: PLC0415
+
     raw = read_json(request_file, "request")
     model = None
     if tpm is not None:

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from daemon.cli.common import fail, print_json, read_text, write_atomically
+from cli.common import fail, print_json, read_text, write_atomically
 from tpm import (
     FittedTPM,
     TpmError,

@@ -5,14 +5,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import uvicorn
 
-from agents.simulated import main as simulated_agent
-from daemon.api import create_app, load_model
-from daemon.cli.common import fail
-from daemon.config import ConfigError, load_config, with_scheduler
-from daemon.store import StateDirLock, StoreError
-from tpm import TpmError
+from cli.common import fail
 
 
 def register_serve(app: typer.Typer) -> None:
@@ -40,6 +34,13 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run the daemon: REST API, agent link, scheduler. Stops cleanly on SIGTERM or Ctrl-C."""
+    import uvicorn  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
+
+    from daemon.api import create_app, load_model  # noqa: PLC0415
+    from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
+    from daemon.store import StateDirLock, StoreError  # noqa: PLC0415
+    from tpm import TpmError  # noqa: PLC0415
+
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -91,7 +92,9 @@ def agent(
     """Run one job's application master (the daemon's launcher does this): the PyTorch
     trainer (agents/master.py), or with --simulate one that trains nothing."""
     if simulate:
-        raise typer.Exit(simulated_agent(args or []))
+        from agents.simulated import main as simulated  # noqa: PLC0415
+
+        raise typer.Exit(simulated(args or []))
     from agents.master import main  # noqa: PLC0415 (torch stays out of the daemon's imports)
 
     raise typer.Exit(main(args or []))

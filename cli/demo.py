@@ -23,12 +23,12 @@ import httpx
 import tomli_w
 import typer
 
-from daemon.cli.client import Daemon, dashboard_link, submit_on_schedule
-from daemon.cli.common import fail
+from cli.client import Daemon, dashboard_link, submit_on_schedule
+from cli.common import fail
 from workloads.errors import WorkloadError
 from workloads.spec import Workload, load_workload
 
-REPO_WORKLOAD = Path(__file__).resolve().parents[2] / "configs" / "workloads" / "demo-cpu.toml"
+REPO_WORKLOAD = Path(__file__).resolve().parents[1] / "configs" / "workloads" / "demo-cpu.toml"
 FINAL = {"completed", "failed", "cancelled"}
 
 
@@ -78,7 +78,7 @@ def _start(where: Path, port: int, jobs: Workload, dataset: Path) -> "subprocess
         "port": port,
         "agent_mode": "process",
         "heartbeat_s": 0.5,
-        # GPUs if nvidia-smi finds any, else the workload's GPU count as CPU training slots.
+        # GPUs if NVML finds any, else the workload's GPU count as CPU training slots.
         "node": {"cpu_slots": jobs.node.gpus, "cpu_workers": jobs.node.cpu_workers},
         # Short windows; the gate off, so that every change the plan makes shows.
         "scheduler": {"arrival_window_s": 2.0, "completion_window_s": 2.0, "gate": False},
@@ -88,7 +88,7 @@ def _start(where: Path, port: int, jobs: Workload, dataset: Path) -> "subprocess
     config.write_text(tomli_w.dumps(settings))
     with (where / "daemon.log").open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daemon.cli", "serve", "--config", str(config)],
+            [sys.executable, "-m", "cli", "serve", "--config", str(config)],
             stdout=log,
             stderr=log,
         )

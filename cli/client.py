@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from daemon.cli.common import fail, print_json, read_text
+from cli.common import fail, print_json, read_text
 from workloads.errors import WorkloadError
 from workloads.spec import Workload, load_workload
 

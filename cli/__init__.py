@@ -6,15 +6,15 @@ machines is one JSON object on stdout; diagnostics go to stderr.
 
 import typer
 
-from agents.cli import dataset_app, profile_command
-from daemon.cli.allocate import register_allocate
-from daemon.cli.client import register_client
-from daemon.cli.demo import demo_command
-from daemon.cli.serve import register_serve
-from daemon.cli.simulate import register_simulate
-from daemon.cli.tpm_commands import tpm_app
-from daemon.cli.workload_commands import workload_app
-from fpga_driver.cli import decoder_app
+from cli.allocate import register_allocate
+from cli.client import register_client
+from cli.dataset import dataset_app, profile_command
+from cli.decoder import decoder_app
+from cli.demo import demo_command
+from cli.serve import register_serve
+from cli.simulate import register_simulate
+from cli.tpm_commands import tpm_app
+from cli.workload_commands import workload_app
 
 app = typer.Typer(
     name="stoker",

@@ -6,11 +6,8 @@ from typing import Annotated
 import typer
 
 from allocator import POLICIES
-from daemon.cli.common import fail, print_json
-from workloads.errors import WorkloadError
-from workloads.simulator import ORACLE, simulate
-from workloads.spec import load_workload
-from workloads.timeline import draw_timeline
+from cli.common import fail, print_json
+from workloads import ORACLE
 
 CHOICES = (*POLICIES, ORACLE)
 
@@ -34,12 +31,18 @@ def simulate_command(
     """Simulate the workload on a virtual GPU node driving the real scheduler core."""
     if policy not in CHOICES:
         fail(f"--policy: unknown policy {policy!r}; one of {', '.join(CHOICES)}")
+    from workloads.errors import WorkloadError  # noqa: PLC0415 (the CLI imports lazily)
+    from workloads.simulator import simulate  # noqa: PLC0415
+    from workloads.spec import load_workload  # noqa: PLC0415
+
     try:
         workload = load_workload(workload_file)
         result = simulate(workload, policy, seed)
     except WorkloadError as error:
         fail(str(error))
     if timeline is not None:
+        from workloads.timeline import draw_timeline  # noqa: PLC0415 (matplotlib)
+
         try:
             draw_timeline(result, timeline, cpu_workers=workload.node.cpu_workers)
         except OSError as error:
