@@ -35,6 +35,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports  # DESIGN.md's import rules, as the contracts in pyproject.toml
 
 # Debian's Chromium for the dashboard's browser tests (Playwright drives it). Best effort:
 # without root or apt those tests skip and say why.
@@ -57,4 +58,4 @@ bench: install
 	$(BIN)/python -m bench.bench_daemon
 
 clean:
-	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache

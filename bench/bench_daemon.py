@@ -27,8 +27,8 @@ import zmq
 
 from agents.protocol import PausedMessage, PauseMessage, decode_daemon, encode
 from bench.common import save
+from bench.daemon_driver import Daemon, free_port
 from daemon.agentlink import AgentLink
-from tests.integration.daemon_harness import Daemon, free_port
 
 JOB = {"model": "Resnet18", "batch_size": 64, "gpus": 1, "iterations": 1000}
 

@@ -30,8 +30,8 @@ from agents.protocol import (
     ResumedMessage,
     ResumeMessage,
 )
+from bench.agent_driver import Router, start_master
 from bench.common import save
-from tests.integration.agent_harness import Router, start_master
 
 BATCH = 32
 

@@ -15,8 +15,8 @@ import sys
 import numpy as np
 
 from bench.common import save
-from tests.unit.tpm.groundtruth import LoadingTruth, loading_samples, training_samples
 from tpm import fit
+from tpm.synthetic import LoadingTruth, loading_samples, training_samples
 
 TRUTHS = {
     "knees 11/24 (paper Fig. 5)": LoadingTruth(),

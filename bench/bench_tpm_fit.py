@@ -19,8 +19,8 @@ import numpy
 import sklearn
 
 from bench.common import save, time_call
-from tests.unit.tpm.groundtruth import loading_csv, training_csv
 from tpm import fit, read_loading_samples, read_training_samples
+from tpm.synthetic import loading_csv, training_csv
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""Sample files drawn from a known truth, for accuracy tests and the fit benchmark.
+"""Sample files drawn from a known truth: for accuracy tests, the fit benchmark, and trying
+the model without profiling a node.
 
 Training samples follow formula 6 with chosen alphas; loading samples follow formula 7
 with a chosen piecewise-linear capacity K(D). Both get multiplicative noise (a lognormal

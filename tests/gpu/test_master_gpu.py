@@ -15,7 +15,7 @@ from agents.protocol import (
     ResumedMessage,
     ResumeMessage,
 )
-from tests.integration.agent_harness import Router, start_master
+from bench.agent_driver import Router, start_master
 
 pytestmark = [
     pytest.mark.gpu,

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from tests.integration.cli import stoker
-from tests.unit.tpm.groundtruth import loading_csv, training_csv
 from tpm import FittedTPM, read_loading_samples, read_training_samples
+from tpm.synthetic import loading_csv, training_csv
 
 
 @pytest.fixture

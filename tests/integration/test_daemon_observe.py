@@ -14,7 +14,7 @@ import pytest
 from daemon.launcher import alive
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import agent_pids, states, submit
-from tests.unit.tpm.groundtruth import LoadingTruth, loading_csv, training_csv
+from tpm.synthetic import LoadingTruth, loading_csv, training_csv
 
 pytestmark = pytest.mark.timeout(120)
 REPO = Path(__file__).resolve().parents[2]

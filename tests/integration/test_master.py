@@ -22,9 +22,9 @@ from agents.protocol import (
     ResumeMessage,
     ShareMessage,
 )
+from bench.agent_driver import Router, start_master
 from fpga_driver.client import DecoderClient
 from fpga_driver.loadgen import start_service, stop_service
-from tests.integration.agent_harness import Router, start_master
 
 pytestmark = pytest.mark.timeout(240)
 IMAGES, BATCH = 48, 8  # 6 global batches an epoch

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from sklearn.ensemble import RandomForestRegressor
 
-from tests.unit.tpm.groundtruth import TrainingTruth, training_samples
 from tpm import ModelFormatError
 from tpm.arrays import FloatArray
 from tpm.candidates import (
@@ -22,6 +21,7 @@ from tpm.candidates import (
 )
 from tpm.fields import Fields
 from tpm.forest import ForestStepTime, fit_forest, forest_from_estimator
+from tpm.synthetic import TrainingTruth, training_samples
 from tpm.training import raw_features
 
 TRUTH = TrainingTruth()

@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from tests.unit.tpm.groundtruth import LoadingTruth, loading_csv, loading_samples
 from tpm import (
     LoadingFit,
     SampleError,
@@ -11,6 +10,7 @@ from tpm import (
     fit_loading,
     read_loading_samples,
 )
+from tpm.synthetic import LoadingTruth, loading_csv, loading_samples
 from tpm.validation import r_squared
 
 TRUTHS = {

@@ -6,7 +6,6 @@ import json
 import numpy as np
 import pytest
 
-from tests.unit.tpm.groundtruth import loading_samples, training_samples
 from tpm import (
     CANDIDATE_NAMES,
     FittedTPM,
@@ -18,6 +17,7 @@ from tpm import (
     fit_loading,
     fit_training,
 )
+from tpm.synthetic import loading_samples, training_samples
 
 
 @pytest.fixture(scope="module")

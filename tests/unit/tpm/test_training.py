@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from tests.unit.tpm.groundtruth import TrainingTruth, training_csv, training_samples
 from tpm import (
     CANDIDATE_NAMES,
     STEP_TIME_FLOOR_S,
@@ -15,6 +14,7 @@ from tpm import (
 )
 from tpm.arrays import frozen_floats, frozen_ints
 from tpm.candidates import PolynomialStepTime
+from tpm.synthetic import TrainingTruth, training_csv, training_samples
 from tpm.training import raw_features
 from tpm.validation import r_squared
 
