@@ -325,7 +325,7 @@ def _tenant(who: str) -> str | None:
 def _view(service: Service, record: JobRecord, node: NodeSnapshot | None = None) -> JobView:
     fresh = service.store.job(record.id) or record
     settings = fresh.settings
-    live = (node or service.snapshot()).jobs.get(fresh.id)
+    live = node.jobs.get(fresh.id) if node is not None else service.live_job(fresh.id)
     allocation = live.allocation if live is not None else None
     held = live is not None and not live.state.final and live.gpu_indices
     return JobView(

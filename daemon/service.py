@@ -38,7 +38,7 @@ from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
 from daemon.store import JobRecord, StateDirLock, Store
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
 from scheduler.admission import GpuPool
-from scheduler.errors import SchedulerError
+from scheduler.errors import SchedulerError, UnknownJob
 from scheduler.messages import (
     AgentHello,
     Command,
@@ -53,7 +53,7 @@ from scheduler.messages import (
     Resumed,
     Tick,
 )
-from scheduler.scheduler import Scheduler
+from scheduler.scheduler import JobStatus, Scheduler
 from tpm import TpmError
 
 log = logging.getLogger(__name__)
@@ -168,22 +168,31 @@ class Service:
     def now(self) -> float:
         return self._clock() - self._started
 
+    def live_job(self, job_id: str) -> LiveJob | None:
+        """One job as the core sees it now; None for a job it does not plan (yet)."""
+        try:
+            return self._live(self.scheduler.status(job_id))
+        except UnknownJob:
+            return None
+
+    def _live(self, status: JobStatus) -> LiveJob:
+        record = self.records.get(status.id)
+        return LiveJob(
+            id=status.id,
+            tenant=record.tenant if record is not None else "",
+            state=status.state,
+            allocation=status.allocation,
+            iteration=status.iteration,
+            predicted_samples_per_s=status.predicted_samples_per_s,
+            measured_samples_per_s=status.measured_samples_per_s,
+            restarts=status.restarts,
+            gpu_indices=status.gpu_indices,
+            heartbeat=self.measured.get(status.id),
+        )
+
     def snapshot(self) -> NodeSnapshot:
-        jobs = {
-            job_id: LiveJob(
-                id=job_id,
-                tenant=self.records[job_id].tenant if job_id in self.records else "",
-                state=status.state,
-                allocation=status.allocation,
-                iteration=status.iteration,
-                predicted_samples_per_s=status.predicted_samples_per_s,
-                measured_samples_per_s=status.measured_samples_per_s,
-                restarts=status.restarts,
-                gpu_indices=status.gpu_indices,
-                heartbeat=self.measured.get(job_id),
-            )
-            for job_id, status in self.scheduler.jobs().items()
-        }
+        """The node now, for readers (every job the core knows: O(jobs))."""
+        jobs = {job_id: self._live(status) for job_id, status in self.scheduler.jobs().items()}
         counters = self.counters
         return NodeSnapshot(
             generation=self.scheduler.generation,

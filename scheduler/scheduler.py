@@ -75,6 +75,7 @@ class _Job:
     checkpoint: str = ""
     restarts: int = 0
     gpu_indices: tuple[int, ...] = ()
+    seq: int = 0  # order of submission
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,9 @@ class Scheduler:
         self._config = config
         self._jobs: dict[str, _Job] = {}  # every job ever submitted, for status
         self._live: dict[str, _Job] = {}  # those not in a final state, in submission order
+        # Those whose silence times out (starting or running): a tick looks at these only,
+        # not at every job queued behind them.
+        self._watched: dict[str, _Job] = {}
         self._arrivals: list[str] = []
         self._arrivals_due: float | None = None
         self._completions: list[str] = []
@@ -187,14 +191,13 @@ class Scheduler:
         else:  # windows that close meanwhile are served when the round ends, not by a Tick
             times = [self._round.deadline]
         times.extend(
-            job.last_heard + self._config.heartbeat_timeout_s
-            for job in self._live.values()
-            if job.state is JobState.RUNNING
-        )
-        times.extend(
-            job.last_heard + self._config.launch_timeout_s
-            for job in self._live.values()
-            if job.state is JobState.STARTING
+            job.last_heard
+            + (
+                self._config.heartbeat_timeout_s
+                if job.state is JobState.RUNNING
+                else self._config.launch_timeout_s
+            )
+            for job in self._watched.values()
         )
         return min(times, default=None)
 
@@ -222,8 +225,9 @@ class Scheduler:
             last_heard=now,
             restarts=request.restarts,
             gpu_indices=gpu_indices,
+            seq=len(self._jobs),
         )
-        self._jobs[request.id] = self._live[request.id] = job
+        self._jobs[request.id] = self._live[request.id] = self._watched[request.id] = job
         why = "re-attached: its agent outlived the daemon"
         return [StateChanged(request.id, None, JobState.RUNNING, why)]
 
@@ -286,7 +290,13 @@ class Scheduler:
         if request.id in self._jobs:
             raise SchedulerError(f"job {request.id!r} was submitted already")
         spec = self._rates.job_spec(request)
-        job = _Job(request=request, spec=spec, last_heard=now, restarts=request.restarts)
+        job = _Job(
+            request=request,
+            spec=spec,
+            last_heard=now,
+            restarts=request.restarts,
+            seq=len(self._jobs),
+        )
         self._jobs[request.id] = self._live[request.id] = job
         if self._admission is not None:
             self._admission.enqueue(request)  # placed by `_admit`, maybe in this call
@@ -408,7 +418,8 @@ class Scheduler:
         current = self._round
         if current is not None and now >= current.deadline and current.waiting:
             self._give_up_on_stragglers(current, now, out)
-        for job in list(self._live.values()):
+        # In submission order, as the jobs were given: what ends first is recorded first.
+        for job in sorted(self._watched.values(), key=lambda job: job.seq):
             silent = now - job.last_heard
             if job.state is JobState.RUNNING and silent >= self._config.heartbeat_timeout_s:
                 self._ended(job.request.id, JobState.FAILED, now, out, "lost: no heartbeat")
@@ -607,6 +618,10 @@ class Scheduler:
         check_transition(job.request.id, job.state, new)
         out.append(StateChanged(job.request.id, job.state, new, why))
         job.state = new
+        if new in (JobState.STARTING, JobState.RUNNING):
+            self._watched[job.request.id] = job
+        else:
+            self._watched.pop(job.request.id, None)
         if new.final:
             del self._live[job.request.id]
             if self._admission is not None:

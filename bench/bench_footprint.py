@@ -1,0 +1,102 @@
+"""The daemon's footprint: how long `stoker serve` takes to answer /healthz, and how much
+memory it holds then, for this tree or another checkout (to compare before and after).
+
+Run: .venv/bin/python -m bench.bench_footprint [--runs N] [--tree PATH] [--name LABEL]
+Prints a table and saves bench/out/footprint-<LABEL>.json. `--tree` runs the daemon of
+another checkout of the repository with this environment (its `cli` package, or the older
+`daemon.cli`); nothing is installed. Goal (issue 14): the daemon loads neither torch nor
+matplotlib.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import psutil
+import tomli_w
+
+from bench.common import save
+from bench.daemon_driver import free_port
+
+HERE = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "matplotlib")
+
+
+def cli_module(tree: Path) -> str:
+    """The module that runs the `stoker` command in `tree`."""
+    return "cli" if (tree / "cli" / "__init__.py").is_file() else "daemon.cli"
+
+
+def one_start(tree: Path, scratch: Path) -> dict[str, object]:
+    """Start a daemon of `tree`, wait for /healthz, measure, stop it."""
+    port = free_port()
+    config = scratch / "stoker.toml"
+    config.write_text(tomli_w.dumps({"agent_mode": "simulate", "node": {"cpu_slots": 4}}))
+    argv = [
+        sys.executable, "-m", cli_module(tree), "serve",
+        "--config", str(config), "--state-dir", str(scratch / "state"),
+        "--port", str(port), "--log-level", "warning",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    started = time.perf_counter()
+    with (scratch / "daemon.log").open("ab") as log:
+        process = subprocess.Popen(argv, cwd=tree, env=env, stdout=log, stderr=log)
+    try:
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"the daemon exited; see {scratch / 'daemon.log'}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.02)
+        start_s = time.perf_counter() - started
+        memory = psutil.Process(process.pid).memory_full_info()
+        maps = Path(f"/proc/{process.pid}/maps").read_text()
+        return {
+            "start_s": start_s,
+            "rss_mib": memory.rss / 2**20,
+            "uss_mib": memory.uss / 2**20,
+            "loads": {name: f"/{name}/" in maps for name in HEAVY},
+        }
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tree", type=Path, default=HERE, help="a checkout of the repository")
+    parser.add_argument("--name", default="this-tree", help="label of the result file")
+    args = parser.parse_args()
+    tree = args.tree.resolve()
+    runs = []
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="stoker-footprint-") as scratch:
+            runs.append(one_start(tree, Path(scratch)))
+    summary = {
+        "tree": str(tree),
+        "median_start_s": statistics.median(float(str(run["start_s"])) for run in runs),
+        "median_rss_mib": statistics.median(float(str(run["rss_mib"])) for run in runs),
+        "median_uss_mib": statistics.median(float(str(run["uss_mib"])) for run in runs),
+        "loads": runs[-1]["loads"],
+        "runs": runs,
+    }
+    print(f"{args.name}: {tree}")
+    print(f"  start to /healthz  {summary['median_start_s']:.2f} s (median of {args.runs})")
+    print(f"  RSS                {summary['median_rss_mib']:.0f} MiB")
+    print(f"  USS                {summary['median_uss_mib']:.0f} MiB")
+    print(f"  loads torch        {summary['loads']['torch']}")  # type: ignore[index]
+    print(f"  loads matplotlib   {summary['loads']['matplotlib']}")  # type: ignore[index]
+    print(f"saved {save(f'footprint-{args.name}', summary)}")
+
+
+if __name__ == "__main__":
+    main()
