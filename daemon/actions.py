@@ -5,7 +5,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agents.protocol import (
@@ -48,15 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CANCEL_GRACE_S = 5.0
-
-
-@dataclass
-class Counters:
-    plans: int = 0
-    pauses: int = 0
-    resumes: int = 0
-    launches: int = 0
-    agent_errors: int = 0  # messages for unknown jobs, or that the core refused
 
 
 def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa: PLR0911 (one return a type)

@@ -11,6 +11,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from agents.protocol import (
     ResumedMessage,
 )
 from allocator import InvalidRequest, ThroughputModel
-from daemon.actions import Actions, Counters
+from daemon.actions import Actions
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
 from daemon.gpus import detect_gpus
@@ -94,7 +95,7 @@ class Service:
             config.scheduler,
             GpuPool(self.slots, config.node.max_jobs_per_gpu),
         )
-        self.counters = Counters()
+        self.counters = Counts()
         self.records: dict[str, JobRecord] = {}  # every job this daemon runs or ran
         self.measured: dict[str, Measured] = {}  # job -> its last heartbeat
         self.metrics = Metrics()
@@ -193,7 +194,6 @@ class Service:
     def snapshot(self) -> NodeSnapshot:
         """The node now, for readers (every job the core knows: O(jobs))."""
         jobs = {job_id: self._live(status) for job_id, status in self.scheduler.jobs().items()}
-        counters = self.counters
         return NodeSnapshot(
             generation=self.scheduler.generation,
             jobs=jobs,
@@ -207,12 +207,8 @@ class Service:
             agent_mode=self.config.agent_mode,
             model_source=self.tpm.source,
             model_report=dict(self.tpm.report),
-            counts=Counts(
-                plans=counters.plans,
-                pauses=counters.pauses,
-                resumes=counters.resumes,
-                launches=counters.launches,
-                agent_errors=counters.agent_errors,
+            counts=replace(
+                self.counters,
                 telemetry_samples=self.tpm.telemetry_samples,
                 agent_messages_refused=self.link.malformed,
             ),

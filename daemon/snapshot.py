@@ -45,8 +45,10 @@ class LiveJob:
         return measured / predicted - 1.0 if predicted and measured is not None else None
 
 
-@dataclass(frozen=True)
+@dataclass
 class Counts:
+    """What the daemon counted since it started (the snapshot holds a copy)."""
+
     plans: int = 0
     pauses: int = 0
     resumes: int = 0
@@ -70,7 +72,7 @@ class NodeSnapshot:
     agent_mode: str
     model_source: str
     model_report: Mapping[str, Any] = field(default_factory=dict)
-    counts: Counts = Counts()
+    counts: Counts = field(default_factory=Counts)
 
     def live(self, tenant: str | None = None) -> list[LiveJob]:
         """Jobs not in a final state, of `tenant` (None: every tenant's)."""

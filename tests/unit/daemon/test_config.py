@@ -1,10 +1,12 @@
 """Settings come from flags, STOKER_ variables and a TOML file, and bad ones are named."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from daemon.config import ConfigError, load_config
+from daemon.config import ConfigError, DaemonConfig, load_config
+from scheduler.config import SchedulerConfig
 
 
 def test_flags_beat_the_environment_which_beats_the_file(
@@ -51,3 +53,17 @@ def test_the_example_in_docs_daemon_md_is_a_valid_config(tmp_path: Path) -> None
     config = load_config(path)
     assert config.agent_mode == "process" and config.training.image_size == 64
     assert config.tokens == {"admin": "change-me"}
+
+
+def test_the_example_config_loads_and_names_every_setting() -> None:
+    example = Path(__file__).resolve().parents[3] / "configs" / "daemon.toml"
+    config = load_config(example)
+    assert config.scheduler == SchedulerConfig()  # its values are the defaults
+    assert config.model_dump(exclude={"scheduler"}) == DaemonConfig().model_dump(
+        exclude={"scheduler"}
+    )
+    text = example.read_text()
+    for name in (field.name for field in dataclasses.fields(SchedulerConfig)):
+        assert f"\n{name} = " in text, f"configs/daemon.toml does not document scheduler.{name}"
+    for name in DaemonConfig.model_fields:
+        assert f"{name} = " in text or f"[{name}]" in text, name
