@@ -3,7 +3,7 @@
 Run: .venv/bin/python -m bench.bench_tpm_fit [--samples N] [--repeats N]
 Goal: a 1,000-sample fit (all four training candidates validated on a 60/40 split, the
 segmented regression validated the same way, both refitted) in under 1 s. Samples come
-from the ground-truth generator of the tests (knees at 11 and 24 workers, 5 % noise).
+from the ground-truth generator tpm/synthetic.py (knees at 11 and 24 workers, 5 % noise).
 Prints the result as JSON and saves bench/out/tpm_fit.json.
 """
 
