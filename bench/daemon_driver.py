@@ -18,6 +18,7 @@ T = TypeVar("T")
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
@@ -38,6 +39,9 @@ def wait_for(what: str, check: Callable[[], T | None], timeout_s: float = 30.0) 
 
 @dataclass
 class Daemon:
+    """One `stoker serve` process: `settings` become its config file (next to `state_dir`,
+    as is its log); `start` waits for /healthz and reads the tokens, `stop` ends it."""
+
     state_dir: Path
     port: int
     settings: dict[str, Any]
