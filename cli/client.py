@@ -10,17 +10,18 @@ import os
 import time
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
 
-import httpx
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cli.common import fail, print_json, read_text
-from workloads.errors import WorkloadError
-from workloads.spec import Workload, load_workload
+
+if TYPE_CHECKING:  # imported when a command runs: `stoker serve` loads neither
+    import httpx
+    from rich.progress import Progress
+
+    from workloads.spec import Workload
 
 DEFAULT_URL = "http://127.0.0.1:8470"
 FINAL = {"completed", "failed", "cancelled"}
@@ -47,6 +48,8 @@ class Daemon:
         self.url = url or os.environ.get("STOKER_URL") or DEFAULT_URL
         token = token or os.environ.get("STOKER_TOKEN") or self._admin_token(state_dir)
         self.token = token
+        import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
+
         self.http = httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
         )
@@ -62,6 +65,8 @@ class Daemon:
     def call(
         self, method: str, path: str, body: object = None, params: dict[str, Any] | None = None
     ) -> Any:
+        import httpx  # noqa: PLC0415
+
         try:
             reply = self.http.request(method, path, json=body, params=params)
         except httpx.TransportError as error:
@@ -71,7 +76,7 @@ class Daemon:
         return reply.json()
 
 
-def _detail(reply: httpx.Response) -> str:
+def _detail(reply: "httpx.Response") -> str:
     try:
         detail = reply.json().get("detail")
     except ValueError:
@@ -158,6 +163,9 @@ def run_workload(
     """Submit a workload's jobs to a live daemon at their arrival times, with progress."""
     if not speed > 0:
         fail(f"--speed must be positive, got {speed}")
+    from workloads.errors import WorkloadError  # noqa: PLC0415 (the CLI imports lazily)
+    from workloads.spec import load_workload  # noqa: PLC0415
+
     try:
         workload = load_workload(workload_file)
     except WorkloadError as error:
@@ -170,7 +178,7 @@ def run_workload(
 
 
 def submit_on_schedule(
-    daemon: Daemon, workload: Workload, speed: float, *, progress: bool = True
+    daemon: Daemon, workload: "Workload", speed: float, *, progress: bool = True
 ) -> dict[str, str]:
     """Submit each job at its arrival time divided by `speed`; workload id -> job id."""
     ids: dict[str, str] = {}
@@ -208,7 +216,10 @@ def _wait_for(daemon: Daemon, ids: dict[str, str]) -> None:
             time.sleep(0.5)
 
 
-def _progress(*, disable: bool = False) -> Progress:
+def _progress(*, disable: bool = False) -> "Progress":
+    from rich.console import Console  # noqa: PLC0415 (only the progress bars need rich)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
+
     return Progress(
         TextColumn("{task.description:>10}"),
         BarColumn(),

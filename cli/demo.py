@@ -17,16 +17,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import tomli_w
 import typer
 
 from cli.client import Daemon, dashboard_link, submit_on_schedule
 from cli.common import fail
-from workloads.errors import WorkloadError
-from workloads.spec import Workload, load_workload
+
+if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
+    from workloads.spec import Workload
 
 REPO_WORKLOAD = Path(__file__).resolve().parents[1] / "configs" / "workloads" / "demo-cpu.toml"
 FINAL = {"completed", "failed", "cancelled"}
@@ -42,6 +42,9 @@ def demo_command(
     images: Annotated[int, typer.Option(help="JPEGs in the demo dataset")] = 256,
 ) -> None:
     """Run a small dynamic workload of real training jobs through a live daemon."""
+    from workloads.errors import WorkloadError  # noqa: PLC0415 (the CLI imports lazily)
+    from workloads.spec import load_workload  # noqa: PLC0415
+
     try:
         jobs = load_workload(workload)
     except WorkloadError as error:
@@ -72,7 +75,9 @@ def _dataset(root: Path, images: int) -> Path:
     return root
 
 
-def _start(where: Path, port: int, jobs: Workload, dataset: Path) -> "subprocess.Popen[bytes]":
+def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subprocess.Popen[bytes]":
+    import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
+
     settings = {
         "state_dir": str(where / "state"),
         "port": port,
@@ -109,7 +114,7 @@ def _start(where: Path, port: int, jobs: Workload, dataset: Path) -> "subprocess
     fail(f"the daemon did not answer within 60 s; see {where / 'daemon.log'}")
 
 
-def _run(daemon: Daemon, jobs: Workload, where: Path) -> None:
+def _run(daemon: Daemon, jobs: "Workload", where: Path) -> None:
     """Submit on schedule in a thread while this one tells what happens, as it happens."""
     ids: dict[str, str] = {}
     submitter = threading.Thread(

@@ -11,6 +11,10 @@ from typing import Annotated, TypeVar
 import typer
 
 from cli.common import fail, write_atomically
+
+# Imported with the CLI, unlike every other command's dependencies: the options' defaults
+# are the generator's and the replay's own, and Typer reads them from the signatures. These
+# modules are pure Python on scheduler and tpm (no torch, no matplotlib, no simulator).
 from workloads.errors import WorkloadError
 from workloads.generator import (
     DEFAULT_BATCH_SIZES,
