@@ -4,8 +4,10 @@ memory it holds then, for this tree or another checkout (to compare before and a
 Run: .venv/bin/python -m bench.bench_footprint [--runs N] [--tree PATH] [--name LABEL]
 Prints a table and saves bench/out/footprint-<LABEL>.json. `--tree` runs the daemon of
 another checkout of the repository with this environment (its `cli` package, or the older
-`daemon.cli`); nothing is installed. Goal (issue 14): the daemon loads neither torch nor
-matplotlib.
+`daemon.cli`); nothing is installed. One more start comes first and is not counted: it
+writes the tree's bytecode caches (the daemon runs with PYTHONDONTWRITEBYTECODE unset), so
+that every counted start finds them, as an installed package does. Goal (issue 14): the
+daemon loads neither torch nor matplotlib.
 """
 
 import argparse
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import httpx
@@ -28,12 +31,28 @@ HERE = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "matplotlib")
 
 
+@dataclass(frozen=True)
+class Start:
+    """One daemon's start: spawn to the first 200 from /healthz, and its memory then."""
+
+    start_s: float
+    rss_mib: float
+    uss_mib: float  # memory only this process holds (not shared with others)
+    loads: dict[str, bool]  # torch, matplotlib: is any file of theirs mapped
+
+
 def cli_module(tree: Path) -> str:
     """The module that runs the `stoker` command in `tree`."""
     return "cli" if (tree / "cli" / "__init__.py").is_file() else "daemon.cli"
 
 
-def one_start(tree: Path, scratch: Path) -> dict[str, object]:
+def mapped_files(pid: int, scratch: Path) -> set[str]:
+    """The files the process has mapped (libraries, extension modules), its state aside."""
+    rows = (line.split(maxsplit=5) for line in Path(f"/proc/{pid}/maps").read_text().splitlines())
+    return {row[5] for row in rows if len(row) == 6 and not row[5].startswith(str(scratch))}
+
+
+def one_start(tree: Path, scratch: Path) -> Start:
     """Start a daemon of `tree`, wait for /healthz, measure, stop it."""
     port = free_port()
     config = scratch / "stoker.toml"
@@ -44,6 +63,7 @@ def one_start(tree: Path, scratch: Path) -> dict[str, object]:
         "--port", str(port), "--log-level", "warning",
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(tree)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     started = time.perf_counter()
     with (scratch / "daemon.log").open("ab") as log:
         process = subprocess.Popen(argv, cwd=tree, env=env, stdout=log, stderr=log)
@@ -58,16 +78,22 @@ def one_start(tree: Path, scratch: Path) -> dict[str, object]:
                 time.sleep(0.02)
         start_s = time.perf_counter() - started
         memory = psutil.Process(process.pid).memory_full_info()
-        maps = Path(f"/proc/{process.pid}/maps").read_text()
-        return {
-            "start_s": start_s,
-            "rss_mib": memory.rss / 2**20,
-            "uss_mib": memory.uss / 2**20,
-            "loads": {name: f"/{name}/" in maps for name in HEAVY},
-        }
+        files = mapped_files(process.pid, scratch)
+        return Start(
+            start_s=start_s,
+            rss_mib=memory.rss / 2**20,
+            uss_mib=memory.uss / 2**20,
+            loads={name: any(name in path for path in files) for name in HEAVY},
+        )
     finally:
         process.terminate()
         process.wait(timeout=60)
+
+
+def fresh_start(tree: Path) -> Start:
+    """`one_start` in an empty scratch directory, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="stoker-footprint-") as scratch:
+        return one_start(tree, Path(scratch))
 
 
 def main() -> None:
@@ -77,24 +103,24 @@ def main() -> None:
     parser.add_argument("--name", default="this-tree", help="label of the result file")
     args = parser.parse_args()
     tree = args.tree.resolve()
-    runs = []
-    for _ in range(args.runs):
-        with tempfile.TemporaryDirectory(prefix="stoker-footprint-") as scratch:
-            runs.append(one_start(tree, Path(scratch)))
-    summary = {
+    fresh_start(tree)  # writes the tree's bytecode caches; not counted
+    runs = [fresh_start(tree) for _ in range(args.runs)]
+    loads = {name: any(run.loads[name] for run in runs) for name in HEAVY}
+    summary: dict[str, object] = {
         "tree": str(tree),
-        "median_start_s": statistics.median(float(str(run["start_s"])) for run in runs),
-        "median_rss_mib": statistics.median(float(str(run["rss_mib"])) for run in runs),
-        "median_uss_mib": statistics.median(float(str(run["uss_mib"])) for run in runs),
-        "loads": runs[-1]["loads"],
-        "runs": runs,
+        "module": cli_module(tree),
+        "median_start_s": statistics.median(run.start_s for run in runs),
+        "median_rss_mib": statistics.median(run.rss_mib for run in runs),
+        "median_uss_mib": statistics.median(run.uss_mib for run in runs),
+        "loads": loads,
+        "runs": [asdict(run) for run in runs],
     }
-    print(f"{args.name}: {tree}")
+    print(f"{args.name}: {tree} (python -m {cli_module(tree)} serve)")
     print(f"  start to /healthz  {summary['median_start_s']:.2f} s (median of {args.runs})")
     print(f"  RSS                {summary['median_rss_mib']:.0f} MiB")
     print(f"  USS                {summary['median_uss_mib']:.0f} MiB")
-    print(f"  loads torch        {summary['loads']['torch']}")  # type: ignore[index]
-    print(f"  loads matplotlib   {summary['loads']['matplotlib']}")  # type: ignore[index]
+    for name in HEAVY:
+        print(f"  loads {name:<12} {loads[name]}")
     print(f"saved {save(f'footprint-{args.name}', summary)}")
 
 
