@@ -56,6 +56,7 @@ bench: install
 	$(BIN)/python -m bench.bench_paper
 	$(BIN)/python -m bench.bench_simulate
 	$(BIN)/python -m bench.bench_daemon
+	$(BIN)/python -m bench.bench_footprint
 
 clean:
 	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
