@@ -206,8 +206,11 @@ class EpochOrder:
     seed: int = 0
     epoch: int = 0
     cursor: int = 0  # samples of this epoch consumed by all ranks together
+    shuffle: bool = True  # False: every epoch in index order
 
     def permutation(self) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.samples))
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
         return torch.randperm(self.samples, generator=generator).tolist()
 

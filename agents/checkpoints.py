@@ -1,0 +1,61 @@
+"""A job's checkpoints on disk: written atomically (a temporary file, fsync, rename), named
+by a sequence number, the newest `KEEP` kept.
+
+What a checkpoint holds is the SDK's business (`agents/sdk.py`); this module only stores
+and finds them. Loading uses `torch.load(weights_only=True)`: tensors, numbers, strings,
+lists and dicts, nothing that could run code.
+"""
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+KEEP = 2
+_NAME = re.compile(r"^checkpoint-(\d{8})\.pt$")
+
+
+def checkpoint_files(directory: Path) -> list[Path]:
+    """The checkpoints in `directory`, oldest first."""
+    if not directory.is_dir():
+        return []
+    found = [path for path in directory.iterdir() if _NAME.match(path.name)]
+    return sorted(found, key=lambda path: path.name)
+
+
+def latest(directory: Path) -> Path | None:
+    files = checkpoint_files(directory)
+    return files[-1] if files else None
+
+
+def write(directory: Path, state: dict[str, Any]) -> Path:
+    """Write `state` as the next checkpoint and drop all but the newest `KEEP`; its path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    newest = latest(directory)
+    number = int(_NAME.match(newest.name).group(1)) + 1 if newest is not None else 1  # type: ignore[union-attr]
+    path = directory / f"checkpoint-{number:08d}.pt"
+    temporary = directory / f".{path.name}.tmp"
+    with temporary.open("wb") as handle:
+        torch.save(state, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+    _fsync_directory(directory)  # the rename itself survives a crash
+    for old in checkpoint_files(directory)[:-KEEP]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def read(path: Path) -> dict[str, Any]:
+    state: dict[str, Any] = torch.load(path, map_location="cpu", weights_only=True)
+    return state
+
+
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)

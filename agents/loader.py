@@ -1,0 +1,179 @@
+"""The SDK's data loader: any map-style dataset, a DataLoader underneath, and a position
+that belongs to the job, not to the DataLoader.
+
+The position is (epoch, samples of the epoch consumed by all ranks, seed); the epoch's order
+is a permutation drawn from (seed, epoch) (`agents.data.EpochOrder`). The DataLoader is
+built from the position on, with whatever worker count the job has now, so the worker count
+can change at any batch boundary: the next DataLoader starts where the last one stopped,
+and every sample of an epoch is consumed exactly once across any number of resizes, ranks
+included (each global batch is split among the ranks). torchdata's StatefulDataLoader
+cannot do this: it refuses to resume with a different `num_workers`.
+
+An iterable-style dataset has no order to own: it runs on a plain DataLoader with the
+worker count it started with, and the scheduler is told it cannot be resized.
+"""
+
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from agents.data import EpochOrder
+
+
+class Boundary(Protocol):
+    """What the loader tells its job: a batch goes to the script (it counts as consumed from
+    then on, so a checkpoint the script writes after its step does not repeat it), and the
+    script is back for the next one (the boundary where the job may stop or checkpoint)."""
+
+    def on_batch(self) -> None: ...
+
+    def at_boundary(self) -> None: ...
+
+
+@dataclass
+class Position:
+    """Where a loader is in its data; what a checkpoint keeps of it."""
+
+    epoch: int = 0
+    consumed: int = 0  # samples of this epoch consumed by all ranks together
+    seed: int = 0
+
+    def to_state(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "consumed": self.consumed, "seed": self.seed}
+
+    @classmethod
+    def from_state(cls, state: dict[str, int]) -> "Position":
+        return cls(int(state["epoch"]), int(state["consumed"]), int(state["seed"]))
+
+
+class ResizableLoader:
+    """Iterate it as a DataLoader: each pass runs the current epoch from its position to its
+    end. `workers` may change between batches; it takes effect at the next one."""
+
+    def __init__(
+        self,
+        dataset: Dataset[Any],
+        *,
+        batch_size: int,
+        shuffle: bool,
+        drop_last: bool,
+        rank: int,
+        world_size: int,
+        workers: int,
+        position: Position,
+        job: Boundary,
+        dataloader_kwargs: dict[str, Any],
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size: must be at least 1, got {batch_size}")
+        self.dataset = dataset
+        self.resizable = not isinstance(dataset, IterableDataset)
+        if self.resizable and not hasattr(dataset, "__len__"):
+            raise TypeError(
+                "dataset: a map-style dataset needs __len__ and __getitem__; an iterable one "
+                "subclasses torch.utils.data.IterableDataset"
+            )
+        self.batch_size = batch_size  # per rank, as DataLoader's
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.rank, self.world_size = rank, world_size
+        self.workers = workers
+        self.position = position
+        self._job = job
+        self._kwargs = dataloader_kwargs
+        self._built_with: int | None = None  # the worker count of the live DataLoader
+
+    def __len__(self) -> int:
+        """Batches left in the current epoch for this rank."""
+        if not self.resizable:
+            return len(self._plain())
+        return len(self._global_batches())
+
+    def __iter__(self) -> Iterator[Any]:
+        if not self.resizable:
+            yield from self._plain()
+            return
+        while True:
+            batches = self._global_batches()
+            if not batches:
+                break
+            stopped_for_resize = False
+            loader = self._dataloader([self._share(batch) for batch in batches])
+            for batch, data in zip(batches, loader, strict=True):
+                self.position.consumed += len(batch)
+                self._job.on_batch()
+                yield data
+                self._job.at_boundary()
+                if self.workers != self._built_with:
+                    stopped_for_resize = True  # the rest of the epoch with the new count
+                    break
+            if not stopped_for_resize:
+                break
+        # The epoch is done: the next pass is the next epoch.
+        self.position.epoch += 1
+        self.position.consumed = 0
+
+    def _global_batches(self) -> list[list[int]]:
+        order = EpochOrder(
+            samples=len(self.dataset),  # type: ignore[arg-type]
+            seed=self.position.seed,
+            epoch=self.position.epoch,
+            cursor=self.position.consumed,
+            shuffle=self.shuffle,
+        )
+        batches = order.global_batches(self.batch_size * self.world_size, self.world_size)
+        if self.drop_last and batches and len(batches[-1]) < self.batch_size * self.world_size:
+            batches.pop()
+        return batches
+
+    def _share(self, batch: list[int]) -> list[int]:
+        """This rank's part of a global batch (sizes differ by one at most)."""
+        count = len(batch)
+        return batch[
+            self.rank * count // self.world_size : (self.rank + 1) * count // self.world_size
+        ]
+
+    def _dataloader(self, shares: list[list[int]]) -> DataLoader[Any]:
+        self._built_with = self.workers
+        kwargs = dict(self._kwargs)
+        if self.workers > 0:
+            kwargs["worker_init_fn"] = _quiet_workers(kwargs.get("worker_init_fn"))
+        else:
+            kwargs.pop("persistent_workers", None)
+            kwargs.pop("prefetch_factor", None)
+        return DataLoader(self.dataset, batch_sampler=shares, num_workers=self.workers, **kwargs)
+
+    def _plain(self) -> DataLoader[Any]:
+        self._built_with = self.workers
+        kwargs = dict(self._kwargs)
+        if self.workers > 0:
+            kwargs["worker_init_fn"] = _quiet_workers(kwargs.get("worker_init_fn"))
+        return DataLoader(
+            self.dataset,
+            batch_size=self.batch_size,
+            drop_last=self.drop_last,
+            num_workers=self.workers,
+            **kwargs,
+        )
+
+
+def _quiet_workers(user_init: Callable[[int], None] | None) -> Callable[[int], None]:
+    """Workers leave Ctrl-C and SIGTERM to the main process, which checkpoints at the next
+    batch boundary; then the user's own worker_init_fn."""
+    return _WorkerInit(user_init)
+
+
+@dataclass(frozen=True)
+class _WorkerInit:
+    """A picklable worker_init_fn (spawned workers get it by pickle)."""
+
+    user_init: Callable[[int], None] | None
+
+    def __call__(self, worker_id: int) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if self.user_init is not None:
+            self.user_init(worker_id)

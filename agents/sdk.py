@@ -1,0 +1,363 @@
+"""The stoker SDK: a few lines in a training script (`import stoker`; docs/sdk.md).
+
+    job = stoker.init()
+    loader = job.loader(dataset, batch_size=64, shuffle=True)
+    job.track(model=model, optimizer=optimizer)      # restored here from the newest checkpoint
+    for epoch in job.epochs(10):                     # resumes mid-epoch after a restart
+        for x, y in loader:                          # each batch boundary is a pause point
+            ...
+            job.report(loss=loss)
+
+Without a daemon (no STOKER_JOB_ID in the environment) the script is plain PyTorch:
+checkpoints go to `./stoker-out/checkpoints` (or `init(output_dir=...)`), one every
+`checkpoint_every_s`, one when Ctrl-C or SIGTERM stops it (at the next batch boundary, then
+it exits with 128 + the signal), and a final one; the newest two are kept. Run it again and
+it goes on from the newest. Metrics go to `<output dir>/metrics.jsonl`.
+
+The rank, world size and local rank come from torchrun's variables (RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR, MASTER_PORT); with more than one rank `init` sets up
+torch.distributed (NCCL on GPUs, gloo on CPUs), and the ranks agree at each boundary on
+whether to stop, so they stop together.
+"""
+
+import json
+import math
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.utils.data import Dataset
+
+from agents import checkpoints
+from agents.loader import Position, ResizableLoader
+
+FORMAT = "stoker-sdk-checkpoint"
+DEFAULT_CHECKPOINT_EVERY_S = 600.0
+_METRICS_FLUSH_S = 5.0
+
+
+@dataclass(frozen=True)
+class JobEnvironment:
+    """What the launcher tells a job through its environment, or the standalone defaults."""
+
+    job_id: str | None  # None: no daemon
+    attempt: int
+    rank: int
+    world_size: int
+    local_rank: int
+    output_dir: Path
+    checkpoint_dir: Path
+    workers: int | None  # loader workers per rank the scheduler gave; None: the script's own
+    checkpoint_every_s: float
+
+    @classmethod
+    def read(
+        cls,
+        environ: Mapping[str, str],
+        output_dir: Path | None = None,
+        checkpoint_every_s: float | None = None,
+    ) -> "JobEnvironment":
+        output = Path(environ.get("STOKER_OUTPUT_DIR") or output_dir or "stoker-out")
+        every = environ.get("STOKER_CHECKPOINT_EVERY_S")
+        return cls(
+            job_id=environ.get("STOKER_JOB_ID") or None,
+            attempt=_integer(environ, "STOKER_ATTEMPT", 0),
+            rank=_integer(environ, "RANK", 0),
+            world_size=_integer(environ, "WORLD_SIZE", 1),
+            local_rank=_integer(environ, "LOCAL_RANK", 0),
+            output_dir=output,
+            checkpoint_dir=Path(environ.get("STOKER_CHECKPOINT_DIR") or output / "checkpoints"),
+            workers=_integer(environ, "STOKER_WORKERS", -1)
+            if "STOKER_WORKERS" in environ
+            else None,
+            checkpoint_every_s=(
+                float(every)
+                if every
+                else checkpoint_every_s
+                if checkpoint_every_s is not None
+                else DEFAULT_CHECKPOINT_EVERY_S
+            ),
+        )
+
+
+@dataclass
+class _Metrics:
+    """Reported values, kept as given (tensors stay on their device) until a flush."""
+
+    path: Path
+    pending: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    flushed_at: float = field(default_factory=time.monotonic)
+
+    def add(self, step: int, values: dict[str, Any]) -> None:
+        self.pending.append((step, values))
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        lines = [json.dumps({"step": step, **_numbers(values)}) for step, values in self.pending]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as handle:
+            handle.write("\n".join(lines) + "\n")
+        self.pending.clear()
+        self.flushed_at = time.monotonic()
+
+
+class Job:
+    """One training job as its script sees it. Make it with `stoker.init()`."""
+
+    def __init__(self, environment: JobEnvironment) -> None:
+        self.environment = environment
+        self.rank = environment.rank
+        self.world_size = environment.world_size
+        self.attempt = environment.attempt
+        self.output_dir = environment.output_dir
+        self.output_dir.mkdir(parents=True, exist_ok=True)  # the script's own files go here too
+        self.device = _device(environment.local_rank)
+        self.step = 0  # batches this rank has trained, over every attempt
+        self._tracked: dict[str, Any] = {}
+        self._loaders: list[ResizableLoader] = []
+        self._stop_signal: int | None = None
+        self._last_checkpoint = time.monotonic()
+        self._metrics = _Metrics(self.output_dir / "metrics.jsonl")
+        newest = checkpoints.latest(environment.checkpoint_dir)
+        self._restored = checkpoints.read(newest) if newest is not None else None
+        self._epoch = 0
+        if self._restored is not None:
+            _check_format(self._restored, newest)
+            self.step = int(self._restored["step"])
+            self._epoch = int(self._restored["epoch"])
+            _set_rng(self._restored["rng"])
+
+    @property
+    def resumed(self) -> bool:
+        """Whether this run goes on from a checkpoint."""
+        return self._restored is not None
+
+    # ---- the script's side -------------------------------------------------------------
+
+    def loader(
+        self,
+        dataset: Dataset[Any],
+        batch_size: int,
+        shuffle: bool = True,
+        *,
+        seed: int = 0,
+        drop_last: bool = False,
+        num_workers: int = 0,
+        **dataloader_kwargs: Any,
+    ) -> ResizableLoader:
+        """A DataLoader over `dataset` whose workers the scheduler may change at any batch
+        boundary, and whose position survives restarts. `num_workers` is the count when no
+        scheduler says otherwise; `batch_size` is per rank, as DataLoader's."""
+        for owned in ("sampler", "batch_sampler"):
+            if owned in dataloader_kwargs:
+                raise TypeError(f"{owned}: the job's loader owns the order of the data")
+        index = len(self._loaders)
+        position = Position(seed=seed)
+        if self._restored is not None and index < len(self._restored["loaders"]):
+            position = Position.from_state(self._restored["loaders"][index])
+        workers = self.environment.workers
+        made = ResizableLoader(
+            dataset,
+            batch_size=batch_size,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            rank=self.rank,
+            world_size=self.world_size,
+            workers=num_workers if workers is None else workers,
+            position=position,
+            job=self,
+            dataloader_kwargs=dataloader_kwargs,
+        )
+        self._loaders.append(made)
+        return made
+
+    def track(self, **objects: Any) -> None:
+        """What a checkpoint keeps: objects with state_dict/load_state_dict (model,
+        optimizer, LR scheduler, scaler) or plain values (numbers, strings, lists, dicts,
+        tensors), read back with `job.state[name]`. Restored here when a checkpoint exists."""
+        for name, value in objects.items():
+            self._tracked[name] = value
+            if self._restored is None or name not in self._restored["tracked"]:
+                continue
+            saved = self._restored["tracked"][name]
+            if hasattr(value, "load_state_dict"):
+                value.load_state_dict(saved)
+            else:
+                self._tracked[name] = saved
+
+    @property
+    def state(self) -> Mapping[str, Any]:
+        """The tracked objects by name, plain values as restored."""
+        return self._tracked
+
+    def epochs(self, count: int) -> Iterator[int]:
+        """Epochs from where the job is to `count`; the last checkpoint when they are done."""
+        while self._epoch < count:
+            epoch = self._epoch
+            yield epoch
+            primary = self._loaders[0] if self._loaders else None
+            if primary is not None and primary.position.epoch > epoch:
+                self._epoch = primary.position.epoch
+            else:  # a custom loop, or one that left its loader early: the epoch ends here
+                self._epoch = epoch + 1
+                if primary is not None:
+                    primary.position.epoch, primary.position.consumed = self._epoch, 0
+        self.checkpoint()
+        self._metrics.flush()
+
+    def report(self, **metrics: Any) -> None:
+        """Record metrics for this step: numbers or tensors. Tensors are read (one device
+        sync for all of them) only when the metrics are flushed, every few seconds."""
+        values = {
+            name: value.detach() if isinstance(value, torch.Tensor) else value
+            for name, value in metrics.items()
+        }
+        self._metrics.add(self.step, values)
+
+    def should_stop(self) -> bool:
+        """For loops that do not iterate `job.loader`: whether to checkpoint and leave now
+        (a signal came, on any rank)."""
+        return self._agree(self._stop_signal is not None)
+
+    def checkpoint(self) -> Path | None:
+        """Write a checkpoint now (rank 0 writes; every rank calls); its path on rank 0."""
+        self._last_checkpoint = time.monotonic()
+        path = None
+        if self.rank == 0:
+            path = checkpoints.write(self.environment.checkpoint_dir, self._checkpoint_state())
+        if self.world_size > 1:
+            dist.barrier()
+        return path
+
+    # ---- the loaders' side --------------------------------------------------------------
+
+    def on_batch(self) -> None:
+        """A batch went to the script: one more step."""
+        self.step += 1
+
+    def at_boundary(self) -> None:
+        """Between two batches: flush metrics, stop when asked (after a checkpoint), and
+        checkpoint when it is time."""
+        if time.monotonic() - self._metrics.flushed_at >= _METRICS_FLUSH_S:
+            self._metrics.flush()
+        if self._agree(self._stop_signal is not None):
+            self._leave()
+        if time.monotonic() - self._last_checkpoint >= self.environment.checkpoint_every_s:
+            self.checkpoint()
+
+    def on_signal(self, signum: int, _: FrameType | None) -> None:
+        """SIGINT or SIGTERM: stop at the next batch boundary, after a checkpoint."""
+        self._stop_signal = signum
+
+    def _leave(self) -> None:
+        path = self.checkpoint()
+        self._metrics.flush()
+        signum = self._stop_signal or signal.SIGTERM
+        if path is not None:
+            print(f"stoker: stopped by signal {signum}; checkpoint {path}", file=sys.stderr)
+        raise SystemExit(128 + signum)
+
+    def _agree(self, mine: bool) -> bool:
+        """Whether any rank says yes (one small all-reduce per call with several ranks)."""
+        if self.world_size == 1:
+            return mine
+        flag = torch.tensor([1.0 if mine else 0.0], device=self.device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item() > 0)
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": 1,
+            "step": self.step,
+            "epoch": self._epoch,
+            "loaders": [loader.position.to_state() for loader in self._loaders],
+            "tracked": {
+                name: value.state_dict() if hasattr(value, "state_dict") else value
+                for name, value in self._tracked.items()
+            },
+            "rng": _rng_state(),
+        }
+
+
+def init(*, output_dir: str | Path | None = None, checkpoint_every_s: float | None = None) -> Job:
+    """The job this process is: from the launcher's STOKER_* and torchrun variables, or
+    standalone. Sets up torch.distributed for several ranks, and turns SIGINT and SIGTERM
+    into a checkpoint at the next batch boundary."""
+    environment = JobEnvironment.read(
+        os.environ, Path(output_dir) if output_dir is not None else None, checkpoint_every_s
+    )
+    if environment.world_size > 1 and not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend, rank=environment.rank, world_size=environment.world_size)
+    job = Job(environment)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, job.on_signal)
+    return job
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+
+def _integer(environ: Mapping[str, str], name: str, default: int) -> int:
+    text = environ.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"{name}: a whole number, got {text!r}") from None
+
+
+def _device(local_rank: int) -> torch.device:
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _numbers(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Tensors and numbers as JSON numbers (one device sync for all tensors of a step)."""
+    tensors = [name for name, value in values.items() if isinstance(value, torch.Tensor)]
+    result = {name: value for name, value in values.items() if name not in tensors}
+    if tensors:
+        read = torch.stack([values[name].float().reshape(()) for name in tensors]).tolist()
+        result.update(zip(tensors, read, strict=True))
+    return {
+        name: (value if not isinstance(value, float) or math.isfinite(value) else str(value))
+        for name, value in result.items()
+    }
+
+
+def _rng_state() -> dict[str, Any]:
+    numpy_state = np.random.get_state()
+    assert isinstance(numpy_state, tuple)  # the legacy form: (name, keys, pos, gauss, cached)
+    name, keys, position, has_gauss, cached = numpy_state
+    return {
+        "torch": torch.get_rng_state(),
+        "python": random.getstate(),
+        "numpy": [name, keys.tolist(), position, has_gauss, cached],
+    }
+
+
+def _set_rng(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate(state["python"])
+    name, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, cached))
+
+
+def _check_format(state: Mapping[str, Any], path: Path | None) -> None:
+    if state.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a stoker SDK checkpoint (format {state.get('format')!r})")

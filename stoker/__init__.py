@@ -1,0 +1,17 @@
+"""`import stoker`: the SDK a training script uses (implemented in `agents/sdk.py`).
+
+    job = stoker.init()
+    loader = job.loader(dataset, batch_size=64, shuffle=True)
+    job.track(model=model, optimizer=optimizer)
+    for epoch in job.epochs(10):
+        for x, y in loader:
+            ...
+            job.report(loss=loss)
+
+docs/sdk.md has the whole API, what it does without a daemon, and the environment a job
+gets from the daemon.
+"""
+
+from agents.sdk import Job, JobEnvironment, init
+
+__all__ = ["Job", "JobEnvironment", "init"]

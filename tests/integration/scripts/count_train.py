@@ -1,0 +1,47 @@
+"""A user's script on the stoker SDK: a tiny regression on its own dataset. Each trained
+sample's index goes to <output>/seen.txt, so a test can count every sample of every epoch.
+Arguments: EPOCHS SLEEP_S_PER_STEP."""
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+import stoker
+
+
+class Points(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
+    def __len__(self) -> int:
+        return 96
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
+        x = torch.tensor([index / 96.0])
+        return x, 3 * x + 1, index
+
+
+def main() -> None:
+    epochs, pause_s = int(sys.argv[1]), float(sys.argv[2])
+    job = stoker.init()
+    model = nn.Linear(1, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    loader = job.loader(Points(), batch_size=8, shuffle=True, num_workers=2)
+    job.track(model=model, optimizer=optimizer)
+    seen = Path(job.output_dir) / "seen.txt"
+    for epoch in job.epochs(epochs):
+        for x, y, indices in loader:
+            optimizer.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()  # type: ignore[no-untyped-call]
+            optimizer.step()
+            job.report(loss=loss)
+            with seen.open("a") as out:
+                out.write("".join(f"{epoch} {i}\n" for i in indices.tolist()))
+            time.sleep(pause_s)
+    print(f"done: weight {model.weight.item():.2f}, resumed {job.resumed}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""The SDK in one process, without a daemon: the loader's position across worker changes and
+restarts, tracked state, checkpoints, metrics. Real torch on a tiny model."""
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.data import Dataset, IterableDataset
+
+from agents import checkpoints
+from agents.loader import Position, ResizableLoader
+from agents.sdk import Job, JobEnvironment
+
+
+class Numbers(Dataset[tuple[torch.Tensor, int]]):
+    """Sample i is (a tensor of i, i): a batch says which samples it holds."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.full((2,), float(index)), index
+
+
+def job(tmp_path: Path, **environ: str) -> Job:
+    return Job(JobEnvironment.read(environ, tmp_path / "out", checkpoint_every_s=3600.0))
+
+
+def test_every_sample_once_per_epoch_across_worker_changes(tmp_path: Path) -> None:
+    sdk = job(tmp_path)
+    loader = sdk.loader(Numbers(50), batch_size=4, shuffle=True, seed=3)
+    seen: list[int] = []
+    for step, (_, indices) in enumerate(loader):
+        seen += indices.tolist()
+        if step == 2:
+            loader.workers = 2  # the scheduler's new count, from the next batch on
+        if step == 6:
+            loader.workers = 1
+    assert sorted(seen) == list(range(50))
+    assert seen != list(range(50)), "shuffled"
+    assert loader.position.epoch == 1 and loader.position.consumed == 0
+    second = [i for _, batch in loader for i in batch.tolist()]
+    assert sorted(second) == list(range(50)) and second != seen, "a new order each epoch"
+
+
+class Steps:
+    """The loader's job, counting boundaries (the split alone needs no process group)."""
+
+    def __init__(self) -> None:
+        self.batches = self.boundaries = 0
+
+    def on_batch(self) -> None:
+        self.batches += 1
+
+    def at_boundary(self) -> None:
+        self.boundaries += 1
+
+
+def test_ranks_split_each_global_batch_and_cover_the_epoch_once() -> None:
+    per_rank = []
+    for rank in range(3):
+        steps = Steps()
+        loader = ResizableLoader(
+            Numbers(31), batch_size=2, shuffle=False, drop_last=False, rank=rank,
+            world_size=3, workers=0, position=Position(), job=steps, dataloader_kwargs={},
+        )  # fmt: skip
+        per_rank.append([batch.tolist() for _, batch in loader])
+        assert steps.boundaries == len(per_rank[-1])
+    assert len({len(batches) for batches in per_rank}) == 1, "every rank takes every step"
+    assert all(batch for batches in per_rank for batch in batches), "no rank gets an empty one"
+    flat = sorted(i for batches in per_rank for batch in batches for i in batch)
+    assert flat == list(range(31))
+
+
+def test_a_checkpoint_brings_back_model_optimizer_values_and_the_position(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model, sdk = nn.Linear(2, 1), job(tmp_path)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = sdk.loader(Numbers(20), batch_size=4, seed=1)
+    sdk.track(model=model, optimizer=optimizer, note={"best": 1.5})
+    first = []
+    for step, (x, indices) in enumerate(loader):
+        first += indices.tolist()
+        optimizer.zero_grad()
+        model(x).sum().backward()
+        optimizer.step()
+        if step == 1:
+            sdk.checkpoint()
+            break
+    weights = model.weight.detach().clone()
+
+    again, model2 = job(tmp_path), nn.Linear(2, 1)
+    optimizer2 = torch.optim.SGD(model2.parameters(), lr=0.1)
+    loader2 = again.loader(Numbers(20), batch_size=4, seed=1)
+    again.track(model=model2, optimizer=optimizer2, note={"best": 9.9})
+    assert again.resumed and again.step == 2
+    assert torch.equal(model2.weight, weights)
+    assert again.state["note"] == {"best": 1.5}
+    rest = [i for _, batch in loader2 for i in batch.tolist()]
+    assert sorted(first + rest) == list(range(20)), "the epoch goes on where it stopped"
+
+
+def test_only_the_newest_two_checkpoints_stay(tmp_path: Path) -> None:
+    sdk = job(tmp_path)
+    sdk.track(count=0)
+    paths = [sdk.checkpoint() for _ in range(4)]
+    kept = checkpoints.checkpoint_files(tmp_path / "out" / "checkpoints")
+    assert kept == paths[-2:]
+    assert not list((tmp_path / "out" / "checkpoints").glob(".*.tmp"))
+
+
+def test_epochs_resume_mid_epoch_and_end_with_a_final_checkpoint(tmp_path: Path) -> None:
+    sdk = job(tmp_path)
+    loader = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
+    done = []
+    for epoch in sdk.epochs(3):
+        for _, batch in loader:
+            done.append((epoch, batch.tolist()))
+    assert [epoch for epoch, _ in done] == [0, 0, 1, 1, 2, 2]
+    final = checkpoints.read(checkpoints.latest(tmp_path / "out" / "checkpoints"))  # type: ignore[arg-type]
+    assert final["epoch"] == 3 and final["step"] == 6
+    again = job(tmp_path)
+    again.loader(Numbers(8), batch_size=4, shuffle=False)
+    assert list(again.epochs(3)) == [], "a finished job has nothing left"
+
+
+def test_a_stop_signal_checkpoints_at_the_next_boundary_and_exits(tmp_path: Path) -> None:
+    sdk = job(tmp_path)
+    loader = sdk.loader(Numbers(40), batch_size=4, shuffle=False)
+    seen: list[int] = []
+    with pytest.raises(SystemExit) as leaving:
+        for step, (_, batch) in enumerate(loader):
+            seen += batch.tolist()
+            if step == 3:
+                sdk.on_signal(signal.SIGINT, None)  # as Ctrl-C would
+    assert leaving.value.code == 128 + signal.SIGINT
+    assert seen == list(range(16)), "it left right after the batch in hand"
+    again = job(tmp_path)
+    rest = [
+        i
+        for _, batch in again.loader(Numbers(40), batch_size=4, shuffle=False)
+        for i in batch.tolist()
+    ]
+    assert seen + rest == list(range(40))
+
+
+def test_reports_keep_tensors_until_a_flush_and_write_numbers(tmp_path: Path) -> None:
+    sdk = job(tmp_path)
+    for step in range(3):
+        sdk.report(loss=torch.tensor(1.0 / (step + 1)), lr=0.1)
+        sdk.on_batch()
+    assert all(isinstance(values["loss"], torch.Tensor) for _, values in sdk._metrics.pending)
+    sdk._metrics.flush()
+    lines = [
+        json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert [line["step"] for line in lines] == [0, 1, 2]
+    assert lines[1]["loss"] == pytest.approx(0.5) and lines[0]["lr"] == 0.1
+
+
+class Stream(IterableDataset[int]):
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(range(10))
+
+
+def test_an_iterable_dataset_runs_with_fixed_workers(tmp_path: Path) -> None:
+    loader = job(tmp_path).loader(Stream(), batch_size=5, num_workers=0)
+    assert not loader.resizable
+    assert [batch.tolist() for batch in loader] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+
+
+def test_the_loader_refuses_what_it_owns(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="sampler"):
+        job(tmp_path).loader(Numbers(4), batch_size=2, sampler=[0, 1, 2, 3])
+    with pytest.raises(ValueError, match="batch_size"):
+        job(tmp_path).loader(Numbers(4), batch_size=0)
+    with pytest.raises(ValueError, match="STOKER_WORKERS"):
+        job(tmp_path, STOKER_WORKERS="many")
