@@ -28,7 +28,7 @@ class Boundary(Protocol):
     then on, so a checkpoint the script writes after its step does not repeat it), and the
     script is back for the next one (the boundary where the job may stop or checkpoint)."""
 
-    def on_batch(self) -> None: ...
+    def on_batch(self, samples: int) -> None: ...
 
     def at_boundary(self) -> None: ...
 
@@ -104,7 +104,7 @@ class ResizableLoader:
             loader = self._dataloader([self._share(batch) for batch in batches])
             for batch, data in zip(batches, loader, strict=True):
                 self.position.consumed += len(batch)
-                self._job.on_batch()
+                self._job.on_batch(len(batch))
                 yield data
                 self._job.at_boundary()
                 if self.workers != self._built_with:

@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch.utils.data import Dataset
 
 from agents import checkpoints
+from agents.control import Control, Decision
 from agents.loader import Position, ResizableLoader
 
 FORMAT = "stoker-sdk-checkpoint"
@@ -59,6 +60,10 @@ class JobEnvironment:
     checkpoint_dir: Path
     workers: int | None  # loader workers per rank the scheduler gave; None: the script's own
     checkpoint_every_s: float
+    control: str | None = None  # the daemon's agent endpoint; None: standalone
+    gen: int = 0  # the plan that launched the job
+    heartbeat_s: float = 1.0
+    job_dir: Path | None = None  # where the daemon looks for the finished marker
 
     @classmethod
     def read(
@@ -87,6 +92,10 @@ class JobEnvironment:
                 if checkpoint_every_s is not None
                 else DEFAULT_CHECKPOINT_EVERY_S
             ),
+            control=environ.get("STOKER_CONTROL") or None,
+            gen=_integer(environ, "STOKER_GEN", 0),
+            heartbeat_s=float(environ.get("STOKER_HEARTBEAT_S") or 1.0),
+            job_dir=Path(environ["STOKER_JOB_DIR"]) if environ.get("STOKER_JOB_DIR") else None,
         )
 
 
@@ -132,11 +141,25 @@ class Job:
         newest = checkpoints.latest(environment.checkpoint_dir)
         self._restored = checkpoints.read(newest) if newest is not None else None
         self._epoch = 0
+        self._samples = 0  # consumed by all ranks, this run
+        self._control: Control | None = None
+        if environment.job_id is not None and environment.control is not None:
+            self._control = Control(
+                job_id=environment.job_id,
+                endpoint=environment.control,
+                gen=environment.gen,
+                heartbeat_s=environment.heartbeat_s,
+                rank=self.rank,
+                world_size=self.world_size,
+                job_dir=environment.job_dir or self.output_dir,
+            )
         if self._restored is not None:
             _check_format(self._restored, newest)
             self.step = int(self._restored["step"])
             self._epoch = int(self._restored["epoch"])
             _set_rng(self._restored["rng"])
+        if self._control is not None:
+            self._control.hello(self.step, environment.workers or 0)
 
     @property
     def resumed(self) -> bool:
@@ -215,6 +238,9 @@ class Job:
                     primary.position.epoch, primary.position.consumed = self._epoch, 0
         self.checkpoint()
         self._metrics.flush()
+        if self._control is not None:
+            self._control.finished(self.step)
+            self._control.close()
 
     def report(self, **metrics: Any) -> None:
         """Record metrics for this step: numbers or tensors. Tensors are read (one device
@@ -242,15 +268,24 @@ class Job:
 
     # ---- the loaders' side --------------------------------------------------------------
 
-    def on_batch(self) -> None:
-        """A batch went to the script: one more step."""
+    def on_batch(self, samples: int) -> None:
+        """A batch of `samples` (all ranks) went to the script: one more step."""
         self.step += 1
+        self._samples += samples
+        if self._control is not None:
+            self._control.on_batch()
 
     def at_boundary(self) -> None:
         """Between two batches: flush metrics, stop when asked (after a checkpoint), and
         checkpoint when it is time."""
         if time.monotonic() - self._metrics.flushed_at >= _METRICS_FLUSH_S:
             self._metrics.flush()
+        if self._control is not None:
+            decision = self._control.at_boundary(self.step, self._samples)
+            if decision is Decision.PAUSE:
+                self._pause(self._control)
+            elif decision is Decision.CANCEL:
+                self._leave(cancelled=True)
         if self._agree(self._stop_signal is not None):
             self._leave()
         if time.monotonic() - self._last_checkpoint >= self.environment.checkpoint_every_s:
@@ -260,9 +295,28 @@ class Job:
         """SIGINT or SIGTERM: stop at the next batch boundary, after a checkpoint."""
         self._stop_signal = signum
 
-    def _leave(self) -> None:
+    def _pause(self, control: Control) -> None:
+        """The daemon's pause: checkpoint, wait for the resume, and take its worker count
+        from the next batch on (the loaders rebuild their DataLoaders)."""
         path = self.checkpoint()
         self._metrics.flush()
+        resize = control.paused(self.step, path)
+        if resize is None:
+            self._leave(cancelled=True, checkpointed=True)
+            return
+        for loader in self._loaders:
+            if loader.resizable:
+                loader.workers = resize.workers_per_gpu
+
+    def _leave(self, *, cancelled: bool = False, checkpointed: bool = False) -> None:
+        """Checkpoint and exit: 0 when the daemon cancelled the job, 128 + the signal for
+        a signal."""
+        path = None if checkpointed else self.checkpoint()
+        self._metrics.flush()
+        if self._control is not None:
+            self._control.close()
+        if cancelled:
+            raise SystemExit(0)
         signum = self._stop_signal or signal.SIGTERM
         if path is not None:
             print(f"stoker: stopped by signal {signum}; checkpoint {path}", file=sys.stderr)

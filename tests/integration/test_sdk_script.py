@@ -1,6 +1,7 @@
-"""A user's script on the SDK, run as users run it (`python train.py`), without a daemon:
-Ctrl-C checkpoints at the next batch boundary and exits; run again, it goes on from there,
-and every sample of every epoch is trained exactly once over both runs."""
+"""A user's script on the SDK, run as users run it (`python train.py`): alone, Ctrl-C
+checkpoints at the next batch boundary and a second run goes on from there; under a daemon
+(here its end of the protocol by hand, over real ZeroMQ), it pauses, is resized live and
+finishes, or is cancelled. Every sample of every epoch is trained exactly once."""
 
 import collections
 import json
@@ -9,15 +10,31 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
+
+import pytest
+
+from agents.protocol import (
+    CancelMessage,
+    FinishedMessage,
+    HeartbeatMessage,
+    Hello,
+    PausedMessage,
+    PauseMessage,
+    ResumedMessage,
+    ResumeMessage,
+)
+from bench.agent_driver import Router
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "count_train.py"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(workdir: Path, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("STOKER_JOB_ID", None)
+def run(workdir: Path, *args: str, **stoker: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **stoker}
+    if not stoker:
+        env.pop("STOKER_JOB_ID", None)
     return subprocess.Popen(
         [sys.executable, str(SCRIPT), *args],
         cwd=workdir,
@@ -49,9 +66,7 @@ def test_ctrl_c_checkpoints_and_a_second_run_finishes_the_rest_exactly_once(
     stdout, stderr = second.communicate(timeout=120)
     assert second.returncode == 0, stderr
     assert "resumed True" in stdout
-    counts = collections.Counter(tuple(line.split()) for line in seen.read_text().splitlines())
-    assert set(counts.values()) == {1}, "no sample trained twice"
-    assert sorted(counts) == sorted((str(e), str(i)) for e in range(2) for i in range(96))
+    exactly_once(seen, 2)
     checkpoints = sorted((tmp_path / "stoker-out" / "checkpoints").glob("checkpoint-*.pt"))
     assert len(checkpoints) == 2, "the newest two are kept"
     metrics = (tmp_path / "stoker-out" / "metrics.jsonl").read_text().splitlines()
@@ -59,3 +74,68 @@ def test_ctrl_c_checkpoints_and_a_second_run_finishes_the_rest_exactly_once(
     steps = [line["step"] for line in losses]
     assert steps == sorted(steps) and len(steps) == 24, "one loss per step, across both runs"
     assert losses[-1]["loss"] < losses[0]["loss"]
+
+
+def exactly_once(seen: Path, epochs: int) -> None:
+    counts = collections.Counter(tuple(line.split()) for line in seen.read_text().splitlines())
+    assert set(counts.values()) == {1}, "no sample trained twice"
+    assert sorted(counts) == sorted((str(e), str(i)) for e in range(epochs) for i in range(96))
+
+
+@pytest.fixture
+def router(tmp_path: Path) -> Iterator[Router]:
+    made = Router(tmp_path / "agents.sock")
+    yield made
+    made.close()
+
+
+def under_a_daemon(tmp_path: Path, router: Router, *args: str) -> subprocess.Popen[str]:
+    return run(
+        tmp_path,
+        *args,
+        STOKER_JOB_ID="job",
+        STOKER_CONTROL=router.endpoint,
+        STOKER_GEN="1",
+        STOKER_WORKERS="1",
+        STOKER_HEARTBEAT_S="0.1",
+        STOKER_OUTPUT_DIR=str(tmp_path / "out"),
+        STOKER_JOB_DIR=str(tmp_path / "job"),
+    )
+
+
+def test_under_a_daemon_the_script_pauses_is_resized_live_and_finishes(
+    tmp_path: Path, router: Router
+) -> None:
+    process = under_a_daemon(tmp_path, router, "2", "0.02")
+    hello = router.expect(Hello)
+    assert (hello.state, hello.workers, hello.gen, hello.iteration) == ("running", 1, 1, 0)
+    beat = router.expect(HeartbeatMessage)
+    assert beat.workers == 1 and beat.step_s > 0 and beat.samples == 8 * beat.iteration
+    router.send("job", PauseMessage(job="job", gen=2))
+    paused = router.expect(PausedMessage)
+    assert paused.gen == 2 and paused.iteration >= beat.iteration
+    assert Path(paused.checkpoint).is_file()
+    assert process.poll() is None, "a hot pause keeps the process"
+    router.send("job", ResumeMessage(job="job", gen=2, workers_per_gpu=2))
+    resumed = router.expect(ResumedMessage)
+    assert (resumed.gen, resumed.workers) == (2, 2) and resumed.gap_s >= 0
+    assert router.expect(HeartbeatMessage).workers == 2
+    finished = router.expect(FinishedMessage)
+    assert finished.iteration == 24
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    exactly_once(tmp_path / "out" / "seen.txt", 2)
+    assert json.loads((tmp_path / "job" / "finished.json").read_text()) == {"iteration": 24}
+
+
+def test_under_a_daemon_a_cancel_checkpoints_and_exits_cleanly(
+    tmp_path: Path, router: Router
+) -> None:
+    process = under_a_daemon(tmp_path, router, "50", "0.02")
+    router.expect(HeartbeatMessage)
+    router.send("job", CancelMessage(job="job"))
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr
+    kept = sorted((tmp_path / "out" / "checkpoints").glob("checkpoint-*.pt"))
+    assert kept, "the cancelled job keeps its checkpoint"
+    assert not (tmp_path / "job" / "finished.json").exists()

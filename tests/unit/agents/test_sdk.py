@@ -55,7 +55,7 @@ class Steps:
     def __init__(self) -> None:
         self.batches = self.boundaries = 0
 
-    def on_batch(self) -> None:
+    def on_batch(self, samples: int) -> None:
         self.batches += 1
 
     def at_boundary(self) -> None:
@@ -154,7 +154,7 @@ def test_reports_keep_tensors_until_a_flush_and_write_numbers(tmp_path: Path) ->
     sdk = job(tmp_path)
     for step in range(3):
         sdk.report(loss=torch.tensor(1.0 / (step + 1)), lr=0.1)
-        sdk.on_batch()
+        sdk.on_batch(4)
     assert all(isinstance(values["loss"], torch.Tensor) for _, values in sdk._metrics.pending)
     sdk._metrics.flush()
     lines = [

@@ -1,0 +1,202 @@
+"""The SDK's side of the agent protocol (docs/agents.md), when a daemon runs the job: hello,
+heartbeats, and the daemon's pause, resume, share and cancel, handled at batch boundaries.
+
+Rank 0 holds the link; every rank learns what it heard at the same boundary (a broadcast),
+so the ranks pause, resize or stop together. A pause is a checkpoint, `paused`, and a wait
+for `resume`, whose worker count the job's loaders take from the next batch on (a hot
+resize: the process and the model stay); the first step after it says `resumed` with the
+gap. A cancel is a checkpoint and an exit with status 0, the job's iteration kept.
+"""
+
+import os
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from agents.link import DaemonLink
+from agents.protocol import (
+    CancelMessage,
+    FinishedMessage,
+    HeartbeatMessage,
+    Hello,
+    PausedMessage,
+    PauseMessage,
+    ResumedMessage,
+    write_finished_marker,
+)
+
+
+class Decision(IntEnum):
+    GO = 0
+    PAUSE = 1
+    CANCEL = 2
+
+
+@dataclass
+class _Meter:
+    """Time since the last heartbeat, split into waiting for data and computing."""
+
+    started: float = field(default_factory=time.monotonic)
+    idle_s: float = 0.0
+    step_s: float = 0.0
+    steps: int = 0
+
+
+@dataclass(frozen=True)
+class Resize:
+    """What a resume tells the job."""
+
+    workers_per_gpu: int
+    decoder_share: float
+
+
+class Control:
+    """The link to the daemon, on every rank (only rank 0 talks)."""
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        endpoint: str,
+        gen: int,
+        heartbeat_s: float,
+        rank: int,
+        world_size: int,
+        job_dir: Path,
+    ) -> None:
+        self.job_id = job_id
+        self.gen = gen
+        self.heartbeat_s = heartbeat_s
+        self.rank, self.world_size = rank, world_size
+        self.job_dir = job_dir
+        self.link = DaemonLink(job_id, endpoint) if rank == 0 else None
+        self._meter = _Meter()
+        self._handed_out = time.monotonic()
+        self._paused_at: float | None = None
+        self.workers = 0
+        self.share = 0.0
+
+    def hello(self, iteration: int, workers: int) -> None:
+        self.workers = workers
+        if self.link is not None:
+            self.link.send(
+                Hello(
+                    job=self.job_id,
+                    gen=self.gen,
+                    pid=os.getpid(),
+                    state="running",
+                    iteration=iteration,
+                    workers=workers,
+                    share=self.share,
+                )
+            )
+
+    def on_batch(self) -> None:
+        """A batch went to the script: the wait for it was idle time."""
+        now = time.monotonic()
+        self._meter.idle_s += now - self._handed_out
+        self._handed_out = now
+
+    def at_boundary(self, iteration: int, samples: int) -> Decision:
+        """The script is back for a batch: its step is done. Heartbeat when due, say
+        `resumed` after a pause's first step, and learn what the daemon wants."""
+        now = time.monotonic()
+        self._meter.step_s += now - self._handed_out
+        self._meter.steps += 1
+        self._handed_out = now
+        decision = Decision.GO
+        if self.link is not None:
+            if self._paused_at is not None:
+                self._resumed(time.time() - self._paused_at)
+            if self.link.reconnected():
+                self.hello(iteration, self.workers)
+            self._heartbeat(iteration, samples)
+            stop = self.link.next_stop()
+            self.share = self.link.take_share() or self.share
+            if isinstance(stop, PauseMessage):
+                decision, self.gen = Decision.PAUSE, stop.gen
+            elif isinstance(stop, CancelMessage):
+                decision = Decision.CANCEL
+        return Decision(self._broadcast([int(decision)])[0])
+
+    def paused(self, iteration: int, checkpoint: Path | None) -> Resize | None:
+        """Say `paused` with the checkpoint and wait for the resume; None when cancelled."""
+        answer = [0, 0]  # workers per GPU (0: cancelled), share in millionths
+        if self.link is not None:
+            self.link.send(
+                PausedMessage(
+                    job=self.job_id,
+                    gen=self.gen,
+                    iteration=iteration,
+                    checkpoint=str(checkpoint or ""),
+                )
+            )
+            self._paused_at = time.time()
+            resume = self.link.wait_for_resume()
+            if resume is not None:
+                self.gen = resume.gen
+                answer = [resume.workers_per_gpu, round(resume.decoder_share * 1e6)]
+        workers, share = self._broadcast(answer)
+        self._meter, self._handed_out = _Meter(), time.monotonic()
+        if workers == 0:
+            return None
+        self.workers, self.share = workers, share / 1e6
+        return Resize(workers, share / 1e6)
+
+    def finished(self, iteration: int) -> None:
+        """The final step is done: the marker first (a daemon that is down learns from
+        it), then `finished`."""
+        if self.link is not None:
+            write_finished_marker(self.job_dir, iteration)
+            self.link.send(FinishedMessage(job=self.job_id, gen=self.gen, iteration=iteration))
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+
+    def _resumed(self, gap_s: float) -> None:
+        assert self.link is not None
+        self.link.send(
+            ResumedMessage(
+                job=self.job_id,
+                gen=self.gen,
+                workers=max(1, self.workers),
+                share=self.share,
+                gap_s=max(0.0, gap_s),
+            )
+        )
+        self._paused_at = None
+
+    def _heartbeat(self, iteration: int, samples: int) -> None:
+        meter = self._meter
+        busy = meter.idle_s + meter.step_s
+        if self.link is None or busy < self.heartbeat_s:
+            return
+        rate = samples / max(1, iteration) * meter.steps / busy if busy > 0 else 0.0
+        self.link.send(
+            HeartbeatMessage(
+                job=self.job_id,
+                gen=self.gen,
+                iteration=iteration,
+                samples=samples,
+                idle_s=meter.idle_s,
+                step_s=meter.step_s,
+                samples_per_s=rate,
+                workers=self.workers,
+                share=self.share,
+            )
+        )
+        self._meter = _Meter()
+
+    def _broadcast(self, values: list[int]) -> list[int]:
+        """Rank 0's values on every rank."""
+        if self.world_size == 1:
+            return values
+        tensor = torch.tensor(values, dtype=torch.int64)
+        dist.broadcast(tensor, src=0)
+        return [int(value) for value in tensor.tolist()]
