@@ -3,8 +3,11 @@ to agents, state and events written to the store. No decisions: the core made th
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.protocol import (
@@ -17,7 +20,7 @@ from agents.protocol import (
     ShareMessage,
     read_finished_marker,
 )
-from daemon.agentargs import AgentLaunch, agent_argv
+from daemon.agentargs import AgentLaunch, agent_argv, command_ranks
 from scheduler.messages import (
     Allocation,
     Cancel,
@@ -47,6 +50,40 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CANCEL_GRACE_S = 5.0
+
+
+def exit_reason(code: int | None, job_dir: Path) -> str:
+    """Why a job's process ended, for its `reason`: the exit code or the signal, and the last
+    lines of its stderr (an exception's traceback ends there)."""
+    if code is None:
+        why = "its agent (started by an earlier daemon) ended without a word"
+    elif code < 0:
+        why = f"killed by signal {-code} ({_signal_name(-code)})"
+    elif code == 0:
+        why = "exited with code 0 before its final step"
+    else:
+        why = f"exited with code {code}"
+    tail = _tail(job_dir / "stderr.log")
+    return f"{why}; stderr ends:\n{tail}" if tail else why
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return "unknown"
+
+
+def _tail(path: Path, lines: int = 10, limit: int = 2000) -> str:
+    """The last `lines` non-empty lines of a log, at most `limit` characters."""
+    try:
+        with path.open("rb") as log:
+            log.seek(max(0, path.stat().st_size - 8 * limit))
+            text = log.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [line for line in text.splitlines() if line.strip()][-lines:]
+    return "\n".join(kept)[-limit:]
 
 
 def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa: PLR0911 (one return a type)
@@ -213,7 +250,8 @@ class Actions:
         service.counters.launches += 1
         if service.launcher.running(job_id):
             service.launcher.stop(job_id, grace_s=2.0)
-        simulated = service.config.agent_mode == "simulate"
+        simulated = service.config.agent_mode == "simulate" and not settings.is_command
+        stored = service.store.job(job_id)
         launch = AgentLaunch(
             job_id=job_id,
             settings=settings,
@@ -221,19 +259,24 @@ class Actions:
             allocation=allocation,
             resume_from=resume_from,
             job_dir=service.launcher.job_dir(job_id),
-            dataset=None if simulated else service.dataset(settings),
+            dataset=None if simulated or settings.is_command else service.dataset(settings),
             predicted=service.tpm.rates.job_spec(service.request(record)) if simulated else None,
             paused_at=paused_at,
+            attempt=stored.restarts if stored is not None else 0,
+            gpu_indices=service.scheduler.status(job_id).gpu_indices,
+            uses_gpus=service.uses_gpus,
+            threads=max(1, (os.cpu_count() or 1) // service.slots),
         )
-        argv = agent_argv(service.config, launch, service.link.endpoint, service.decoder_endpoint)
-        placement = service.scheduler.status(job_id).gpu_indices
-        indices = ",".join(str(index) for index in placement)
-        env = (
-            {"CUDA_VISIBLE_DEVICES": indices}
-            if service.uses_gpus
-            else {"STOKER_CPU_SLOTS": indices}
-        )
-        pid = service.launcher.launch(job_id, argv, env)
+        if settings.is_command:
+            ranks = command_ranks(service.config, launch, service.link.endpoint, os.environ)
+            pid = service.launcher.launch_ranks(job_id, ranks)
+        else:
+            argv = agent_argv(
+                service.config, launch, service.link.endpoint, service.decoder_endpoint
+            )
+            indices = ",".join(str(index) for index in launch.gpu_indices)
+            slot = "CUDA_VISIBLE_DEVICES" if service.uses_gpus else "STOKER_CPU_SLOTS"
+            pid = service.launcher.launch(job_id, argv, {slot: indices})
         service.store.update_job(job_id, time.time(), pid=pid)
 
     def _cold(self, job_id: str) -> bool:
@@ -263,7 +306,7 @@ class Actions:
             if code in (0, None) and self.finished_marker(job_id) is not None:
                 service.feed(Finished(job_id))  # it exited before its `finished` was read
             else:
-                service.feed(Failed(job_id, f"agent exited with code {code}"))
+                service.feed(Failed(job_id, exit_reason(code, service.launcher.job_dir(job_id))))
         service.restorer.expire()
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:

@@ -1,14 +1,22 @@
-"""The command line of a job's agent: the PyTorch application master (`process` mode) or a
-simulated one that trains nothing (`simulate` mode)."""
+"""How a job's processes start: a command job's ranks with the environment contract
+(docs/sdk.md), or the built-in agents' command line: the PyTorch application master
+(`process` mode) or a simulated one that trains nothing (`simulate` mode)."""
 
+import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from allocator import JobSpec
 from daemon.config import DaemonConfig
 from daemon.jobspec import JobSettings
+from daemon.launcher import RankProcess
 from scheduler.messages import Allocation
+
+# What a job sees of the daemon's own environment; everything else (tokens, the daemon's
+# settings, cloud credentials) stays with the daemon.
+PASSED_ON = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
 
 
 @dataclass(frozen=True)
@@ -24,10 +32,63 @@ class AgentLaunch:
     dataset: Path | None  # process mode: the folder it trains on
     predicted: JobSpec | None  # simulate mode: the rates it pretends to have
     paused_at: float | None = None  # a cold resize: when its predecessor paused (epoch s)
+    attempt: int = 0  # restarts used before this launch
+    gpu_indices: tuple[int, ...] = ()
+    uses_gpus: bool = False
+    threads: int = 1  # intra-op threads of each rank: its slot's share of the node's cores
+
+
+def command_ranks(
+    config: DaemonConfig, launch: AgentLaunch, endpoint: str, daemon_env: Mapping[str, str]
+) -> list[RankProcess]:
+    """One process per rank of a command job, each with the same argv and the torchrun and
+    STOKER_* variables; of the daemon's environment only `PASSED_ON`."""
+    settings = launch.settings
+    assert settings.command is not None
+    job_dir = launch.job_dir
+    placed = ",".join(str(index) for index in launch.gpu_indices)
+    common = {
+        **{name: daemon_env[name] for name in PASSED_ON if name in daemon_env},
+        **dict(settings.env),
+        "STOKER_JOB_ID": launch.job_id,
+        "STOKER_ATTEMPT": str(launch.attempt),
+        "STOKER_CONTROL": endpoint,
+        "STOKER_GEN": str(launch.gen),
+        "STOKER_WORKERS": str(launch.allocation.workers_per_gpu),
+        "STOKER_HEARTBEAT_S": repr(config.heartbeat_s),
+        "STOKER_JOB_DIR": str(job_dir),
+        "STOKER_OUTPUT_DIR": str(job_dir / "output"),
+        "STOKER_CHECKPOINT_DIR": str(job_dir / "checkpoints"),
+        "WORLD_SIZE": str(settings.gpus),
+        "LOCAL_WORLD_SIZE": str(settings.gpus),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+        "OMP_NUM_THREADS": str(launch.threads),
+        ("CUDA_VISIBLE_DEVICES" if launch.uses_gpus else "STOKER_CPU_SLOTS"): placed,
+    }
+    if settings.checkpoint_every_s is not None:
+        common["STOKER_CHECKPOINT_EVERY_S"] = repr(settings.checkpoint_every_s)
+    workdir = Path(settings.workdir) if settings.workdir else job_dir
+    return [
+        RankProcess(
+            argv=settings.command,
+            env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            workdir=workdir,
+        )
+        for rank in range(settings.gpus)
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder: str) -> list[str]:
     settings = launch.settings
+    assert settings.model is not None and settings.iterations is not None  # a zoo job
     allocation = launch.allocation
     common = [
         "--job", launch.job_id,

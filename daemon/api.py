@@ -334,6 +334,7 @@ def _view(service: Service, record: JobRecord, node: NodeSnapshot | None = None)
         tenant=fresh.tenant,
         state=fresh.state,
         model=settings.model,
+        command=list(settings.command) if settings.command is not None else None,
         gpus=settings.gpus,
         batch_size=settings.batch_size,
         iterations=settings.iterations,

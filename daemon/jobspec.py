@@ -14,16 +14,26 @@ from scheduler.messages import JobRequest
 from tpm.zoo import model_features
 
 Resize = Literal["hot", "cold"]
+# A command that gives no hints is planned as a ResNet-18-sized model (the zoo's), and one
+# that gives no length as a long job; its own telemetry tells the rest (issue 16).
+DEFAULT_HINTS = model_features("Resnet18")
+UNKNOWN_ITERATIONS = 1_000_000
 
 
 @dataclass(frozen=True)
 class JobSettings:
     """What the user asked for: the fields of `POST /v1/jobs`."""
 
-    model: str
+    model: str | None  # a zoo job's model; None for a command
     batch_size: int  # global batch B
     gpus: int
-    iterations: int
+    iterations: int | None  # None: a command that did not say
+    command: tuple[str, ...] | None = None  # one rank's argv
+    workdir: str | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    checkpoint_every_s: float | None = None
+    model_params: float | None = None  # hints for the throughput model
+    flops: float | None = None
     dataset: str | None = None
     decode_mode: DecodeMode = "cpu"
     gpu_indices: tuple[int, ...] | None = None
@@ -35,11 +45,18 @@ class JobSettings:
     def from_spec(cls, spec: Mapping[str, Any]) -> "JobSettings":
         """From the stored JSON body (older rows may lack the newer optional keys)."""
         pinned = spec.get("gpu_indices")
+        command = spec.get("command")
         return cls(
-            model=str(spec["model"]),
+            model=spec.get("model"),
             batch_size=int(spec["batch_size"]),
             gpus=int(spec["gpus"]),
-            iterations=int(spec["iterations"]),
+            iterations=int(spec["iterations"]) if spec.get("iterations") is not None else None,
+            command=tuple(str(arg) for arg in command) if command is not None else None,
+            workdir=spec.get("workdir"),
+            env=tuple(sorted((str(k), str(v)) for k, v in (spec.get("env") or {}).items())),
+            checkpoint_every_s=spec.get("checkpoint_every_s"),
+            model_params=spec.get("model_params"),
+            flops=spec.get("flops"),
             dataset=spec.get("dataset"),
             decode_mode=spec.get("decode_mode", "cpu"),
             gpu_indices=tuple(int(index) for index in pinned) if pinned is not None else None,
@@ -48,17 +65,21 @@ class JobSettings:
             audit_samples=bool(spec.get("audit_samples", False)),
         )
 
+    @property
+    def is_command(self) -> bool:
+        return self.command is not None
+
     def request(self, job_id: str, *, default_max_restarts: int, restarts: int) -> JobRequest:
-        """The job as the core plans it: the zoo's features for its model (UnknownModel
-        names the field), its restart budget, and the restarts it has used."""
-        features = model_features(self.model)
+        """The job as the core plans it: its hints, or the zoo's features for its model
+        (UnknownModel names the field), its restart budget, and the restarts it has used."""
+        features = model_features(self.model) if self.model is not None else DEFAULT_HINTS
         return JobRequest(
             id=job_id,
             gpus=self.gpus,
             batch_size=self.batch_size,
-            iterations=self.iterations,
-            model_params=features.model_params,
-            flops=features.flops,
+            iterations=self.iterations if self.iterations is not None else UNKNOWN_ITERATIONS,
+            model_params=self.model_params or features.model_params,
+            flops=self.flops or features.flops,
             max_restarts=default_max_restarts if self.max_restarts is None else self.max_restarts,
             restarts=restarts,
             gpu_indices=self.gpu_indices,

@@ -1,5 +1,6 @@
-"""Starting and stopping agent processes: one per job, each in its own process group, its
-stdout and stderr in `<state dir>/jobs/<id>/`."""
+"""Starting and stopping agent processes: one per job, or one per rank for a command job,
+each job in its own process group, stdout and stderr in `<state dir>/jobs/<id>/` (rank 0's
+as stdout.log and stderr.log, rank k's as stdout.rank<k>.log and stderr.rank<k>.log)."""
 
 import contextlib
 import logging
@@ -8,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -15,10 +17,20 @@ import psutil
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RankProcess:
+    """One rank's process of a command job."""
+
+    argv: Sequence[str]
+    env: Mapping[str, str]  # the whole environment: nothing of the daemon's is added
+    workdir: Path | None = None
+
+
 class Launcher:
     def __init__(self, jobs_dir: Path) -> None:
         self.jobs_dir = jobs_dir
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
+        self._other_ranks: dict[str, list[subprocess.Popen[bytes]]] = {}
         self._adopted: dict[str, int] = {}  # job -> pid of an agent another daemon started
 
     def job_dir(self, job_id: str) -> Path:
@@ -45,6 +57,39 @@ class Launcher:
         log.info("job %s: agent started, pid %d", job_id, process.pid)
         return process.pid
 
+    def launch_ranks(self, job_id: str, ranks: Sequence[RankProcess]) -> int:
+        """Start a command job's ranks in one process group (rank 0 leads it), each with
+        exactly the environment given; rank 0's pid."""
+        directory = self.job_dir(job_id)
+        started: list[subprocess.Popen[bytes]] = []
+        try:
+            for rank, process in enumerate(ranks):
+                suffix = f".rank{rank}" if rank else ""
+                with (
+                    (directory / f"stdout{suffix}.log").open("ab") as out,
+                    (directory / f"stderr{suffix}.log").open("ab") as err,
+                ):
+                    started.append(
+                        subprocess.Popen(
+                            list(process.argv),
+                            stdout=out,
+                            stderr=err,
+                            stdin=subprocess.DEVNULL,
+                            cwd=process.workdir,
+                            env=dict(process.env),
+                            start_new_session=rank == 0,
+                            process_group=None if rank == 0 else started[0].pid,
+                        )
+                    )
+        except OSError:
+            if started:
+                stop_group(started[0].pid, grace_s=0.0)
+            raise
+        self._processes[job_id] = started[0]
+        self._other_ranks[job_id] = started[1:]
+        log.info("job %s: %d rank(s) started, pid %d", job_id, len(started), started[0].pid)
+        return started[0].pid
+
     def adopt(self, job_id: str, pid: int) -> None:
         """Watch an agent a previous daemon started; its exit code is not ours to read."""
         self._adopted[job_id] = pid
@@ -52,14 +97,32 @@ class Launcher:
     def exited(self) -> list[tuple[str, int | None]]:
         """(job id, exit code) of every agent that ended since the last call; the code is
         None for an adopted agent."""
-        done: list[tuple[str, int | None]] = [
-            (job_id, p.returncode) for job_id, p in self._processes.items() if p.poll() is not None
-        ]
+        done: list[tuple[str, int | None]] = []
+        for job_id, first in list(self._processes.items()):
+            code = self._job_exit(first, self._other_ranks.get(job_id, []))
+            if code is not None:
+                done.append((job_id, code))
         done += [(job_id, None) for job_id, pid in self._adopted.items() if not alive(pid)]
         for job_id, _ in done:
             self._processes.pop(job_id, None)
+            self._other_ranks.pop(job_id, None)
             self._adopted.pop(job_id, None)
         return done
+
+    @staticmethod
+    def _job_exit(
+        first: subprocess.Popen[bytes], others: list[subprocess.Popen[bytes]]
+    ) -> int | None:
+        """A job's exit code once every rank ended (the first failure's), or None. A rank
+        that fails takes the others down: they would wait for it in their collectives."""
+        codes = [process.poll() for process in (first, *others)]
+        failed = [code for code in codes if code not in (None, 0)]
+        if failed and None in codes:
+            stop_group(first.pid, grace_s=2.0)
+            codes = [process.wait() for process in (first, *others)]
+        if None in codes:
+            return None
+        return next((code for code in codes if code != 0), 0)
 
     def running(self, job_id: str) -> bool:
         return job_id in self._processes or job_id in self._adopted
@@ -70,6 +133,8 @@ class Launcher:
         if process is not None:
             stop_group(process.pid, grace_s)
             process.wait()
+            for rank in self._other_ranks.pop(job_id, []):
+                rank.wait()
         pid = self._adopted.pop(job_id, None)
         if pid is not None:
             stop_group(pid, grace_s)
@@ -90,15 +155,18 @@ def alive(pid: int) -> bool:
 
 
 def is_agent(pid: int, job_id: str) -> bool:
-    """Whether `pid` is alive and is an agent of `job_id` (its command line says so), so
-    that a pid reused after a reboot is never signalled."""
+    """Whether `pid` is alive and is an agent of `job_id` (its command line says so, or,
+    for a command job, its environment), so that a pid reused after a reboot is never
+    signalled."""
     if not alive(pid):
         return False
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except (FileNotFoundError, PermissionError):
         return False
-    return b"--job" in argv and job_id.encode() in argv
+    named = b"--job" in argv and job_id.encode() in argv
+    return named or f"STOKER_JOB_ID={job_id}".encode() in environ
 
 
 def stop_group(pid: int, grace_s: float) -> None:

@@ -5,10 +5,20 @@ refused so that a misspelt key (`step_time` for `step_time_s`) is an error, not 
 default.
 """
 
+import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from allocator import (
     AllocationRequest,
@@ -22,22 +32,54 @@ from scheduler.rates import job_spec
 from tpm.zoo import model_features
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# Set by the launcher for every rank (the torchrun contract and the job's placement).
+RESERVED_ENV = frozenset(
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+     "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS"}
+)  # fmt: skip
 
 
 class JobSubmission(BaseModel):
-    """A training job. The minimum is name, model, batch_size, gpus and iterations."""
+    """A training job: a command (a user's script, run with the stoker SDK or without), or a
+    zoo model the built-in trainer trains. A command job needs name, command, batch_size and
+    gpus; a zoo job name, model, batch_size, gpus and iterations."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=NAME_PATTERN, description="letters, digits, . _ -; 64 at most")
-    model: str = Field(
+    command: list[str] | None = Field(
+        None,
+        min_length=1,
+        max_length=1024,
+        description='argv of one rank\'s process, no shell: ["python", "train.py", "--lr", "0.1"]',
+    )
+    workdir: str | None = Field(
+        None, max_length=4096, description="absolute directory the command runs in"
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict, description="variables the command gets, beside stoker's own"
+    )
+    checkpoint_every_s: float | None = Field(
+        None, gt=0.0, le=7 * 86400.0, description="the SDK's periodic checkpoint [600]"
+    )
+    model_params: float | None = Field(
+        None, gt=0.0, description="a hint for the throughput model: the model's parameters"
+    )
+    flops: float | None = Field(
+        None, gt=0.0, description="a hint: forward FLOPs (multiply-accumulates) per sample"
+    )
+    model: str | None = Field(
+        None,
         max_length=64,
         description="a zoo name, any case: [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, "
         "mdResnet12, vgg13",
     )
     batch_size: int = Field(ge=1, le=65536, description="global batch")
     gpus: int = Field(ge=1, le=64)
-    iterations: int = Field(ge=1, le=10**9)
+    iterations: int | None = Field(
+        None, ge=1, le=10**9, description="a zoo job's length; a command's, as a hint"
+    )
     dataset: str | None = Field(None, max_length=4096, description="dataset folder")
     decode_mode: DecodeMode = "cpu"
     gpu_indices: list[int] | None = Field(None, description="pin to these GPUs")
@@ -53,9 +95,42 @@ class JobSubmission(BaseModel):
 
     @field_validator("model")
     @classmethod
-    def _in_the_zoo(cls, model: str) -> str:
-        model_features(model)  # the zoo's one name rule; UnknownModel is a ValueError
+    def _in_the_zoo(cls, model: str | None) -> str | None:
+        if model is not None:
+            model_features(model)  # the zoo's one name rule; UnknownModel is a ValueError
         return model
+
+    @field_validator("command")
+    @classmethod
+    def _an_argv(cls, command: list[str] | None) -> list[str] | None:
+        if command is not None and (not command[0] or any("\0" in arg for arg in command)):
+            raise ValueError("the first item is the program to run; no NUL characters")
+        return command
+
+    @field_validator("workdir")
+    @classmethod
+    def _an_existing_directory(cls, workdir: str | None) -> str | None:
+        if workdir is not None and not (Path(workdir).is_absolute() and Path(workdir).is_dir()):
+            raise ValueError(f"{workdir!r} is not an absolute path to a directory on the node")
+        return workdir
+
+    @field_validator("env")
+    @classmethod
+    def _plain_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not ENV_NAME.match(name):
+                raise ValueError(f"{name!r}: letters, digits and _, not starting with a digit")
+            if name.startswith("STOKER_") or name in RESERVED_ENV:
+                raise ValueError(f"{name} is stoker's to set")
+        return env
+
+    @model_validator(mode="after")
+    def _a_command_or_a_model(self) -> "JobSubmission":
+        if (self.command is None) == (self.model is None):
+            raise ValueError("give either command (your script) or model (a zoo job)")
+        if self.model is not None and self.iterations is None:
+            raise ValueError("iterations: a zoo job needs its length")
+        return self
 
     @field_validator("gpu_indices")
     @classmethod
@@ -82,10 +157,11 @@ class JobView(BaseModel):
     name: str
     tenant: str
     state: str
-    model: str
+    model: str | None
+    command: list[str] | None
     gpus: int
     batch_size: int
-    iterations: int
+    iterations: int | None
     iteration: int
     gpu_indices: list[int]
     workers_per_gpu: int | None

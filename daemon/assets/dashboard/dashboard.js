@@ -252,10 +252,10 @@ function drawJobs(data) {
     swatch.style.background = colour(data.jobs, job.id);
     name.prepend(swatch);
     const decoder = job.decode_mode === "device" ? `device, ${(100 * job.decoder_share).toFixed(0)} %` : (job.decode_mode || "");
-    tr.append(name, cell(job.state, `state-${job.state}`), cell(job.model), cell(String(job.gpus)),
+    tr.append(name, cell(job.state, `state-${job.state}`), cell(job.model ?? "command"), cell(String(job.gpus)),
       cell(job.workers_per_gpu == null ? "" : String(job.workers_per_gpu)), cell(decoder),
       cell(number(job.predicted_samples_per_s)), cell(number(job.measured_samples_per_s)),
-      cell(`${job.iteration} / ${job.iterations}`));
+      cell(job.iterations == null ? String(job.iteration) : `${job.iteration} / ${job.iterations}`));
     if (!matches(job)) tr.className = "hidden";
     else if (wanted) tr.className = "found";
     return tr;

@@ -63,13 +63,13 @@ def test_an_agent_that_dies_is_relaunched_within_its_restarts_then_fails(tmp_pat
         driver.launcher.exit("a", 1)
         driver.at(2.0).tick()
         assert [launch[0] for launch in driver.launcher.launches] == ["a", "a"]
-        assert driver.events("a", "restart") == [{"restarts": 1, "why": "agent exited with code 1"}]
+        assert driver.events("a", "restart") == [{"restarts": 1, "why": "exited with code 1"}]
         stored = driver.service.store.job("a")
         assert stored is not None and stored.restarts == 1 and driver.state("a") == "starting"
         driver.launcher.exit("a", -9)
         driver.at(3.0).tick()
         assert driver.state("a") == "failed"
-        assert driver.events("a", "state")[-1]["why"] == "agent exited with code -9"
+        assert driver.events("a", "state")[-1]["why"] == "killed by signal 9 (SIGKILL)"
         await driver.close()
 
     asyncio.run(scenario())

@@ -1,0 +1,137 @@
+"""Command jobs: a user's own script, submitted over REST to a live daemon and run with
+the SDK. Real processes, real ZeroMQ, real training of a tiny model."""
+
+import collections
+import json
+import sys
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    yield from daemon_factory(tmp_path)
+
+
+def command_job(name: str, script: str, *args: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "command": [sys.executable, str(SCRIPTS / script), *args],
+        "batch_size": 8,
+        "gpus": 1,
+        **fields,
+    }
+
+
+def running(client: httpx.Client, job_id: str) -> bool:
+    return bool(client.get(f"/v1/jobs/{job_id}").json()["state"] == "running")
+
+
+def ended(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
+    job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+    return job if job["state"] in ("completed", "failed", "cancelled") else None
+
+
+def test_a_script_runs_to_the_end_and_its_data_once(serve: Callable[..., Daemon]) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        reply = client.post("/v1/jobs", json=command_job("count", "count_train.py", "2", "0"))
+        assert reply.status_code == 201, reply.text
+        job = reply.json()
+        assert job["command"][1].endswith("count_train.py") and job["model"] is None
+        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=90)
+        assert done["state"] == "completed", done
+        assert done["iteration"] == 24
+    output = daemon.state_dir / "jobs" / job["id"] / "output"
+    seen = collections.Counter((output / "seen.txt").read_text().splitlines())
+    assert len(seen) == 2 * 96 and set(seen.values()) == {1}
+    assert list((output.parent / "checkpoints").glob("checkpoint-*.pt")), "a final checkpoint"
+
+
+def test_a_script_that_raises_fails_at_once_with_its_exception(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        job = client.post("/v1/jobs", json=command_job("bug", "fail_first.py")).json()
+        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
+        events = client.get(f"/v1/jobs/{job['id']}/events").json()
+    assert done["state"] == "failed"
+    (failure,) = [e for e in events if e["kind"] == "state" and e["data"]["to"] == "failed"]
+    why = failure["data"]["why"]
+    assert "exited with code 1" in why
+    assert "ValueError: shapes do not match: (4, 1) against (4, 3)" in why
+
+
+def test_the_daemons_own_environment_stays_with_the_daemon(
+    serve: Callable[..., Daemon], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DAEMON_ONLY_SECRET", "do-not-leak")
+    daemon = serve()
+    with daemon.client() as client:
+        body = command_job("env", "show_env.py", env={"MY_SETTING": "7"})
+        job = client.post("/v1/jobs", json=body).json()
+        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
+    assert done["state"] == "completed", done
+    seen = (daemon.state_dir / "jobs" / job["id"] / "output" / "env.json").read_text()
+    env = json.loads(seen)
+    assert "DAEMON_ONLY_SECRET" not in env and "do-not-leak" not in seen
+    assert env["MY_SETTING"] == "7" and env["STOKER_JOB_ID"] == job["id"]
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == ("0", "1", "0")
+    assert {"MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "STOKER_CPU_SLOTS"} <= set(env)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"command": []}, "command"),
+        ({"command": ["python"], "model": "Resnet18"}, ""),
+        ({"workdir": "/no/such/dir"}, "workdir"),
+        ({"env": {"A": 1}}, "env.A"),
+        ({"env": {"STOKER_JOB_ID": "x"}}, "env"),
+        ({"gpus": 9}, "gpus"),
+        ({"colour": "blue"}, "colour"),
+    ],
+)
+def test_bad_command_jobs_name_the_field(
+    serve: Callable[..., Daemon], change: dict[str, Any], field: str
+) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        reply = client.post("/v1/jobs", json={**command_job("bad", "count_train.py"), **change})
+        assert reply.status_code == 422, reply.text
+        assert field in {problem["field"] for problem in reply.json()["detail"]}, reply.text
+        assert client.get("/v1/jobs").json() == [], "nothing half-written"
+
+
+def test_a_running_script_is_resized_live_when_a_second_job_arrives(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(node={"cpu_slots": 2, "cpu_workers": 2})
+    with daemon.client() as client:
+        first = client.post("/v1/jobs", json=command_job("a", "count_train.py", "2", "0.1")).json()
+        wait_for("a to run", lambda: running(client, first["id"]))
+        alone = client.get(f"/v1/jobs/{first['id']}").json()["workers_per_gpu"]
+        second = client.post("/v1/jobs", json=command_job("b", "count_train.py", "1", "0")).json()
+        for job_id in (first["id"], second["id"]):
+            done = wait_for("the jobs to end", partial(ended, client, job_id), timeout_s=120)
+            assert done["state"] == "completed", done
+        events = client.get(f"/v1/jobs/{first['id']}/events").json()
+    resumed = [event["data"] for event in events if event["kind"] == "resumed"]
+    assert resumed, ("a was paused and resumed in place when b arrived", alone, events)
+    assert resumed[0]["workers"] < alone, (alone, resumed)
+    moves = [e["data"]["to"] for e in events if e["kind"] == "state"]
+    assert moves.count("starting") == 1, "a hot resize: the process stayed"
+    seen = collections.Counter(
+        (daemon.state_dir / "jobs" / first["id"] / "output" / "seen.txt").read_text().splitlines()
+    )
+    assert len(seen) == 2 * 96 and set(seen.values()) == {1}, "every sample once"
