@@ -17,7 +17,6 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
-    model_validator,
 )
 
 from allocator import (
@@ -72,13 +71,18 @@ class JobSubmission(BaseModel):
     model: str | None = Field(
         None,
         max_length=64,
+        validate_default=True,
         description="a zoo name, any case: [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, "
         "mdResnet12, vgg13",
     )
     batch_size: int = Field(ge=1, le=65536, description="global batch")
     gpus: int = Field(ge=1, le=64)
     iterations: int | None = Field(
-        None, ge=1, le=10**9, description="a zoo job's length; a command's, as a hint"
+        None,
+        ge=1,
+        le=10**9,
+        validate_default=True,
+        description="a zoo job's length; a command's, as a hint",
     )
     dataset: str | None = Field(None, max_length=4096, description="dataset folder")
     decode_mode: DecodeMode = "cpu"
@@ -95,10 +99,19 @@ class JobSubmission(BaseModel):
 
     @field_validator("model")
     @classmethod
-    def _in_the_zoo(cls, model: str | None) -> str | None:
+    def _a_command_or_a_zoo_model(cls, model: str | None, info: ValidationInfo) -> str | None:
+        if (info.data.get("command") is None) == (model is None) and "command" in info.data:
+            raise ValueError("give either command (your script) or model (a zoo job)")
         if model is not None:
             model_features(model)  # the zoo's one name rule; UnknownModel is a ValueError
         return model
+
+    @field_validator("iterations")
+    @classmethod
+    def _a_zoo_job_has_a_length(cls, iterations: int | None, info: ValidationInfo) -> int | None:
+        if iterations is None and info.data.get("model") is not None:
+            raise ValueError("a zoo job needs its length")
+        return iterations
 
     @field_validator("command")
     @classmethod
@@ -123,14 +136,6 @@ class JobSubmission(BaseModel):
             if name.startswith("STOKER_") or name in RESERVED_ENV:
                 raise ValueError(f"{name} is stoker's to set")
         return env
-
-    @model_validator(mode="after")
-    def _a_command_or_a_model(self) -> "JobSubmission":
-        if (self.command is None) == (self.model is None):
-            raise ValueError("give either command (your script) or model (a zoo job)")
-        if self.model is not None and self.iterations is None:
-            raise ValueError("iterations: a zoo job needs its length")
-        return self
 
     @field_validator("gpu_indices")
     @classmethod

@@ -76,6 +76,9 @@ class _Job:
     restarts: int = 0
     gpu_indices: tuple[int, ...] = ()
     seq: int = 0  # order of submission
+    reported: int = 0  # the iteration its agent last reported (not the highest ever)
+    started_at: int | None = None  # the iteration this attempt started from (its hello)
+    failed_at: int | None = None  # the iteration of its last failure
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,8 @@ class Scheduler:
             restarts=request.restarts,
             gpu_indices=gpu_indices,
             seq=len(self._jobs),
+            reported=iteration,
+            started_at=iteration,
         )
         self._jobs[request.id] = self._live[request.id] = self._watched[request.id] = job
         why = "re-attached: its agent outlived the daemon"
@@ -338,7 +343,9 @@ class Scheduler:
         job = self._job(event.job_id)
         job.last_heard = now
         job.iteration = max(job.iteration, event.iteration)
+        job.reported = event.iteration
         if job.state is JobState.STARTING:
+            job.started_at = event.iteration
             job.allocation = job.planned
             self._move(job, JobState.RUNNING, out)
         else:
@@ -351,12 +358,14 @@ class Scheduler:
             return
         job.last_heard = now
         job.iteration = max(job.iteration, event.iteration)
+        job.reported = event.iteration
         job.measured_samples_per_s = event.samples_per_s
 
     def _paused(self, event: Paused, now: float, out: list[Command]) -> None:
         job = self._job(event.job_id)
         job.last_heard = now
         job.iteration = max(job.iteration, event.iteration)
+        job.reported = event.iteration
         job.checkpoint = event.checkpoint or job.checkpoint
         current = self._round
         if job.state is JobState.PAUSING and current is not None and event.gen == current.gen:
@@ -395,17 +404,35 @@ class Scheduler:
             out.append(StaleMessage(job_id, state.value))
             return
         held = job.state.holds_resources
-        if state is JobState.FAILED and held and job.restarts < job.request.max_restarts:
-            self._restart(job, now, out, why)
-            return
+        if state is JobState.FAILED and held:
+            refused = self._relaunch_refused(job)
+            job.failed_at = job.reported
+            if refused is None:
+                self._restart(job, now, out, why)
+                return
+            why = f"{why}; {refused}" if refused else why
         self._move(job, state, out, why)
         self._leave_round(job_id, now, out)
         self._completed(job_id, now)
+
+    @staticmethod
+    def _relaunch_refused(job: _Job) -> str | None:
+        """Why a failed job is not relaunched, or None when it is: it has restarts left and
+        made progress since this attempt started (a job that fails before its first step,
+        or twice at the same iteration, would only fail again)."""
+        if job.restarts >= job.request.max_restarts:
+            return ""  # the policy allows none (more): the failure says enough
+        if job.started_at is None or job.reported <= job.started_at:
+            return "not relaunched: it failed before its first step"
+        if job.failed_at == job.reported:
+            return f"not relaunched: it failed at iteration {job.reported} twice"
+        return None
 
     def _restart(self, job: _Job, now: float, out: list[Command], why: str) -> None:
         """The job's agent died: back to the arrival buffer, to be launched again from its
         last checkpoint (Launch.resume_from) by the next round."""
         job.restarts += 1
+        job.started_at = None
         self._move(job, JobState.SUBMITTED, out, f"restart {job.restarts}: {why}")
         out.append(Restarting(job.request.id, job.restarts, why))
         job.allocation = job.planned = None

@@ -94,7 +94,7 @@ def test_the_daemons_own_environment_stays_with_the_daemon(
     ("change", "field"),
     [
         ({"command": []}, "command"),
-        ({"command": ["python"], "model": "Resnet18"}, ""),
+        ({"command": ["python"], "model": "Resnet18"}, "model"),
         ({"workdir": "/no/such/dir"}, "workdir"),
         ({"env": {"A": 1}}, "env.A"),
         ({"env": {"STOKER_JOB_ID": "x"}}, "env"),

@@ -211,7 +211,9 @@ def test_an_agent_killed_is_relaunched_by_its_restart_policy(
     daemon = serve()
     with daemon.client() as client:
         job = submit(client, "fragile", iterations=1500, max_restarts=1)
-        wait_for("it to run", lambda: states(client)["fragile"] == "running")
+        # Relaunched only once it has made progress (a job failing before its first step
+        # would only fail again).
+        wait_for("it to train", lambda: client.get(f"/v1/jobs/{job['id']}").json()["iteration"])
         os.kill(agent_pids(daemon)[job["id"]], signal.SIGKILL)
         wait_for("it to finish", lambda: all_done(client, {"fragile"}), 90)
         assert client.get(f"/v1/jobs/{job['id']}").json()["restarts"] == 1

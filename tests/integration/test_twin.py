@@ -83,6 +83,7 @@ async def drive_the_daemon(driver: Driver) -> None:
         driver.at(second).tick()
     driver.at(10.5).tick()  # the pause timed out: `b` keeps its workers, `c` gets the rest
     driver.at(11.0).agent(Hello(job="c", gen=launched(driver, "c").gen, pid=41_001))
+    driver.at(11.5).agent(beat("c", launched(driver, "c").gen, 5, 1))  # progress, then a crash
     driver.at(12.0).agent(FailedMessage(job="c", gen=launched(driver, "c").gen, error="boom"))
     driver.at(13.5).tick()  # `c` is planned again, and `b` asked again to give workers up
     pauses = [c for fed in driver.fed for c in fed.commands if isinstance(c, Pause)]

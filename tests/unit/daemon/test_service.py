@@ -55,21 +55,74 @@ def test_a_job_waiting_for_gpus_is_cancelled_without_ever_holding_one(tmp_path: 
     asyncio.run(scenario())
 
 
+def beat(job: str, gen: int, iteration: int) -> HeartbeatMessage:
+    return HeartbeatMessage(
+        job=job,
+        gen=gen,
+        iteration=iteration,
+        samples=64 * iteration,
+        idle_s=0.1,
+        step_s=0.9,
+        samples_per_s=64.0,
+        workers=2,
+    )
+
+
 def test_an_agent_that_dies_is_relaunched_within_its_restarts_then_fails(tmp_path: Path) -> None:
     async def scenario() -> None:
         driver = Driver(tmp_path, NOW, max_restarts=1)
         driver.at(1.0).submit("a")
         driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.at(1.8).agent(beat("a", 1, 30))  # it made progress
         driver.launcher.exit("a", 1)
         driver.at(2.0).tick()
         assert [launch[0] for launch in driver.launcher.launches] == ["a", "a"]
         assert driver.events("a", "restart") == [{"restarts": 1, "why": "exited with code 1"}]
         stored = driver.service.store.job("a")
         assert stored is not None and stored.restarts == 1 and driver.state("a") == "starting"
+        driver.at(2.5).agent(Hello(job="a", gen=2, pid=40_002, iteration=20))
+        driver.at(2.8).agent(beat("a", 2, 45))
         driver.launcher.exit("a", -9)
         driver.at(3.0).tick()
         assert driver.state("a") == "failed"
         assert driver.events("a", "state")[-1]["why"] == "killed by signal 9 (SIGKILL)"
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_job_that_fails_before_its_first_step_is_not_relaunched(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, max_restarts=3)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.launcher.exit("a", 1)
+        driver.at(2.0).tick()
+        assert driver.state("a") == "failed"
+        assert len(driver.launcher.launches) == 1, "one launch only"
+        why = driver.events("a", "state")[-1]["why"]
+        assert why == "exited with code 1; not relaunched: it failed before its first step"
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_job_that_fails_twice_at_one_iteration_is_not_relaunched_again(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, max_restarts=5)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.at(1.8).agent(beat("a", 1, 30))
+        driver.launcher.exit("a", 1)  # a bug at iteration 30
+        driver.at(2.0).tick()
+        driver.at(2.5).agent(Hello(job="a", gen=2, pid=40_002, iteration=20))
+        driver.at(2.8).agent(beat("a", 2, 30))
+        driver.launcher.exit("a", 1)  # the same bug, at the same iteration
+        driver.at(3.0).tick()
+        assert driver.state("a") == "failed"
+        assert len(driver.launcher.launches) == 2
+        why = driver.events("a", "state")[-1]["why"]
+        assert why.endswith("not relaunched: it failed at iteration 30 twice")
         await driver.close()
 
     asyncio.run(scenario())
