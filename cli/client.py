@@ -1,5 +1,5 @@
-"""The CLI client of a running daemon: `stoker submit`, `stoker jobs`, `stoker cancel` and
-`stoker workload run`.
+"""The CLI client of a running daemon: `stoker submit`, `stoker jobs`, `stoker logs`,
+`stoker cancel` and `stoker workload run`.
 
 Where the daemon is: `--url`, else `STOKER_URL`, else http://127.0.0.1:8470. The token:
 `--token`, else `STOKER_TOKEN`, else the admin token in the state dir (`--state-dir`, else
@@ -34,8 +34,12 @@ StateDir = Annotated[
 
 
 def register_client(app: typer.Typer, workload_app: typer.Typer) -> None:
-    app.command("submit")(submit)
+    # `stoker submit -- python train.py --lr 0.1`: the command's own options pass through.
+    app.command(
+        "submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    )(submit)
     app.command("jobs")(jobs)
+    app.command("logs")(logs)
     app.command("cancel")(cancel)
     app.command("dashboard")(dashboard)
     workload_app.command("run")(run_workload)
@@ -87,17 +91,119 @@ def _detail(reply: "httpx.Response") -> str:
 
 
 def submit(
-    job_file: Annotated[Path, typer.Argument(metavar="JOB.toml", help="the job's fields")],
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="JOB.toml | -- COMMAND...", help="a job file, or a command"),
+    ] = None,
+    *,
+    name: Annotated[str | None, typer.Option(help="the job's name [the script's]")] = None,
+    gpus: Annotated[int, typer.Option(help="GPUs (one rank each)")] = 1,
+    batch_size: Annotated[int, typer.Option(help="global batch, for the planner")] = 64,
+    env: Annotated[
+        list[str] | None, typer.Option(metavar="K=V", help="a variable for the job; repeat")
+    ] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="then print its logs")] = False,
     url: Url = None,
     token: Token = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Submit one job (name, model, batch_size, gpus, iterations, ...); prints it as JSON."""
+    """Submit a job and print its id: a TOML file of its fields, or a command to run from
+    this directory (`stoker submit --gpus 2 -- python train.py --lr 0.1`). --json-like
+    output with `stoker jobs --json`."""
+    given = list(args or [])
+    if not given:
+        fail("give a job file (JOB.toml) or a command after --")
+    if len(given) == 1 and given[0].endswith(".toml"):
+        try:
+            body = tomllib.loads(read_text(Path(given[0]), "job"))
+        except tomllib.TOMLDecodeError as error:
+            fail(f"{given[0]}: not valid TOML: {error}")
+        if "command" in body and "workdir" not in body:
+            body["workdir"] = str(Path(given[0]).resolve().parent)
+    else:
+        body = {
+            "name": name or _name_of(given),
+            "command": given,
+            "workdir": str(Path.cwd()),
+            "gpus": gpus,
+            "batch_size": batch_size,
+            "env": _variables(env or []),
+        }
+    daemon = Daemon(url, token, state_dir)
+    job = daemon.call("POST", "/v1/jobs", body)
+    if not follow:
+        print_json(job)
+        return
+    typer.echo(f"submitted {job['id']}", err=True)
+    _follow(daemon, job["id"])
+
+
+def _name_of(command: list[str]) -> str:
+    """A job name from its command: the script's name (`train.py` -> `train`)."""
+    script = next((arg for arg in command[1:] if arg.endswith(".py")), command[0])
+    stem = Path(script).stem
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in stem).lstrip(".-_")
+    return (cleaned or "job")[:40]
+
+
+def _variables(pairs: list[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key:
+            fail(f"--env {pair!r}: write it as NAME=value")
+        found[key] = value
+    return found
+
+
+def logs(
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    *,
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="until the job ends")] = False,
+    stdout: Annotated[bool, typer.Option("--stdout", help="stdout instead of stderr")] = False,
+    rank: Annotated[int, typer.Option(help="which rank's")] = 0,
+    tail: Annotated[int, typer.Option(help="lines from the end")] = 100,
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Print a job's log (stderr unless --stdout), and with -f what it writes next."""
+    daemon = Daemon(url, token, state_dir)
+    _follow(daemon, job_id, stream="stdout" if stdout else "stderr", rank=rank, tail=tail,
+            until_end=follow)  # fmt: skip
+
+
+def _follow(
+    daemon: "Daemon",
+    job_id: str,
+    *,
+    stream: str = "stderr",
+    rank: int = 0,
+    tail: int = 100,
+    until_end: bool = True,
+) -> None:
+    import httpx  # noqa: PLC0415
+
+    params: dict[str, str | int | bool] = {
+        "stream": stream,
+        "rank": rank,
+        "tail": tail,
+        "follow": until_end,
+    }
     try:
-        body = tomllib.loads(read_text(job_file, "job"))
-    except tomllib.TOMLDecodeError as error:
-        fail(f"{job_file}: not valid TOML: {error}")
-    print_json(Daemon(url, token, state_dir).call("POST", "/v1/jobs", body))
+        with daemon.http.stream(
+            "GET", f"/v1/jobs/{job_id}/logs", params=params, timeout=None
+        ) as reply:
+            if reply.status_code >= 400:
+                reply.read()
+                fail(f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {_detail(reply)}")
+            for text in reply.iter_text():
+                typer.echo(text, nl=False)
+    except httpx.TransportError as error:
+        fail(f"no daemon at {daemon.url} ({error}); start one with `stoker serve`")
+    if until_end:
+        job = daemon.call("GET", f"/v1/jobs/{job_id}")
+        typer.echo(f"{job_id}: {job['state']}", err=True)
 
 
 def jobs(
@@ -111,13 +217,14 @@ def jobs(
     if json_output:
         print_json(found)
         return
-    typer.echo(f"{'id':<24}{'state':<11}{'model':<14}{'gpus':>5}{'workers':>8}{'progress':>18}")
+    typer.echo(f"{'id':<24}{'state':<11}{'what':<14}{'gpus':>5}{'workers':>8}{'progress':>18}")
     for job in found:
         workers = job["workers_per_gpu"] if job["workers_per_gpu"] is not None else "-"
-        progress = f"{job['iteration']}/{job['iterations']}"
+        length = job["iterations"]
+        progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
+        what = job["model"] or _name_of(job["command"] or ["command"])
         typer.echo(
-            f"{job['id']:<24}{job['state']:<11}{job['model']:<14}{job['gpus']:>5}"
-            f"{workers:>8}{progress:>18}"
+            f"{job['id']:<24}{job['state']:<11}{what:<14}{job['gpus']:>5}{workers:>8}{progress:>18}"
         )
 
 

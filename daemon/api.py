@@ -26,6 +26,7 @@ from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
 from daemon.items import SubmitError
+from daemon.joblogs import router as job_output_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
 from daemon.schemas import JobSubmission, JobView, SampleUpload
@@ -271,6 +272,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
     app.state.tokens = load_tokens(config)
     app.include_router(v1)
     app.include_router(data_router)
+    app.include_router(job_output_router)
     app.include_router(page_router)
 
     @app.exception_handler(RequestValidationError)

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.integration.cli import stoker
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
@@ -135,3 +136,41 @@ def test_a_running_script_is_resized_live_when_a_second_job_arrives(
         (daemon.state_dir / "jobs" / first["id"] / "output" / "seen.txt").read_text().splitlines()
     )
     assert len(seen) == 2 * 96 and set(seen.values()) == {1}, "every sample once"
+
+
+def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon]) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        job = client.post("/v1/jobs", json=command_job("m", "count_train.py", "2", "0")).json()
+        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=90)
+        assert done["state"] == "completed", done
+        out = client.get(f"/v1/jobs/{job['id']}/logs", params={"stream": "stdout"})
+        assert out.status_code == 200 and "[rank 0] done: weight" in out.text
+        series = client.get(f"/v1/jobs/{job['id']}/metrics").json()
+        losses = series["series"]["loss"]
+        assert [step for step, _ in losses] == list(range(1, 25)), "one point per step"
+        assert series["newest"]["loss"] == losses[-1][1] < losses[0][1]
+        thin = client.get(f"/v1/jobs/{job['id']}/metrics", params={"points": 5}).json()
+        assert len(thin["series"]["loss"]) <= 6 and thin["series"]["loss"][-1] == losses[-1]
+        with daemon.client("admin") as admin:
+            assert admin.get("/v1/jobs/nope/logs").status_code == 404
+
+
+def test_stoker_submit_runs_a_command_from_here_and_follows_it(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    run = stoker(
+        "submit", *where, "--follow", "--env", "NOTE=hi", "--",
+        sys.executable, "fail_first.py", cwd=SCRIPTS,
+    )  # fmt: skip
+    assert run.code == 0, run.stderr
+    assert "ValueError: shapes do not match" in run.stdout, "its stderr, followed"
+    assert run.stderr.strip().endswith(": failed")
+    (job,) = daemon.client().get("/v1/jobs").json()
+    assert job["name"] == "fail_first" and job["command"][1] == "fail_first.py"
+    listed = stoker("jobs", *where)
+    assert "fail_first" in listed.stdout and "failed" in listed.stdout
+    empty = stoker("submit", *where)
+    assert empty.code == 2 and "command after --" in empty.stderr

@@ -1,0 +1,139 @@
+"""A job's output over REST: its logs (`GET /v1/jobs/{id}/logs`) and the metrics its script
+reported with `job.report` (`GET /v1/jobs/{id}/metrics`). Both read the files the job's
+processes write under `<state dir>/jobs/<id>/`; a tenant reads its own jobs only."""
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import PlainTextResponse, StreamingResponse
+
+from daemon.auth import ADMIN, Daemon, Who
+from daemon.service import Service
+
+router = APIRouter(prefix="/v1")
+
+_FOLLOW_POLL_S = 0.25
+_TAIL_BYTES = 4 * 2**20  # a tail reads at most the log's last 4 MiB
+_FINAL = ("completed", "failed", "cancelled")
+
+
+def log_path(job_dir: Path, stream: str, rank: int) -> Path:
+    """Where the launcher writes one rank's stdout or stderr."""
+    return job_dir / (f"{stream}.log" if rank == 0 else f"{stream}.rank{rank}.log")
+
+
+def tail_lines(path: Path, lines: int) -> tuple[list[str], int]:
+    """The last `lines` lines of a log and the offset its end had."""
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as log:
+            log.seek(max(0, size - _TAIL_BYTES))
+            text = log.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return [], 0
+    return text.splitlines()[-lines:] if lines else [], size
+
+
+@router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
+async def logs(
+    job_id: str,
+    who: Who,
+    service: Daemon,
+    *,
+    stream: Literal["stdout", "stderr"] = "stderr",
+    rank: Annotated[int, Query(ge=0, le=1023)] = 0,
+    tail: Annotated[int, Query(ge=0, le=100_000)] = 100,
+    follow: bool = False,
+) -> Any:
+    """The last `tail` lines of one rank's stdout or stderr, each `[rank N]`-prefixed; with
+    `follow`, then every new line as it is written, until the job ends."""
+    _own(service, who, job_id)
+    path = log_path(service.launcher.jobs_dir / job_id, stream, rank)
+    lines, offset = tail_lines(path, tail)
+    head = "".join(f"[rank {rank}] {line}\n" for line in lines)
+    if not follow:
+        return PlainTextResponse(head)
+
+    async def lines_as_written() -> AsyncIterator[str]:
+        yield head
+        position = offset
+        while True:
+            ended = (service.store.job(job_id) or _GONE).state in _FINAL
+            chunk, position = _read_from(path, position)
+            for line in chunk:
+                yield f"[rank {rank}] {line}\n"
+            if ended:
+                return
+            await asyncio.sleep(_FOLLOW_POLL_S)
+
+    return StreamingResponse(lines_as_written(), media_type="text/plain")
+
+
+@router.get("/jobs/{job_id}/metrics")
+async def metrics(
+    job_id: str,
+    who: Who,
+    service: Daemon,
+    points: Annotated[int, Query(ge=1, le=100_000)] = 1000,
+) -> dict[str, Any]:
+    """What the job's script reported, as one series per metric of [step, value], evenly
+    thinned to at most `points` each (the newest point always kept), and the newest values."""
+    _own(service, who, job_id)
+    path = service.launcher.jobs_dir / job_id / "output" / "metrics.jsonl"
+    series: dict[str, list[list[float]]] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        text = ""
+    for line in text.splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue  # a line cut by a crash
+        step = row.pop("step", None)
+        for name, value in row.items():
+            if isinstance(value, int | float) and isinstance(step, int):
+                series.setdefault(name, []).append([step, value])
+    thinned = {name: _thin(values, points) for name, values in series.items()}
+    newest = {name: values[-1][1] for name, values in series.items()}
+    return {"job": job_id, "series": thinned, "newest": newest}
+
+
+def _thin(values: list[list[float]], points: int) -> list[list[float]]:
+    if len(values) <= points:
+        return values
+    stride = -(-len(values) // points)  # ceiling
+    kept = values[::stride]
+    if kept[-1] is not values[-1]:
+        kept.append(values[-1])
+    return kept
+
+
+def _read_from(path: Path, offset: int) -> tuple[list[str], int]:
+    """Whole lines written after `offset`, and the offset after them."""
+    try:
+        with path.open("rb") as log:
+            log.seek(offset)
+            data = log.read()
+    except FileNotFoundError:
+        return [], offset
+    end = data.rfind(b"\n") + 1
+    text = data[:end].decode("utf-8", errors="replace")
+    return text.splitlines(), offset + end
+
+
+def _own(service: Service, who: str, job_id: str) -> None:
+    record = service.store.job(job_id)
+    if record is None or who not in (ADMIN, record.tenant):
+        raise HTTPException(404, f"no job {job_id!r}")
+
+
+class _Gone:
+    state = "failed"
+
+
+_GONE = _Gone()
