@@ -35,6 +35,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy examples  # scripts, not a package: checked on their own
 	$(BIN)/lint-imports  # DESIGN.md's import rules, as the contracts in pyproject.toml
 
 # Debian's Chromium for the dashboard's browser tests (Playwright drives it). Best effort:
