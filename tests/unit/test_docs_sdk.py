@@ -7,11 +7,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_sdk_page_shows_the_examples_real_diff_of_at_most_8_lines() -> None:
-    plain = (ROOT / "examples" / "plain" / "image_classifier.py").read_text().splitlines()
+    plain = (ROOT / "examples" / "plain" / "image_classifier_plain.py").read_text().splitlines()
     sdk = (ROOT / "examples" / "image_classifier.py").read_text().splitlines()
     diff = list(
         difflib.unified_diff(
-            plain, sdk, "plain/image_classifier.py", "image_classifier.py", lineterm=""
+            plain, sdk, "plain/image_classifier_plain.py", "image_classifier.py", lineterm=""
         )
     )
     page = (ROOT / "docs" / "sdk.md").read_text()
