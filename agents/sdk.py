@@ -244,7 +244,10 @@ class Job:
 
     def report(self, **metrics: Any) -> None:
         """Record metrics for this step: numbers or tensors. Tensors are read (one device
-        sync for all of them) only when the metrics are flushed, every few seconds."""
+        sync for all of them) only when the metrics are flushed, every few seconds and at
+        each checkpoint. Rank 0's are kept (one series per job)."""
+        if self.rank != 0:
+            return  # one series per job: rank 0's
         values = {
             name: value.detach() if isinstance(value, torch.Tensor) else value
             for name, value in metrics.items()
@@ -259,6 +262,7 @@ class Job:
     def checkpoint(self) -> Path | None:
         """Write a checkpoint now (rank 0 writes; every rank calls); its path on rank 0."""
         self._last_checkpoint = time.monotonic()
+        self._metrics.flush()  # the series up to the checkpoint survives a crash with it
         path = None
         if self.rank == 0:
             path = checkpoints.write(self.environment.checkpoint_dir, self._checkpoint_state())

@@ -3,6 +3,9 @@ the SDK. Real processes, real ZeroMQ, real training of a tiny model."""
 
 import collections
 import json
+import os
+import signal
+import sqlite3
 import sys
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -168,9 +171,45 @@ def test_stoker_submit_runs_a_command_from_here_and_follows_it(
     assert run.code == 0, run.stderr
     assert "ValueError: shapes do not match" in run.stdout, "its stderr, followed"
     assert run.stderr.strip().endswith(": failed")
-    (job,) = daemon.client().get("/v1/jobs").json()
+    with daemon.client() as client:
+        (job,) = client.get("/v1/jobs").json()
     assert job["name"] == "fail_first" and job["command"][1] == "fail_first.py"
     listed = stoker("jobs", *where)
     assert "fail_first" in listed.stdout and "failed" in listed.stdout
     empty = stoker("submit", *where)
     assert empty.code == 2 and "command after --" in empty.stderr
+
+
+def test_after_kill_9_a_script_resumes_from_its_newest_checkpoint(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    body = command_job("k", "count_train.py", "3", "0.1", checkpoint_every_s=0.5, max_restarts=2)
+    with daemon.client() as client:
+        job = client.post("/v1/jobs", json=body).json()
+        checkpoints = daemon.state_dir / "jobs" / job["id"] / "checkpoints"
+        wait_for("a periodic checkpoint", lambda: list(checkpoints.glob("checkpoint-*.pt")))
+        wait_for("more steps", lambda: client.get(f"/v1/jobs/{job['id']}").json()["iteration"] > 12)
+        killed_at = client.get(f"/v1/jobs/{job['id']}").json()["iteration"]
+        pid = daemon_pid_of(daemon, job["id"])
+        os.kill(pid, signal.SIGKILL)
+        done = wait_for("the job to end", partial(ended, client, job["id"]), timeout_s=120)
+        assert done["state"] == "completed", done
+        assert done["restarts"] == 1
+        losses = client.get(f"/v1/jobs/{job['id']}/metrics").json()["series"]["loss"]
+    steps = [step for step, _ in losses]
+    assert set(steps) == set(range(1, 37)), "the loss series has no gap"
+    # The second run started at its newest checkpoint: at most the steps since it repeat.
+    repeated = len(steps) - len(set(steps))
+    assert repeated <= killed_at
+    hello_again = (daemon.state_dir / "jobs" / job["id"] / "stderr.log").read_text()
+    assert "Traceback" not in hello_again
+
+
+def daemon_pid_of(daemon: Daemon, job_id: str) -> int:
+    db = sqlite3.connect(daemon.state_dir / "stoker.db")
+    try:
+        (pid,) = db.execute("SELECT pid FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    finally:
+        db.close()
+    return int(pid)
