@@ -323,7 +323,11 @@ class Actions:
             if status.state is JobState.RUNNING and service.launcher.running(job_id)
         }
         for job_id in sorted(waiting):
-            await service.link.send(PauseMessage(job=job_id, gen=service.scheduler.generation + 1))
+            pause = PauseMessage(job=job_id, gen=service.scheduler.generation + 1)
+            try:  # an agent that reads nothing must not hold the stop up
+                await asyncio.wait_for(service.link.send(pause), timeout=1.0)
+            except TimeoutError:
+                log.warning("job %s: agent did not take its pause on the way out", job_id)
         deadline = service.now() + grace_s
         while waiting and service.now() < deadline:
             message = await service.link.receive(timeout_s=deadline - service.now())
