@@ -10,24 +10,34 @@ gap. A cancel is a checkpoint and an exit with status 0, the job's iteration kep
 
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from agents.link import DaemonLink
 from agents.protocol import (
+    MAX_MESSAGE_BYTES,
+    MAX_METRIC_NAME,
+    MAX_METRICS_PER_POINT,
+    MAX_POINTS_PER_MESSAGE,
     CancelMessage,
     FinishedMessage,
     HeartbeatMessage,
     Hello,
+    MetricPoint,
+    MetricsMessage,
     PausedMessage,
     PauseMessage,
     ResumedMessage,
     write_finished_marker,
 )
+
+_METRICS_MESSAGE_BYTES = MAX_MESSAGE_BYTES // 2  # room for the envelope
 
 
 class Decision(IntEnum):
@@ -146,6 +156,37 @@ class Control:
             return None
         self.workers, self.share = workers, share / 1e6
         return Resize(workers, share / 1e6)
+
+    def report(self, rows: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
+        """Send what the script reported (numbers only; names cut to the protocol's limits),
+        in messages that stay under the protocol's size limit."""
+        if self.link is None:
+            return
+        points: list[MetricPoint] = []
+        size = 0
+        for step, values in rows:
+            numbers = {
+                name[:MAX_METRIC_NAME]: float(value)
+                for name, value in list(values.items())[:MAX_METRICS_PER_POINT]
+                if isinstance(value, int | float) and name
+            }
+            if not numbers:
+                continue
+            point = MetricPoint(step=step, values=numbers)
+            point_size = len(point.model_dump_json()) + 1
+            if points and (
+                size + point_size > _METRICS_MESSAGE_BYTES or len(points) == MAX_POINTS_PER_MESSAGE
+            ):
+                self._send_points(points)
+                points, size = [], 0
+            points.append(point)
+            size += point_size
+        if points:
+            self._send_points(points)
+
+    def _send_points(self, points: list[MetricPoint]) -> None:
+        assert self.link is not None
+        self.link.send(MetricsMessage(job=self.job_id, gen=self.gen, points=points))
 
     def finished(self, iteration: int) -> None:
         """The final step is done: the marker first (a daemon that is down learns from

@@ -9,6 +9,7 @@ raises `ProtocolError` saying what was wrong; `encode` is its inverse.
 Version 2 added `share`: a live change of a running job's decoder share, applied without a
 pause. Version 1 messages are still accepted; a daemon sends `share` only to agents whose
 hello said version 2 (an older agent gets its new share with its next resume).
+Version 3 added `metrics`: what a script reported with `job.report`, sent by the SDK.
 """
 
 import json
@@ -20,7 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 2
+VERSION = 3
+MAX_METRIC_NAME = 64
+MAX_METRICS_PER_POINT = 32
+MAX_POINTS_PER_MESSAGE = 1000  # senders also keep a message under MAX_MESSAGE_BYTES
 AgentState = Literal["starting", "running", "paused"]
 
 
@@ -35,7 +39,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1, 2] = 2  # VERSION; 1 is still understood
+    v: Literal[1, 2, 3] = 3  # VERSION; 1 and 2 are still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -66,6 +70,25 @@ class HeartbeatMessage(_Message):
     samples_per_s: float = Field(ge=0.0)
     workers: int = Field(ge=0, description="loader workers per GPU now")
     share: float = Field(0.0, ge=0.0, le=1.0, description="decoder share now")
+
+
+class MetricPoint(BaseModel):
+    """The values a script reported at one step (a NaN or infinite loss too)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
+
+    step: int = Field(ge=0)
+    values: dict[Annotated[str, Field(min_length=1, max_length=MAX_METRIC_NAME)], float] = Field(
+        max_length=MAX_METRICS_PER_POINT
+    )
+
+
+class MetricsMessage(_Message):
+    """Since version 3: what the script reported since the last one, oldest first; rank 0
+    sends them every few seconds and before each checkpoint."""
+
+    type: Literal["metrics"] = "metrics"
+    points: list[MetricPoint] = Field(min_length=1, max_length=MAX_POINTS_PER_MESSAGE)
 
 
 class PausedMessage(_Message):
@@ -117,7 +140,13 @@ class CancelMessage(_Message):
 
 
 AgentMessage = Annotated[
-    Hello | HeartbeatMessage | PausedMessage | ResumedMessage | FinishedMessage | FailedMessage,
+    Hello
+    | HeartbeatMessage
+    | MetricsMessage
+    | PausedMessage
+    | ResumedMessage
+    | FinishedMessage
+    | FailedMessage,
     Field(discriminator="type"),
 ]
 DaemonMessage = Annotated[

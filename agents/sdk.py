@@ -101,9 +101,11 @@ class JobEnvironment:
 
 @dataclass
 class _Metrics:
-    """Reported values, kept as given (tensors stay on their device) until a flush."""
+    """Reported values, kept as given (tensors stay on their device) until a flush, which
+    appends them to `path` and, under a daemon, sends them over the link."""
 
     path: Path
+    control: Control | None = None
     pending: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
     flushed_at: float = field(default_factory=time.monotonic)
 
@@ -113,10 +115,13 @@ class _Metrics:
     def flush(self) -> None:
         if not self.pending:
             return
-        lines = [json.dumps({"step": step, **_numbers(values)}) for step, values in self.pending]
+        rows = [(step, _numbers(values)) for step, values in self.pending]
+        lines = [json.dumps({"step": step, **_readable(values)}) for step, values in rows]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as handle:
             handle.write("\n".join(lines) + "\n")
+        if self.control is not None:
+            self.control.report(rows)
         self.pending.clear()
         self.flushed_at = time.monotonic()
 
@@ -137,7 +142,6 @@ class Job:
         self._loaders: list[ResizableLoader] = []
         self._stop_signal: int | None = None
         self._last_checkpoint = time.monotonic()
-        self._metrics = _Metrics(self.output_dir / "metrics.jsonl")
         newest = checkpoints.latest(environment.checkpoint_dir)
         self._restored = checkpoints.read(newest) if newest is not None else None
         self._epoch = 0
@@ -153,6 +157,7 @@ class Job:
                 world_size=self.world_size,
                 job_dir=environment.job_dir or self.output_dir,
             )
+        self._metrics = _Metrics(self.output_dir / "metrics.jsonl", self._control)
         if self._restored is not None:
             _check_format(self._restored, newest)
             self.step = int(self._restored["step"])
@@ -386,15 +391,21 @@ def _device(local_rank: int) -> torch.device:
 
 
 def _numbers(values: Mapping[str, Any]) -> dict[str, Any]:
-    """Tensors and numbers as JSON numbers (one device sync for all tensors of a step)."""
+    """Tensors read as Python numbers (one device sync for all tensors of a step); other
+    values as given."""
     tensors = [name for name, value in values.items() if isinstance(value, torch.Tensor)]
     result = {name: value for name, value in values.items() if name not in tensors}
     if tensors:
         read = torch.stack([values[name].float().reshape(()) for name in tensors]).tolist()
         result.update(zip(tensors, read, strict=True))
+    return result
+
+
+def _readable(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Values strict JSON can carry: a NaN or infinite loss as the string "nan" or "inf"."""
     return {
         name: (value if not isinstance(value, float) or math.isfinite(value) else str(value))
-        for name, value in result.items()
+        for name, value in values.items()
     }
 
 

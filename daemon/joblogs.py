@@ -1,9 +1,9 @@
-"""A job's output over REST: its logs (`GET /v1/jobs/{id}/logs`) and the metrics its script
-reported with `job.report` (`GET /v1/jobs/{id}/metrics`). Both read the files the job's
-processes write under `<state dir>/jobs/<id>/`; a tenant reads its own jobs only."""
+"""A job's output over REST: its logs (`GET /v1/jobs/{id}/logs`), read from the files its
+processes write under `<state dir>/jobs/<id>/`, and the metrics its script reported with
+`job.report` (`GET /v1/jobs/{id}/metrics`), which the daemon stores. A tenant reads its
+own jobs only."""
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -80,30 +80,24 @@ async def metrics(
     service: Daemon,
     points: Annotated[int, Query(ge=1, le=100_000)] = 1000,
 ) -> dict[str, Any]:
-    """What the job's script reported, as one series per metric of [step, value], evenly
-    thinned to at most `points` each (the newest point always kept), and the newest values."""
+    """What the job's script reported with `job.report`, as one series per metric of
+    [step, value] (null for NaN or infinity), evenly thinned to at most `points` each (the
+    newest always kept); the newest values; and each series' stored stride (1 until a long
+    run is downsampled, daemon/reported.py)."""
     _own(service, who, job_id)
-    path = service.launcher.jobs_dir / job_id / "output" / "metrics.jsonl"
-    series: dict[str, list[list[float]]] = {}
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        text = ""
-    for line in text.splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue  # a line cut by a crash
-        step = row.pop("step", None)
-        for name, value in row.items():
-            if isinstance(value, int | float) and isinstance(step, int):
-                series.setdefault(name, []).append([step, value])
-    thinned = {name: _thin(values, points) for name, values in series.items()}
-    newest = {name: values[-1][1] for name, values in series.items()}
-    return {"job": job_id, "series": thinned, "newest": newest}
+    stored = service.store.reported.series(job_id)
+    return {
+        "job": job_id,
+        "series": {
+            name: _thin([[step, value] for step, value in found.points], points)
+            for name, found in stored.items()
+        },
+        "newest": {name: found.points[-1][1] for name, found in stored.items()},
+        "stride": {name: found.stride for name, found in stored.items()},
+    }
 
 
-def _thin(values: list[list[float]], points: int) -> list[list[float]]:
+def _thin(values: list[list[Any]], points: int) -> list[list[Any]]:
     if len(values) <= points:
         return values
     stride = -(-len(values) // points)  # ceiling

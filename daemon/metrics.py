@@ -59,7 +59,14 @@ class _NodeCollector(Collector):
         idle = GaugeMetricFamily(
             "stoker_job_idle_fraction", "Share of time waiting for batches", labels=labels
         )
+        reported = GaugeMetricFamily(
+            "stoker_job_reported",
+            "The newest value of each metric the job's script reported with job.report",
+            labels=[*labels, "name"],
+        )
         for job in node.live():
+            for name, value in job.reported.items():
+                reported.add_metric([job.id, job.tenant, name], value)
             if job.allocation is None:
                 continue
             names = [job.id, job.tenant]
@@ -71,7 +78,7 @@ class _NodeCollector(Collector):
                 measured.add_metric(names, job.measured_samples_per_s)
             if job.heartbeat is not None:
                 idle.add_metric(names, job.heartbeat.idle_fraction)
-        yield from (workers, share, predicted, measured, idle)
+        yield from (workers, share, predicted, measured, idle, reported)
         counts = node.counts
         for name, value, text in (
             ("plans", counts.plans, "Allocation plans made"),

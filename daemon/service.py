@@ -21,6 +21,7 @@ from agents.protocol import (
     FinishedMessage,
     HeartbeatMessage,
     Hello,
+    MetricsMessage,
     PausedMessage,
     ResumedMessage,
 )
@@ -98,6 +99,7 @@ class Service:
         self.counters = Counts()
         self.records: dict[str, JobRecord] = {}  # every job this daemon runs or ran
         self.measured: dict[str, Measured] = {}  # job -> its last heartbeat
+        self.reported: dict[str, dict[str, float]] = {}  # job -> its newest reported values
         self.metrics = Metrics()
         self.metrics.watch(self.snapshot)
         self.actions = Actions(self)
@@ -189,6 +191,7 @@ class Service:
             restarts=status.restarts,
             gpu_indices=status.gpu_indices,
             heartbeat=self.measured.get(status.id),
+            reported=self.reported.get(status.id, {}),
         )
 
     def snapshot(self) -> NodeSnapshot:
@@ -291,6 +294,13 @@ class Service:
             log.warning(
                 "job %s: message %s for a job this daemon does not run", message.job, message.type
             )
+            return
+        if isinstance(message, MetricsMessage):  # data to keep, nothing for the core
+            points = [(point.step, point.values) for point in message.points]
+            self.store.reported.add(message.job, points)
+            newest = self.reported.setdefault(message.job, {})
+            for _, values in points:
+                newest.update(values)
             return
         if self.restorer.awaiting(message.job):
             self.restorer.reattach(message)

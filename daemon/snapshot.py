@@ -37,6 +37,7 @@ class LiveJob:
     restarts: int
     gpu_indices: tuple[int, ...]
     heartbeat: Measured | None
+    reported: Mapping[str, float] = field(default_factory=dict)  # newest `job.report` values
 
     @property
     def relative_error(self) -> float | None:

@@ -17,10 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon import reported
 from daemon.jobspec import JobSettings
 from scheduler.states import JobState, check_transition
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# What each version added to the one before (1 is the first): run in order to migrate.
+_MIGRATIONS = {2: reported.SCHEMA}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -147,6 +150,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=FULL")  # an acknowledged write survives power loss
         self._db.execute("PRAGMA foreign_keys=ON")
         self._migrate()
+        self.reported = reported.Reported(self._db, self._transaction)
 
     def _migrate(self) -> None:
         tables = {
@@ -155,18 +159,30 @@ class Store:
         if "meta" in tables:
             row = self._db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
             found = int(row[0]) if row else None
-            if found != SCHEMA_VERSION:
+            if found is None or not 1 <= found <= SCHEMA_VERSION:
                 raise StoreError(
-                    f"{self.path}: schema version {found}, this stoker reads {SCHEMA_VERSION}; "
-                    "use a new --state-dir or the stoker that wrote it"
+                    f"{self.path}: schema version {found}, this stoker reads 1 to "
+                    f"{SCHEMA_VERSION}; use a new --state-dir or the stoker that wrote it"
                 )
+            for version in range(found + 1, SCHEMA_VERSION + 1):
+                self._create(_MIGRATIONS[version], version)
             return
         if tables - {"sqlite_sequence"}:
             raise StoreError(f"{self.path}: not a stoker state file (tables {sorted(tables)})")
-        self._db.executescript("BEGIN;" + _SCHEMA + "COMMIT;")
-        self._db.execute(
-            "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-        )
+        self._create(_SCHEMA + "".join(_MIGRATIONS.values()), SCHEMA_VERSION)
+
+    def _create(self, tables: str, version: int) -> None:
+        """Create `tables` and record the schema version they make, in one transaction."""
+        self._db.executescript("BEGIN;" + tables)
+        try:
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(version),),
+            )
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:

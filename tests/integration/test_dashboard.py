@@ -2,7 +2,9 @@
 against a real daemon with simulated agents. Skipped, saying why, where Chromium or
 Playwright is missing (`make test` tries to install both)."""
 
+import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,10 +12,13 @@ from typing import Any
 import httpx
 import pytest
 
+from agents.data import make_dataset
 from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EPOCHS_10_OF_16 = ("--epochs", "10", "--batch-size", "16")
 TOKENS = {"admin": "admin-secret-token-0123456789", "alice": "alice-secret-token-0123456789"}
 
 if CHROMIUM is None:
@@ -121,3 +126,69 @@ def test_a_tenant_sees_its_own_jobs_and_a_wrong_token_gets_no_page(
 def _all_running(client: httpx.Client, count: int) -> bool:
     states = [job["state"] for job in client.get("/v1/jobs").json()]
     return len(states) == count and set(states) == {"running"}
+
+
+def test_the_image_examples_loss_and_log_are_drawn_while_it_is_resized_live(
+    browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/image_classifier.py under a daemon: a second job arrives and the example is
+    resized in place; its loss curve and its log are on the dashboard; it ends completed,
+    with its final checkpoint."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    make_dataset(tmp_path / "data", images=256, size=32)
+    factory = daemon_factory(tmp_path)
+    daemon = next(factory)(node={"cpu_slots": 2, "cpu_workers": 2}, tokens=TOKENS)
+    body = {
+        "name": "images",
+        "command": ["python", str(EXAMPLES / "image_classifier.py"), "data", *EPOCHS_10_OF_16],
+        "workdir": str(tmp_path),
+        "batch_size": 16,
+        "gpus": 1,
+    }
+    try:
+        with daemon.client() as admin:
+            image = admin.post("/v1/jobs", json=body).json()["id"]
+            wait_for("the example to train", lambda: _training(admin, image), timeout_s=60)
+            workers = admin.get(f"/v1/jobs/{image}").json()["workers_per_gpu"]
+            submit(admin, "second")  # a simulated job: the example's workers are split
+            resized = wait_for("a live resize", lambda: _resumed(admin, image), timeout_s=60)
+            assert resized["workers"] < workers
+            page, errors = open_page(browser, daemon, "admin")
+            page.locator("#jobs tbody tr", has_text="images").click()
+            sync_api.expect(page.locator("#job-name")).to_have_text("images")
+            curve = page.locator("#job-metrics .scatterlayer .trace path.js-line")
+            sync_api.expect(curve).to_be_attached(timeout=10_000)
+            sync_api.expect(page.locator("#job-note")).to_contain_text("newest: loss")
+            sync_api.expect(page.locator("#job-log")).to_contain_text("[rank 0] epoch 0: loss")
+            done = wait_for(
+                "the example to end",
+                lambda: (j := admin.get(f"/v1/jobs/{image}").json())["state"] == "completed" and j,
+                timeout_s=120,
+            )
+            assert done["restarts"] == 0, "resized in place, never relaunched"
+            page.select_option("#job-stream", "stderr")
+            sync_api.expect(page.locator("#job-log")).not_to_contain_text("epoch 0: loss")
+            page.select_option("#job-stream", "stdout")
+            sync_api.expect(page.locator("#job-log")).to_contain_text(
+                "epoch 9: loss", timeout=10_000
+            )
+            points = (curve.first.get_attribute("d") or "").count("L") + 1
+            assert points >= 100, "the curve has the run's points"
+            assert errors == []
+        checkpoints = sorted((daemon.state_dir / "jobs" / image / "checkpoints").glob("*.pt"))
+        assert checkpoints, "the final checkpoint is kept"
+    finally:
+        next(factory, None)
+
+
+def _training(client: httpx.Client, job_id: str) -> bool:
+    job = client.get(f"/v1/jobs/{job_id}").json()
+    return bool(job["state"] == "running" and job["iteration"] > 0)
+
+
+def _resumed(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
+    for event in client.get(f"/v1/jobs/{job_id}/events").json():
+        if event["kind"] == "resumed":
+            data: dict[str, Any] = event["data"]
+            return data
+    return None

@@ -19,9 +19,13 @@ const FINAL = new Set(["completed", "failed", "cancelled"]);
 const CONFIG = { displaylogo: false, responsive: true };
 const POLL_MS = 3000;
 
+const LOG_LINES = 60;
+
 let snapshot = null;
 let stream = null;
 let pending = null;
+let picked = null; // the job whose metrics and log are shown: clicked, or the newest running
+let pickedStream = null; // stdout or stderr; null: stderr for a failed job, else stdout
 
 function colour(jobs, id) {
   const index = jobs.findIndex((job) => job.id === id);
@@ -258,6 +262,8 @@ function drawJobs(data) {
       cell(job.iterations == null ? String(job.iteration) : `${job.iteration} / ${job.iterations}`));
     if (!matches(job)) tr.className = "hidden";
     else if (wanted) tr.className = "found";
+    if (job.id === picked) tr.classList.add("picked");
+    tr.addEventListener("click", () => { picked = job.id; pickedStream = null; draw(); });
     return tr;
   });
   document.querySelector("#jobs tbody").replaceChildren(...rows);
@@ -287,6 +293,51 @@ function drawEvents(data) {
   document.getElementById("events").replaceChildren(...items);
 }
 
+function pick(data) {
+  if (picked && data.jobs.some((job) => job.id === picked)) return picked;
+  const running = data.jobs.filter((job) => !FINAL.has(job.state));
+  const newest = (running.length ? running : data.jobs).slice(-1)[0];
+  return newest ? newest.id : null;
+}
+
+async function drawJob(data) {
+  const id = pick(data);
+  const job = data.jobs.find((j) => j.id === id);
+  document.getElementById("job-name").textContent = job ? job.name : "(none yet)";
+  if (!job) return;
+  const streamName = pickedStream || (job.state === "failed" ? "stderr" : "stdout");
+  document.getElementById("job-stream").value = streamName;
+  const base = `/v1/jobs/${encodeURIComponent(id)}`;
+  const [metrics, log] = await Promise.all([
+    fetch(`${base}/metrics?points=500`, { credentials: "same-origin", cache: "no-store" }),
+    fetch(`${base}/logs?stream=${streamName}&tail=${LOG_LINES}`, { credentials: "same-origin", cache: "no-store" }),
+  ]);
+  if (id !== pick(data)) return; // another job was picked meanwhile
+  const reported = metrics.ok ? await metrics.json() : { series: {} };
+  const names = Object.keys(reported.series).sort((a, b) => (a === "loss" ? -1 : b === "loss" ? 1 : a.localeCompare(b)));
+  Plotly.react("job-metrics", names.map((name, index) => ({
+    type: "scatter",
+    mode: "lines",
+    name,
+    x: reported.series[name].map((point) => point[0]),
+    y: reported.series[name].map((point) => point[1]),
+    visible: index === 0 ? true : "legendonly", // one scale at a time; click the legend for more
+    line: { width: 1.5, color: PALETTE[index % PALETTE.length] },
+    hovertemplate: `${name} %{y:.4~g} at step %{x}<extra></extra>`,
+  })), layout({
+    xaxis: { title: { text: "step" }, rangemode: "tozero" },
+    yaxis: { title: { text: names[0] || "" } },
+    showlegend: names.length > 1,
+  }), CONFIG);
+  document.getElementById("job-note").textContent = names.length
+    ? `newest: ${names.map((name) => `${name} ${reported.newest[name] == null ? "not finite" : (+reported.newest[name]).toPrecision(4)}`).join(", ")}`
+    : "nothing reported yet: a script reports with job.report(loss=loss)";
+  const box = document.getElementById("job-log");
+  const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+  box.textContent = log.ok ? (await log.text()) || `(no ${streamName} yet)` : `(the log is not available: ${log.status})`;
+  if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
 function draw() {
   if (!snapshot) return;
   const now = Date.now() / 1000;
@@ -296,8 +347,10 @@ function draw() {
   drawIdle(snapshot);
   drawFit(snapshot);
   drawUse(snapshot);
+  picked = pick(snapshot);
   drawJobs(snapshot);
   drawEvents(snapshot);
+  drawJob(snapshot).catch(offline);
 }
 
 async function refresh() {
@@ -333,5 +386,9 @@ function listen(after) {
 }
 
 document.getElementById("find").addEventListener("input", draw);
+document.getElementById("job-stream").addEventListener("change", (event) => {
+  pickedStream = event.target.value;
+  draw();
+});
 refresh().catch(offline);
 setInterval(() => { refresh().catch(offline); }, POLL_MS);

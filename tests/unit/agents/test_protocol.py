@@ -4,8 +4,11 @@ import pytest
 
 from agents.protocol import (
     MAX_MESSAGE_BYTES,
+    VERSION,
     HeartbeatMessage,
     Hello,
+    MetricPoint,
+    MetricsMessage,
     ProtocolError,
     ResumeMessage,
     ShareMessage,
@@ -22,12 +25,26 @@ def test_messages_round_trip_both_ways() -> None:
     assert decode_daemon(encode(resume)) == resume
 
 
+def test_metrics_carry_nan_and_infinity_and_refuse_oversized_points() -> None:
+    loss = MetricPoint(step=3, values={"loss": float("nan"), "grad_norm": float("inf")})
+    back = decode_agent(encode(MetricsMessage(job="j1", points=[loss])))
+    assert isinstance(back, MetricsMessage)
+    values = back.points[0].values
+    assert values["loss"] != values["loss"] and values["grad_norm"] == float("inf")
+    too_many = {f"m{index}": 1.0 for index in range(33)}
+    with pytest.raises(ProtocolError, match=r"points\.0\.values"):
+        decode_agent(
+            b'{"type": "metrics", "job": "j", "points": [{"step": 1, "values": %s}]}'
+            % str(too_many).replace("'", '"').encode()
+        )
+
+
 @pytest.mark.parametrize(
     ("data", "names"),
     [
         (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
         (b'{"type": "launch", "job": "j"}', "does not match"),
-        (b'{"type": "hello", "job": "j", "pid": 1, "v": 3}', "hello.v"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 4}', "hello.v"),
         (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
         (b"\xff\xfe", "Invalid JSON"),
         (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only
@@ -54,7 +71,7 @@ def test_a_heartbeat_carries_the_measured_split_of_time() -> None:
 def test_version_2_adds_a_live_share_and_version_1_is_still_understood() -> None:
     message = decode_daemon(b'{"type": "share", "job": "j", "gen": 3, "decoder_share": 0.25}')
     assert isinstance(message, ShareMessage)
-    assert (message.v, message.gen, message.decoder_share) == (2, 3, 0.25)
+    assert (message.v, message.gen, message.decoder_share) == (VERSION, 3, 0.25)
     old = decode_agent(b'{"type": "hello", "job": "j", "pid": 1, "v": 1}')
     assert old.v == 1
     with pytest.raises(ProtocolError, match="decoder_share"):
