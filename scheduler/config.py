@@ -23,6 +23,10 @@ class SchedulerConfig:
     pause_timeout_s: float = 60.0  # then jobs still pausing keep their old allocation
     heartbeat_timeout_s: float = 10.0  # then a running job is lost
     launch_timeout_s: float = 120.0  # then a launched job whose agent never said hello is lost
+    # A failed job's relaunch waits restart_backoff_s, twice that after its second failure,
+    # and so on up to restart_backoff_max_s (Kubernetes' crash-loop back-off: 10 s to 5 min).
+    restart_backoff_s: float = 10.0
+    restart_backoff_max_s: float = 300.0
     gate: bool = True  # reallocation gate on: change a running job only when it pays
     gate_hysteresis: float = 0.2  # the time saved must beat the pause cost by this much
     default_pause_cost_s: float = 16.0  # before a job has been paused once (paper Sec. IV-B)
@@ -38,11 +42,17 @@ class SchedulerConfig:
             "completion_window_s",
             "gate_hysteresis",
             "default_pause_cost_s",
+            "restart_backoff_s",
+            "restart_backoff_max_s",
         ):
             if getattr(self, name) < 0:
                 raise InvalidRequest(f"scheduler.{name}", "must not be negative")
         for name in ("pause_timeout_s", "heartbeat_timeout_s", "launch_timeout_s"):
             if getattr(self, name) <= 0:
                 raise InvalidRequest(f"scheduler.{name}", "must be positive")
+        if self.restart_backoff_max_s < self.restart_backoff_s:
+            raise InvalidRequest(
+                "scheduler.restart_backoff_max_s", "must be at least scheduler.restart_backoff_s"
+            )
         if not 0.0 <= self.fair_floor <= 1.0:
             raise InvalidRequest("scheduler.fair_floor", "must lie in [0, 1]")

@@ -129,6 +129,7 @@ class Scheduler:
         self._watched: dict[str, _Job] = {}
         self._arrivals: list[str] = []
         self._arrivals_due: float | None = None
+        self._backing_off: dict[str, float] = {}  # failed job -> when it may be relaunched
         self._completions: list[str] = []
         self._completions_due: float | None = None
         self._round: _Round | None = None
@@ -191,6 +192,7 @@ class Scheduler:
         """The earliest time at which a Tick would change something, if any."""
         if self._round is None:
             times = [t for t in (self._arrivals_due, self._completions_due) if t is not None]
+            times.extend(self._backing_off.values())
         else:  # windows that close meanwhile are served when the round ends, not by a Tick
             times = [self._round.deadline]
         times.extend(
@@ -285,6 +287,7 @@ class Scheduler:
                 self._ended(job_id, JobState.FAILED, now, out, error)
             case Tick():
                 self._tick(now, out)
+        self._end_back_offs(now)
         self._admit(now, out)
         self._maybe_start_round(now, out)
         return out
@@ -335,6 +338,7 @@ class Scheduler:
             out.append(Cancel(job_id))
         if job_id in self._arrivals:
             self._arrivals.remove(job_id)
+        self._backing_off.pop(job_id, None)
         self._leave_round(job_id, now, out)
         if held:
             self._completed(job_id, now)
@@ -429,17 +433,29 @@ class Scheduler:
         return None
 
     def _restart(self, job: _Job, now: float, out: list[Command], why: str) -> None:
-        """The job's agent died: back to the arrival buffer, to be launched again from its
-        last checkpoint (Launch.resume_from) by the next round."""
+        """The job's agent died: after its back-off, back to the arrival buffer, to be
+        launched again from its last checkpoint (Launch.resume_from) by the next round. It
+        keeps its GPUs meanwhile."""
         job.restarts += 1
         job.started_at = None
-        self._move(job, JobState.SUBMITTED, out, f"restart {job.restarts}: {why}")
+        config = self._config
+        wait_s = min(
+            config.restart_backoff_max_s, config.restart_backoff_s * 2 ** (job.restarts - 1)
+        )
+        self._move(job, JobState.SUBMITTED, out, f"restart {job.restarts} in {wait_s:g} s: {why}")
         out.append(Restarting(job.request.id, job.restarts, why))
         job.allocation = job.planned = None
         self._leave_round(job.request.id, now, out)
-        self._arrivals.append(job.request.id)
-        if self._arrivals_due is None:
-            self._arrivals_due = now + self._config.arrival_window_s
+        self._backing_off[job.request.id] = now + wait_s
+
+    def _end_back_offs(self, now: float) -> None:
+        """Jobs whose back-off is over join the arrival buffer."""
+        for job_id, due in list(self._backing_off.items()):
+            if now >= due:
+                del self._backing_off[job_id]
+                self._arrivals.append(job_id)
+                if self._arrivals_due is None:
+                    self._arrivals_due = now + self._config.arrival_window_s
 
     def _tick(self, now: float, out: list[Command]) -> None:
         current = self._round

@@ -13,7 +13,12 @@ FAST = {
     "agent_mode": "simulate",
     # windows short, agents 20x faster than the jobs the TPM predicts, frequent heartbeats
     "heartbeat_s": 0.2,
-    "scheduler": {"arrival_window_s": 0.3, "completion_window_s": 0.3, "gate": False},
+    "scheduler": {
+        "arrival_window_s": 0.3,
+        "completion_window_s": 0.3,
+        "gate": False,
+        "restart_backoff_s": 0.2,
+    },
     "simulated": {"time_scale": 0.05, "pause_s": 0.2, "resume_s": 0.2},
     "node": {"cpu_slots": 4, "cpu_workers": 18},
 }

@@ -34,6 +34,7 @@ WORKLOAD = {
         "completion_window_s": 1.0,
         "pause_timeout_s": 5.0,
         "gate": False,
+        "restart_backoff_s": 0.5,
     },
     "jobs": [
         {"id": job, "model": model, "batch_size": 64, "gpus": 1, "iterations": 500}
@@ -85,6 +86,7 @@ async def drive_the_daemon(driver: Driver) -> None:
     driver.at(11.0).agent(Hello(job="c", gen=launched(driver, "c").gen, pid=41_001))
     driver.at(11.5).agent(beat("c", launched(driver, "c").gen, 5, 1))  # progress, then a crash
     driver.at(12.0).agent(FailedMessage(job="c", gen=launched(driver, "c").gen, error="boom"))
+    driver.at(12.5).tick()  # `c`'s back-off is over: it joins the arrivals
     driver.at(13.5).tick()  # `c` is planned again, and `b` asked again to give workers up
     pauses = [c for fed in driver.fed for c in fed.commands if isinstance(c, Pause)]
     assert [pause.job_id for pause in pauses] == ["b", "b"]

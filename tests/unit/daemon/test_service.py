@@ -3,6 +3,7 @@ state dir, on a hand-held clock, with recorded processes (tests/unit/daemon/serv
 
 import asyncio
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,14 +77,18 @@ def test_an_agent_that_dies_is_relaunched_within_its_restarts_then_fails(tmp_pat
         driver.at(1.8).agent(beat("a", 1, 30))  # it made progress
         driver.launcher.exit("a", 1)
         driver.at(2.0).tick()
-        assert [launch[0] for launch in driver.launcher.launches] == ["a", "a"]
         assert driver.events("a", "restart") == [{"restarts": 1, "why": "exited with code 1"}]
+        assert driver.events("a", "state")[-1]["why"] == "restart 1 in 10 s: exited with code 1"
+        driver.at(11.9).tick()
+        assert len(driver.launcher.launches) == 1, "it backs off 10 s (restart_backoff_s)"
+        driver.at(12.0).tick()
+        assert [launch[0] for launch in driver.launcher.launches] == ["a", "a"]
         stored = driver.service.store.job("a")
         assert stored is not None and stored.restarts == 1 and driver.state("a") == "starting"
-        driver.at(2.5).agent(Hello(job="a", gen=2, pid=40_002, iteration=20))
-        driver.at(2.8).agent(beat("a", 2, 45))
+        driver.at(12.5).agent(Hello(job="a", gen=2, pid=40_002, iteration=20))
+        driver.at(12.8).agent(beat("a", 2, 45))
         driver.launcher.exit("a", -9)
-        driver.at(3.0).tick()
+        driver.at(13.0).tick()
         assert driver.state("a") == "failed"
         assert driver.events("a", "state")[-1]["why"] == "killed by signal 9 (SIGKILL)"
         await driver.close()
@@ -109,7 +114,7 @@ def test_a_job_that_fails_before_its_first_step_is_not_relaunched(tmp_path: Path
 
 def test_a_job_that_fails_twice_at_one_iteration_is_not_relaunched_again(tmp_path: Path) -> None:
     async def scenario() -> None:
-        driver = Driver(tmp_path, NOW, max_restarts=5)
+        driver = Driver(tmp_path, replace(NOW, restart_backoff_s=0.0), max_restarts=5)
         driver.at(1.0).submit("a")
         driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
         driver.at(1.8).agent(beat("a", 1, 30))

@@ -43,6 +43,7 @@ def scheduler(
     gate: bool = False,
     pause_timeout_s: float = 60.0,
     default_pause_cost_s: float = 16.0,
+    restart_backoff_s: float = 0.0,
 ) -> Scheduler:
     """A core on a contention-free node with `cpu_workers` loader processes."""
     return Scheduler(
@@ -55,6 +56,8 @@ def scheduler(
             gate=gate,
             pause_timeout_s=pause_timeout_s,
             default_pause_cost_s=default_pause_cost_s,
+            restart_backoff_s=restart_backoff_s,
+            restart_backoff_max_s=max(restart_backoff_s, 300.0),
         ),
     )
 

@@ -216,6 +216,25 @@ def test_a_dead_agent_is_relaunched_from_its_checkpoint_within_its_restart_cap()
     assert core.status("a").state is JobState.FAILED  # the cap is reached
 
 
+def test_relaunches_back_off_doubling_up_to_the_cap() -> None:
+    core = scheduler(restart_backoff_s=10.0)
+    request = replace(job("a"), max_restarts=9)
+    (launch,) = only(core.handle(JobSubmitted(request), 0.0), Launch)
+    now, waits = 0.0, []
+    for attempt in range(1, 7):
+        core.handle(AgentHello("a", launch.gen, 10 * attempt - 10), now)
+        core.handle(Heartbeat("a", launch.gen, 10 * attempt, 100.0, 0.0, 2), now)
+        assert not only(core.handle(Failed("a", "exited with code 1"), now), Launch)
+        assert core.status("a").state is JobState.SUBMITTED
+        failed_at, due = now, core.next_deadline()
+        assert due is not None
+        assert not only(core.handle(Tick(), due - 0.01), Launch), "not before its back-off"
+        (launch,) = only(core.handle(Tick(), due), Launch)
+        waits.append(due - failed_at)
+        now = due + 1.0
+    assert waits == [10.0, 20.0, 40.0, 80.0, 160.0, 300.0]
+
+
 def test_restarts_used_before_a_daemon_restart_count_against_the_cap() -> None:
     core = scheduler(cpu_workers=12)
     request = replace(job("a"), max_restarts=1, restarts=1)
