@@ -27,7 +27,7 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, IterableDataset
 
 from agents import checkpoints
 from agents.control import Control, Decision
@@ -190,6 +190,7 @@ class Job:
         for owned in ("sampler", "batch_sampler"):
             if owned in dataloader_kwargs:
                 raise TypeError(f"{owned}: the job's loader owns the order of the data")
+        _check_batch(dataset, batch_size, self.world_size)
         index = len(self._loaders)
         position = Position(seed=seed)
         if self._restored is not None and index < len(self._restored["loaders"]):
@@ -371,6 +372,22 @@ def init(*, output_dir: str | Path | None = None, checkpoint_every_s: float | No
 
 
 # ---- helpers ------------------------------------------------------------------------------
+
+
+def _check_batch(dataset: Dataset[Any], batch_size: int, world_size: int) -> None:
+    """A step must fit in the dataset: DataLoader would silently train on less (or, with
+    drop_last, on nothing)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size: must be at least 1, got {batch_size}")
+    if isinstance(dataset, IterableDataset) or not isinstance(dataset, Sized):
+        return  # its length, if any, is not the scheduler's to check
+    samples, step = len(dataset), batch_size * world_size
+    if step > samples:
+        ranks = f" x {world_size} ranks = {step} samples per step" if world_size > 1 else ""
+        raise ValueError(
+            f"batch_size: {batch_size}{ranks} is more than the dataset's {samples} samples; "
+            f"use a batch_size of at most {max(1, samples // world_size)}, or more data"
+        )
 
 
 def _integer(environ: Mapping[str, str], name: str, default: int) -> int:

@@ -7,6 +7,7 @@ Readers never touch this object's insides: they read `snapshot()` and the store.
 """
 
 import asyncio
+import json
 import logging
 import secrets
 import time
@@ -125,12 +126,8 @@ class Service:
         # Everything the core will ask of the job, checked before anything is written:
         # UnknownModel or InvalidRequest name the field.
         self.tpm.rates.job_spec(self.request(record))
-        if self.config.agent_mode == "process":
-            dataset = self.dataset(settings)
-            if not (dataset / "index.json").is_file():
-                raise SubmitError(
-                    "dataset", f"{dataset} holds no dataset; make one with `stoker dataset make`"
-                )
+        if self.config.agent_mode == "process" and settings.command is None:
+            _check_dataset(self.dataset(settings), settings.batch_size)
         await self._put(lambda done: SubmitCall(record, done))
 
     async def cancel(self, job_id: str) -> None:
@@ -364,6 +361,23 @@ class Service:
         self.link.close()
         self.store.close()
         self._lock.release()
+
+
+def _check_dataset(dataset: Path, batch_size: int) -> None:
+    """A zoo job's dataset exists and holds at least one global batch (the trainer would
+    otherwise train on fewer samples per step than asked, without a word)."""
+    try:
+        images = int(json.loads((dataset / "index.json").read_text())["images"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise SubmitError(
+            "dataset", f"{dataset} holds no dataset; make one with `stoker dataset make`"
+        ) from None
+    if batch_size > images:
+        raise SubmitError(
+            "batch_size",
+            f"{batch_size} is more than the {images} images of {dataset}; use at most "
+            f"{images}, or make a larger dataset (`stoker dataset make --images N`)",
+        )
 
 
 def _resolve(done: asyncio.Future[None]) -> None:

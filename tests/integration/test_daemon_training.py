@@ -37,6 +37,13 @@ def test_real_jobs_are_resized_while_they_train(
                   "iterations": 5, "dataset": str(tmp_path / "nothing")},
         )  # fmt: skip
         assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "dataset"
+        too_big = client.post(
+            "/v1/jobs",
+            json={"name": "x", "model": "smVGG7", "batch_size": 64, "gpus": 1, "iterations": 5},
+        )
+        assert too_big.status_code == 422, "64 images a step from a dataset of 40"
+        (problem,) = too_big.json()["detail"]
+        assert problem["field"] == "batch_size" and "at most 40" in str(problem)
         first = submit(
             client,
             "first",

@@ -180,5 +180,14 @@ def test_the_loader_refuses_what_it_owns(tmp_path: Path) -> None:
         job(tmp_path).loader(Numbers(4), batch_size=2, sampler=[0, 1, 2, 3])
     with pytest.raises(ValueError, match="batch_size"):
         job(tmp_path).loader(Numbers(4), batch_size=0)
+
+
+def test_a_batch_larger_than_the_dataset_is_refused_naming_batch_size(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="batch_size: 5 is more than the dataset's 4 samples"):
+        job(tmp_path).loader(Numbers(4), batch_size=5)
+    two_ranks = job(tmp_path, RANK="0", WORLD_SIZE="2")
+    with pytest.raises(ValueError, match=r"3 x 2 ranks = 6 samples per step.*at most 2"):
+        two_ranks.loader(Numbers(4), batch_size=3)
+    assert [len(batch[1]) for batch in job(tmp_path).loader(Numbers(4), batch_size=4)] == [4]
     with pytest.raises(ValueError, match="STOKER_WORKERS"):
         job(tmp_path, STOKER_WORKERS="many")
