@@ -305,6 +305,8 @@ class Actions:
                 continue  # a cold resize: it checkpointed and left, as asked
             if code in (0, None) and self.finished_marker(job_id) is not None:
                 service.feed(Finished(job_id))  # it exited before its `finished` was read
+            elif code == 0 and self._without_sdk(job_id, status.state, status.unmanaged):
+                service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
             else:
                 service.feed(Failed(job_id, exit_reason(code, service.launcher.job_dir(job_id))))
         service.restorer.expire()
@@ -313,6 +315,13 @@ class Actions:
                 del self._cancelled_at[job_id]
                 service.launcher.stop(job_id, grace_s=0.5)
 
+    def _without_sdk(self, job_id: str, state: JobState, unmanaged: bool) -> bool:
+        """Whether a job's process ran without the SDK: a command run unmanaged, or one that
+        ended before it would have been (it never said hello)."""
+        record = self._service.records.get(job_id)
+        command = record is not None and record.settings.command is not None
+        return unmanaged or (command and state is JobState.STARTING)
+
     async def pause_all(self, grace_s: float) -> None:
         """Ask every running agent to pause (it writes a checkpoint) and record the
         checkpoints of the `paused` replies until all came or `grace_s` is up."""
@@ -320,7 +329,9 @@ class Actions:
         waiting = {
             job_id
             for job_id, status in service.scheduler.jobs().items()
-            if status.state is JobState.RUNNING and service.launcher.running(job_id)
+            if status.state is JobState.RUNNING
+            and not status.unmanaged  # it cannot pause: it is stopped with the others
+            and service.launcher.running(job_id)
         }
         for job_id in sorted(waiting):
             pause = PauseMessage(job=job_id, gen=service.scheduler.generation + 1)

@@ -83,4 +83,5 @@ class JobSettings:
             max_restarts=default_max_restarts if self.max_restarts is None else self.max_restarts,
             restarts=restarts,
             gpu_indices=self.gpu_indices,
+            command=self.command is not None,
         )

@@ -23,6 +23,9 @@ class SchedulerConfig:
     pause_timeout_s: float = 60.0  # then jobs still pausing keep their old allocation
     heartbeat_timeout_s: float = 10.0  # then a running job is lost
     launch_timeout_s: float = 120.0  # then a launched job whose agent never said hello is lost
+    # A command job whose process runs this long without the SDK's hello runs on unmanaged:
+    # its workers stay as launched, it is never paused, and the plans go around it.
+    unmanaged_after_s: float = 30.0
     # A failed job's relaunch waits restart_backoff_s, twice that after its second failure,
     # and so on up to restart_backoff_max_s (Kubernetes' crash-loop back-off: 10 s to 5 min).
     restart_backoff_s: float = 10.0
@@ -47,7 +50,12 @@ class SchedulerConfig:
         ):
             if getattr(self, name) < 0:
                 raise InvalidRequest(f"scheduler.{name}", "must not be negative")
-        for name in ("pause_timeout_s", "heartbeat_timeout_s", "launch_timeout_s"):
+        for name in (
+            "pause_timeout_s",
+            "heartbeat_timeout_s",
+            "launch_timeout_s",
+            "unmanaged_after_s",
+        ):
             if getattr(self, name) <= 0:
                 raise InvalidRequest(f"scheduler.{name}", "must be positive")
         if self.restart_backoff_max_s < self.restart_backoff_s:

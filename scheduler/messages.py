@@ -42,6 +42,9 @@ class JobRequest:
     workers_per_gpu: int | None = None
     # Pinned GPUs (or CPU training slots); None: the least loaded ones at admission.
     gpu_indices: tuple[int, ...] | None = None
+    # A user's command, which may not use the SDK: if it never says hello it runs on
+    # unmanaged (SchedulerConfig.unmanaged_after_s) instead of being lost.
+    command: bool = False
 
 
 # ---- events ------------------------------------------------------------------------------

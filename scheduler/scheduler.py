@@ -79,6 +79,7 @@ class _Job:
     reported: int = 0  # the iteration its agent last reported (not the highest ever)
     started_at: int | None = None  # the iteration this attempt started from (its hello)
     failed_at: int | None = None  # the iteration of its last failure
+    unmanaged: bool = False  # a command running without the SDK: fixed workers, no pauses
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class JobStatus:
     restarts: int = 0
     checkpoint: str = ""
     gpu_indices: tuple[int, ...] = ()  # where admission placed it; () while it waits
+    unmanaged: bool = False  # runs without the SDK: no hello, heartbeats or pauses
 
 
 @dataclass
@@ -154,6 +156,7 @@ class Scheduler:
             restarts=job.restarts,
             checkpoint=job.checkpoint,
             gpu_indices=job.gpu_indices,
+            unmanaged=job.unmanaged,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
@@ -195,16 +198,16 @@ class Scheduler:
             times.extend(self._backing_off.values())
         else:  # windows that close meanwhile are served when the round ends, not by a Tick
             times = [self._round.deadline]
-        times.extend(
-            job.last_heard
-            + (
-                self._config.heartbeat_timeout_s
-                if job.state is JobState.RUNNING
-                else self._config.launch_timeout_s
-            )
-            for job in self._watched.values()
-        )
+        times.extend(job.last_heard + self._silence_allowed(job) for job in self._watched.values())
         return min(times, default=None)
+
+    def _silence_allowed(self, job: _Job) -> float:
+        """How long a watched job may be silent before the core acts."""
+        if job.state is JobState.RUNNING:
+            return self._config.heartbeat_timeout_s
+        if job.request.command:
+            return min(self._config.unmanaged_after_s, self._config.launch_timeout_s)
+        return self._config.launch_timeout_s
 
     def adopt(
         self,
@@ -352,6 +355,11 @@ class Scheduler:
             job.started_at = event.iteration
             job.allocation = job.planned
             self._move(job, JobState.RUNNING, out)
+        elif job.unmanaged and job.state is JobState.RUNNING:  # a slow start, after all
+            job.unmanaged = False
+            job.started_at = event.iteration
+            self._watched[job.request.id] = job
+            out.append(HelloNoted(job.request.id, event.gen, job.state))
         else:
             out.append(HelloNoted(job.request.id, event.gen, job.state))
 
@@ -426,6 +434,8 @@ class Scheduler:
         or twice at the same iteration, would only fail again)."""
         if job.restarts >= job.request.max_restarts:
             return ""  # the policy allows none (more): the failure says enough
+        if job.unmanaged:
+            return "not relaunched: without the SDK stoker cannot tell whether it progressed"
         if job.started_at is None or job.reported <= job.started_at:
             return "not relaunched: it failed before its first step"
         if job.failed_at == job.reported:
@@ -448,6 +458,16 @@ class Scheduler:
         self._leave_round(job.request.id, now, out)
         self._backing_off[job.request.id] = now + wait_s
 
+    def _run_unmanaged(self, job: _Job, out: list[Command]) -> None:
+        """A command that has not said hello runs without the SDK: it keeps the workers it
+        was launched with, is never paused, and no heartbeat is awaited from it."""
+        job.unmanaged = True
+        job.allocation = job.planned
+        job.started_at = 0
+        why = "no hello from the SDK: runs unmanaged, its workers fixed, never paused"
+        self._move(job, JobState.RUNNING, out, why)
+        self._watched.pop(job.request.id, None)
+
     def _end_back_offs(self, now: float) -> None:
         """Jobs whose back-off is over join the arrival buffer."""
         for job_id, due in list(self._backing_off.items()):
@@ -466,8 +486,11 @@ class Scheduler:
             silent = now - job.last_heard
             if job.state is JobState.RUNNING and silent >= self._config.heartbeat_timeout_s:
                 self._ended(job.request.id, JobState.FAILED, now, out, "lost: no heartbeat")
-            elif job.state is JobState.STARTING and silent >= self._config.launch_timeout_s:
-                self._ended(job.request.id, JobState.FAILED, now, out, "never said hello")
+            elif job.state is JobState.STARTING and silent >= self._silence_allowed(job):
+                if job.request.command and silent < self._config.launch_timeout_s:
+                    self._run_unmanaged(job, out)
+                else:
+                    self._ended(job.request.id, JobState.FAILED, now, out, "never said hello")
 
     # ---- rounds ----------------------------------------------------------------------------
 
@@ -492,7 +515,7 @@ class Scheduler:
             (
                 job
                 for job in self._live.values()
-                if job.state in (JobState.RUNNING, JobState.PENDING)
+                if job.state in (JobState.RUNNING, JobState.PENDING) and not job.unmanaged
             ),
             key=_remaining_samples,
         )
@@ -546,7 +569,7 @@ class Scheduler:
         fixed = [
             job
             for job in self._live.values()
-            if job.state in (JobState.STARTING, JobState.RESUMING, *also_fixed)
+            if job.state in (JobState.STARTING, JobState.RESUMING, *also_fixed) or job.unmanaged
         ]
         held = sum(job.spec.gpus * _workers(_holding(job)) for job in fixed)
         shares = sum(_share(_holding(job)) for job in fixed)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.integration.cli import stoker
-from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, wait_for
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -220,3 +220,26 @@ def daemon_pid_of(daemon: Daemon, job_id: str) -> int:
     finally:
         db.close()
     return int(pid)
+
+
+def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
+    serve: Callable[..., Daemon],
+) -> None:
+    scheduler = {**FAST["scheduler"], "unmanaged_after_s": 1.0}  # type: ignore[dict-item]
+    daemon = serve(scheduler=scheduler, node={"cpu_slots": 3, "cpu_workers": 3})
+    with daemon.client() as client:
+        plain = client.post("/v1/jobs", json=command_job("plain", "plain.py", "8", "0")).json()
+        events = partial(client.get, f"/v1/jobs/{plain['id']}/events")
+        wait_for("plain to run unmanaged", lambda: "unmanaged" in events().text, timeout_s=30)
+        sdk = client.post("/v1/jobs", json=command_job("sdk", "count_train.py", "1", "0")).json()
+        quick = client.post("/v1/jobs", json=command_job("quick", "plain.py", "0", "0")).json()
+        broken = client.post("/v1/jobs", json=command_job("broken", "plain.py", "0.5", "3"))
+        for job_id in (plain["id"], sdk["id"], quick["id"], broken.json()["id"]):
+            wait_for("the jobs to end", partial(ended, client, job_id), timeout_s=120)
+        jobs = {job["name"]: job for job in client.get("/v1/jobs").json()}
+        moves = [e["data"]["to"] for e in events().json() if e["kind"] == "state"]
+        failed = client.get(f"/v1/jobs/{broken.json()['id']}/events").json()[-1]["data"]
+    assert jobs["plain"]["state"] == "completed" and "pausing" not in moves, "never paused"
+    assert jobs["sdk"]["state"] == "completed" and jobs["quick"]["state"] == "completed"
+    assert jobs["broken"]["state"] == "failed" and jobs["broken"]["restarts"] == 0
+    assert "exited with code 3" in failed["why"] and "giving up with 3" in failed["why"]

@@ -248,6 +248,46 @@ def test_restarts_used_before_a_daemon_restart_count_against_the_cap() -> None:
     assert core.status("b").state is JobState.FAILED
 
 
+def test_a_command_without_the_sdk_runs_unmanaged_and_is_planned_around() -> None:
+    core = Scheduler(
+        NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
+        RateModel(),
+        SchedulerConfig(arrival_window_s=0.0, completion_window_s=0.0, unmanaged_after_s=5.0),
+    )
+    plain = replace(job("plain"), command=True, max_restarts=3)
+    (launch,) = only(core.handle(JobSubmitted(plain), 0.0), Launch)
+    assert core.next_deadline() == 5.0, "a command's hello is awaited unmanaged_after_s"
+    out = core.handle(Tick(), 5.0)
+    (moved,) = only(out, StateChanged)
+    assert moved.new is JobState.RUNNING and "unmanaged" in moved.why
+    assert core.status("plain").unmanaged
+    assert core.next_deadline() is None, "no heartbeat is awaited from it"
+    out = core.handle(Tick(), 60.0)
+    assert core.status("plain").state is JobState.RUNNING, "silence is not its death"
+    # A second job is planned on what `plain` leaves; `plain` is never asked to pause.
+    out = core.handle(JobSubmitted(job("b")), 61.0)
+    assert not only(out, Pause)
+    (second,) = only(out, Launch)
+    held = launch.allocation.workers_per_gpu
+    assert held + second.allocation.workers_per_gpu <= 12
+    assert core.loader_processes() == held + second.allocation.workers_per_gpu
+    # It fails: without progress reports it cannot be judged to have progressed.
+    core.handle(Failed("plain", "exited with code 1"), 70.0)
+    assert core.status("plain").state is JobState.FAILED
+
+
+def test_a_slow_command_that_says_hello_late_becomes_managed() -> None:
+    core = scheduler()
+    slow = replace(job("slow"), command=True)
+    (launch,) = only(core.handle(JobSubmitted(slow), 0.0), Launch)
+    core.handle(Tick(), 31.0)
+    assert core.status("slow").unmanaged
+    core.handle(AgentHello("slow", launch.gen, 0), 40.0)
+    assert not core.status("slow").unmanaged
+    (pause,) = only(core.handle(JobSubmitted(job("b")), 41.0), Pause)
+    assert pause.job_id == "slow", "planned again: it can be resized now"
+
+
 def test_a_launched_agent_that_never_says_hello_is_lost() -> None:
     core = Scheduler(
         NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
