@@ -27,15 +27,24 @@ def log_path(job_dir: Path, stream: str, rank: int) -> Path:
 
 
 def tail_lines(path: Path, lines: int) -> tuple[list[str], int]:
-    """The last `lines` lines of a log and the offset its end had."""
+    """The last `lines` lines of a log (reaching into the part cut off last, `<name>.1`,
+    when the log was cut lately: daemon/logcap.py) and the offset its end had."""
+    text, size = _tail_text(path)
+    found = text.splitlines()
+    if len(found) < lines:
+        earlier, _ = _tail_text(path.with_name(path.name + ".1"))
+        found = earlier.splitlines() + found
+    return found[-lines:] if lines else [], size
+
+
+def _tail_text(path: Path) -> tuple[str, int]:
     try:
         size = path.stat().st_size
         with path.open("rb") as log:
             log.seek(max(0, size - _TAIL_BYTES))
-            text = log.read().decode("utf-8", errors="replace")
+            return log.read().decode("utf-8", errors="replace"), size
     except FileNotFoundError:
-        return [], 0
-    return text.splitlines()[-lines:] if lines else [], size
+        return "", 0
 
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
@@ -108,9 +117,12 @@ def _thin(values: list[list[Any]], points: int) -> list[list[Any]]:
 
 
 def _read_from(path: Path, offset: int) -> tuple[list[str], int]:
-    """Whole lines written after `offset`, and the offset after them."""
+    """Whole lines written after `offset`, and the offset after them; from the start of a
+    log that was cut since (it is shorter than `offset`)."""
     try:
         with path.open("rb") as log:
+            if path.stat().st_size < offset:
+                offset = 0
             log.seek(offset)
             data = log.read()
     except FileNotFoundError:

@@ -1,0 +1,38 @@
+"""Jobs' logs stay within a size: each rank's stdout and stderr file is cut when it passes
+`job_log_max_bytes`, logrotate's `copytruncate` way.
+
+The processes write their logs through file descriptors the launcher opened in append mode,
+so the daemon cannot swap the files under them; it copies a file that grew past the cap to
+`<name>.1` (replacing the older copy) and truncates the original to 0, where the next write
+lands. A job's logs take at most twice the cap per stream and rank. Lines written between
+the copy and the truncation (microseconds) are lost, as with logrotate.
+"""
+
+import logging
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+LOG_GLOB = "std*.log"  # stdout.log, stderr.log, stdout.rank1.log, ...
+
+
+def cap_logs(job_dirs: Iterable[Path], max_bytes: int) -> list[Path]:
+    """Cut every log in `job_dirs` that is over `max_bytes`; the logs cut."""
+    cut: list[Path] = []
+    for job_dir in job_dirs:
+        for path in job_dir.glob(LOG_GLOB):
+            try:
+                if path.stat().st_size <= max_bytes:
+                    continue
+                kept = path.with_name(path.name + ".1")
+                shutil.copyfile(path, kept)
+                os.truncate(path, 0)
+            except OSError as error:  # a job's directory is not worth the daemon
+                log.warning("%s: log not cut: %s", path, error)
+                continue
+            log.info("%s: over %d bytes; kept as %s and started afresh", path, max_bytes, kept)
+            cut.append(path)
+    return cut
