@@ -266,9 +266,11 @@ class Actions:
             gpu_indices=service.scheduler.status(job_id).gpu_indices,
             uses_gpus=service.uses_gpus,
             threads=max(1, (os.cpu_count() or 1) // service.slots),
+            user=service.job_user(job_id),
         )
         if settings.is_command:
-            ranks = command_ranks(service.config, launch, service.link.endpoint, os.environ)
+            endpoint = service.link.endpoint_for(service.job_user_name(job_id))
+            ranks = command_ranks(service.config, launch, endpoint, os.environ)
             pid = service.launcher.launch_ranks(job_id, ranks)
         else:
             argv = agent_argv(

@@ -12,6 +12,7 @@ from allocator import JobSpec
 from daemon.config import DaemonConfig
 from daemon.jobspec import JobSettings
 from daemon.launcher import RankProcess
+from daemon.tenants import UnixUser
 from scheduler.messages import Allocation
 
 # What a job sees of the daemon's own environment; everything else (tokens, the daemon's
@@ -36,6 +37,7 @@ class AgentLaunch:
     gpu_indices: tuple[int, ...] = ()
     uses_gpus: bool = False
     threads: int = 1  # intra-op threads of each rank: its slot's share of the node's cores
+    user: UnixUser | None = None  # the tenant's unix user, which the job runs as
 
 
 def command_ranks(
@@ -68,12 +70,16 @@ def command_ranks(
     }
     if settings.checkpoint_every_s is not None:
         common["STOKER_CHECKPOINT_EVERY_S"] = repr(settings.checkpoint_every_s)
+    user = launch.user
+    if user is not None:  # its own home and name, not the daemon's
+        common.update(HOME=user.home, USER=user.name, LOGNAME=user.name)
     workdir = Path(settings.workdir) if settings.workdir else job_dir
     return [
         RankProcess(
             argv=settings.command,
             env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
             workdir=workdir,
+            user=user,
         )
         for rank in range(settings.gpus)
     ]

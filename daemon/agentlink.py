@@ -1,14 +1,19 @@
-"""The daemon's end of the agent protocol: one ROUTER socket on zmq.asyncio.
+"""The daemon's end of the agent protocol: ROUTER sockets on zmq.asyncio.
 
-The socket is `ipc://<state dir>/agents.sock`, made readable by its owner only (mode
-0600). Each agent's DEALER identity is its job id. A message that does not decode, or
-whose `job` is not the sender's identity, is logged and counted and never stops the
-daemon (`malformed`).
+The daemon's socket is `ipc://<state dir>/agents.sock`, made readable by its owner only
+(mode 0600). With per-tenant unix users (`unix_users` in the config) each such user gets
+its own socket, `agents-<user>.sock`, owned by that user (mode 0600): a job running as
+alice can reach the daemon only through alice's socket, and a message that arrives there
+for a job that is not alice's is refused, so no tenant can speak for another's job.
+
+Each agent's DEALER identity is its job id. A message that does not decode, or whose `job`
+is not the sender's identity, is logged and counted and never stops the daemon
+(`malformed`).
 """
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import zmq
@@ -24,6 +29,7 @@ from agents.protocol import (
     decode_agent,
     encode,
 )
+from daemon.tenants import UnixUser
 
 log = logging.getLogger(__name__)
 
@@ -31,62 +37,103 @@ DaemonMessage = PauseMessage | ResumeMessage | ShareMessage | CancelMessage
 
 
 class AgentLink:
-    def __init__(self, socket_path: Path) -> None:
+    def __init__(
+        self,
+        socket_path: Path,
+        users: Sequence[UnixUser] = (),
+        owner: Callable[[str], str | None] = lambda job_id: None,
+    ) -> None:
+        """`owner(job_id)`: the unix user the job runs as, None for the daemon's own."""
         self.socket_path = socket_path
         self.endpoint = f"ipc://{socket_path}"
         self.malformed = 0  # messages refused since start
         self.unreachable = 0  # commands to agents that were not connected
+        self._owner = owner
         self._context = zmq.asyncio.Context()
-        self._socket = self._context.socket(zmq.ROUTER)
-        self._socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # an unknown peer is an error, not a drop
+        self._sockets: dict[str | None, tuple[zmq.asyncio.Socket, Path, UnixUser | None]] = {
+            None: (self._router(), socket_path, None)
+        }
+        for user in users:
+            path = socket_path.with_name(f"agents-{user.name}.sock")
+            self._sockets[user.name] = (self._router(), path, user)
+
+    def _router(self) -> zmq.asyncio.Socket:
+        socket = self._context.socket(zmq.ROUTER)
+        socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # an unknown peer is an error, not a drop
         # A relaunched agent takes its job's identity over from a stale connection (one a
         # dead agent's orphaned DataLoader workers may hold open for a few seconds).
-        self._socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
-        self._socket.setsockopt(zmq.LINGER, 0)
+        socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        socket.setsockopt(zmq.LINGER, 0)
+        return socket
+
+    def endpoint_for(self, user: str | None) -> str:
+        """The endpoint a job running as `user` (None: as the daemon) connects to."""
+        return f"ipc://{self._sockets[user][1]}"
 
     def bind(self) -> None:
-        self.socket_path.unlink(missing_ok=True)  # left by a daemon that was killed
-        old_mask = os.umask(0o177)  # created 0600: no window where others could connect
-        try:
-            self._socket.bind(self.endpoint)
-        finally:
-            os.umask(old_mask)
-        os.chmod(self.socket_path, 0o600)
+        for socket, path, user in self._sockets.values():
+            path.unlink(missing_ok=True)  # left by a daemon that was killed
+            old_mask = os.umask(0o177)  # created 0600: no window where others could connect
+            try:
+                socket.bind(f"ipc://{path}")
+                if user is not None:  # still 0600 while it changes hands
+                    os.chown(path, user.uid, user.gid)
+            finally:
+                os.umask(old_mask)
+            os.chmod(path, 0o600)
 
     async def serve(self, deliver: Callable[[AgentMessage], Awaitable[None]]) -> None:
         """Receive forever, handing each valid message to `deliver`."""
         while True:
-            frames = await self._socket.recv_multipart()
-            if len(frames) != 2:
-                self._refuse(frames[0] if frames else b"?", f"{len(frames)} frames, expected 2")
-                continue
-            identity, data = frames
-            try:
-                message = decode_agent(data)
-            except ProtocolError as error:
-                self._refuse(identity, error.reason)
-                continue
-            if message.job.encode() != identity:
-                self._refuse(identity, f"job {message.job!r} is not the sender's identity")
-                continue
-            await deliver(message)
+            for message in await self._ready(timeout_ms=None):
+                await deliver(message)
 
     async def receive(self, timeout_s: float) -> AgentMessage | None:
         """One valid message, or None when none came within `timeout_s` (for shutdown,
         when `serve` no longer runs)."""
-        if not await self._socket.poll(timeout=int(max(0.0, timeout_s) * 1000)):
+        ready = await self._ready(timeout_ms=int(max(0.0, timeout_s) * 1000), first=True)
+        return ready[0] if ready else None
+
+    async def _ready(self, timeout_ms: int | None, first: bool = False) -> list[AgentMessage]:
+        """The valid messages of every socket that has one, after waiting for any."""
+        poller = zmq.asyncio.Poller()
+        for socket, _, _ in self._sockets.values():
+            poller.register(socket, zmq.POLLIN)
+        events = dict(await poller.poll(timeout_ms))
+        messages = []
+        for user, (socket, _, _) in self._sockets.items():
+            if socket in events:
+                message = self._decode(user, await socket.recv_multipart())
+                if message is not None:
+                    messages.append(message)
+                    if first:
+                        break
+        return messages
+
+    def _decode(self, user: str | None, frames: list[bytes]) -> AgentMessage | None:
+        if len(frames) != 2:
+            self._refuse(frames[0] if frames else b"?", f"{len(frames)} frames, expected 2")
             return None
-        identity, *rest = await self._socket.recv_multipart()
+        identity, data = frames
         try:
-            return decode_agent(rest[-1]) if rest else None
+            message = decode_agent(data)
         except ProtocolError as error:
             self._refuse(identity, error.reason)
             return None
+        if message.job.encode() != identity:
+            self._refuse(identity, f"job {message.job!r} is not the sender's identity")
+            return None
+        if self._owner(message.job) != user:
+            where = f"{user}'s socket" if user else "the daemon's own socket"
+            self._refuse(identity, f"job {message.job!r} spoke on {where}, not its user's")
+            return None
+        return message
 
     async def send(self, message: DaemonMessage) -> bool:
         """Send to the message's job; False when its agent is not connected."""
+        socket = self._sockets.get(self._owner(message.job), self._sockets[None])[0]
         try:
-            await self._socket.send_multipart([message.job.encode(), encode(message)])
+            await socket.send_multipart([message.job.encode(), encode(message)])
         except zmq.ZMQError as error:
             self.unreachable += 1
             log.warning("job %s: agent not reachable for %s: %s", message.job, message.type, error)
@@ -101,4 +148,5 @@ class AgentLink:
         # destroy, not term: term waits for every socket of the context to close, and a
         # receive cancelled at shutdown must not be able to hang the daemon's exit.
         self._context.destroy(linger=0)
-        self.socket_path.unlink(missing_ok=True)
+        for _, path, _ in self._sockets.values():
+            path.unlink(missing_ok=True)

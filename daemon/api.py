@@ -252,6 +252,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
             asyncio.create_task(service.run(), name="writer"),
             asyncio.create_task(service.link.serve(service.deliver), name="agent-link"),
             asyncio.create_task(service.refit_periodically(), name="refit"),
+            asyncio.create_task(service.cap_logs_periodically(), name="log-cap"),
         ]
         log.info("state in %s, agents on %s", config.state_dir, service.link.endpoint)
         try:

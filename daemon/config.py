@@ -6,11 +6,13 @@ then these defaults. pydantic-settings reads the environment and the file; a bad
 value fails start-up with a message naming it (`load_config`).
 """
 
+import os
+import pwd
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -85,8 +87,13 @@ class DaemonConfig(BaseSettings):
     tokens: dict[str, str] = Field(
         default_factory=dict, description="tenant name -> bearer token; admin is `admin`"
     )
+    unix_users: dict[str, str] = Field(
+        default_factory=dict,
+        description="tenant name -> the unix user its jobs run as (the daemon must run as "
+        "root); a tenant without one runs its jobs as the daemon's own user",
+    )
     heartbeat_s: float = Field(1.0, gt=0.0)
-    max_restarts: int = Field(2, ge=0, description="relaunches of a job whose agent died")
+    max_restarts: int = Field(3, ge=0, description="relaunches of a job whose agent died")
     shutdown_grace_s: float = Field(
         10.0, ge=0.0, description="on SIGTERM, wait this long for agents' checkpoints"
     )
@@ -94,6 +101,12 @@ class DaemonConfig(BaseSettings):
         10.0, gt=0.0, description="after a restart, wait this long for a running agent's hello"
     )
     max_body_bytes: int = Field(64 * 1024, ge=1024)
+    job_log_max_bytes: int = Field(
+        64 * 2**20,
+        ge=4096,
+        description="a job's stdout or stderr file (per rank) is cut past this; the cut part "
+        "is kept as <name>.1, so logs take at most twice this per stream and rank",
+    )
     tpm_refit_s: float = Field(600.0, gt=0.0, description="refit this often when samples came in")
     tpm_sample_every_s: float = Field(
         10.0, gt=0.0, description="one training sample per job from heartbeats this often"
@@ -102,6 +115,20 @@ class DaemonConfig(BaseSettings):
     scheduler: SchedulerConfig = SchedulerConfig()  # scheduler/config.py: the one set
     simulated: SimulatedAgents = SimulatedAgents()
     training: TrainingSettings = TrainingSettings()
+
+    @field_validator("unix_users")
+    @classmethod
+    def _users_exist(cls, users: dict[str, str]) -> dict[str, str]:
+        for tenant, name in users.items():
+            try:
+                pwd.getpwnam(name)
+            except KeyError:
+                raise ValueError(
+                    f"{tenant}: no unix user {name!r} on this host; create it or name another"
+                ) from None
+        if users and os.geteuid() != 0:
+            raise ValueError("jobs run as other users only when the daemon runs as root")
+        return users
 
     @classmethod
     def settings_customise_sources(

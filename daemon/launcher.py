@@ -11,8 +11,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
+
+from daemon.tenants import UnixUser
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +27,7 @@ class RankProcess:
     argv: Sequence[str]
     env: Mapping[str, str]  # the whole environment: nothing of the daemon's is added
     workdir: Path | None = None
+    user: UnixUser | None = None  # run as this user (a root daemon); None: as the daemon
 
 
 class Launcher:
@@ -35,7 +39,25 @@ class Launcher:
 
     def job_dir(self, job_id: str) -> Path:
         path = self.jobs_dir / job_id
-        path.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return path
+
+    def hand_over(self, job_id: str, user: UnixUser | None) -> Path:
+        """The job's directory, readable by its owner only: the daemon's user, or `user`,
+        who then owns it and what it holds (its logs, output and checkpoints). The state
+        and jobs directories above stay the daemon's, passable but not listable (0711)."""
+        path = self.job_dir(job_id)
+        if user is None:
+            path.chmod(0o700)
+            return path
+        for above in (self.jobs_dir, self.jobs_dir.parent):
+            above.chmod(above.stat().st_mode & 0o700 | 0o011)
+        for sub in ("output", "checkpoints"):
+            (path / sub).mkdir(mode=0o700, exist_ok=True)
+        for owned in (path, *path.rglob("*")):
+            if not owned.is_symlink():  # a link the job made must not redirect a chown
+                os.chown(owned, user.uid, user.gid)
+        path.chmod(0o700)
         return path
 
     def launch(self, job_id: str, argv: Sequence[str], env: Mapping[str, str]) -> int:
@@ -45,6 +67,8 @@ class Launcher:
             (directory / "stdout.log").open("ab") as out,
             (directory / "stderr.log").open("ab") as err,
         ):
+            for log_file in (out, err):
+                _own(log_file.fileno(), None)
             process = subprocess.Popen(
                 list(argv),
                 stdout=out,
@@ -60,7 +84,8 @@ class Launcher:
     def launch_ranks(self, job_id: str, ranks: Sequence[RankProcess]) -> int:
         """Start a command job's ranks in one process group (rank 0 leads it), each with
         exactly the environment given; rank 0's pid."""
-        directory = self.job_dir(job_id)
+        user = ranks[0].user if ranks else None
+        directory = self.hand_over(job_id, user)
         started: list[subprocess.Popen[bytes]] = []
         try:
             for rank, process in enumerate(ranks):
@@ -69,6 +94,8 @@ class Launcher:
                     (directory / f"stdout{suffix}.log").open("ab") as out,
                     (directory / f"stderr{suffix}.log").open("ab") as err,
                 ):
+                    for log_file in (out, err):
+                        _own(log_file.fileno(), user)
                     started.append(
                         subprocess.Popen(
                             list(process.argv),
@@ -77,6 +104,7 @@ class Launcher:
                             stdin=subprocess.DEVNULL,
                             cwd=process.workdir,
                             env=dict(process.env),
+                            **_as_user(process.user),
                             start_new_session=rank == 0,
                             process_group=None if rank == 0 else started[0].pid,
                         )
@@ -142,6 +170,20 @@ class Launcher:
     def stop_all(self, grace_s: float = 5.0) -> None:
         for job_id in [*self._processes, *self._adopted]:
             self.stop(job_id, grace_s)
+
+
+def _own(descriptor: int, user: UnixUser | None) -> None:
+    """A log, readable by its owner only: the daemon's user, or `user`."""
+    os.fchmod(descriptor, 0o600)
+    if user is not None:
+        os.fchown(descriptor, user.uid, user.gid)
+
+
+def _as_user(user: UnixUser | None) -> dict[str, Any]:
+    """Popen's arguments that run a process as `user`, with its group only."""
+    if user is None:
+        return {}
+    return {"user": user.uid, "group": user.gid, "extra_groups": []}
 
 
 def alive(pid: int) -> bool:

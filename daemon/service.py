@@ -7,7 +7,6 @@ Readers never touch this object's insides: they read `snapshot()` and the store.
 """
 
 import asyncio
-import json
 import logging
 import secrets
 import time
@@ -35,11 +34,14 @@ from daemon.items import CancelCall, Fitted, FromAgent, Item, SamplesCall, Submi
 from daemon.jobspec import JobSettings
 from daemon.launcher import Launcher
 from daemon.learning import fit_rows
+from daemon.logcap import cap_logs
 from daemon.metrics import Metrics
 from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
 from daemon.store import JobRecord, StateDirLock, Store
+from daemon.tenants import UnixUser, unix_users, user_warnings
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
+from daemon.zoodata import check_dataset
 from scheduler.admission import GpuPool
 from scheduler.errors import SchedulerError, UnknownJob
 from scheduler.messages import (
@@ -62,6 +64,7 @@ from tpm import TpmError
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.2  # agent exits are noticed at least this often
+_LOG_CHECK_S = 5.0  # logs are measured this often
 
 
 # Sees every event the core gets and the commands it answers with (the twin test).
@@ -82,7 +85,13 @@ class Service:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock = StateDirLock(self.state_dir)  # before touching anything in it
         self.store = Store(self.state_dir / "stoker.db")
-        self.link = AgentLink(self.state_dir / "agents.sock")
+        self.users = unix_users(config)
+        self.link = AgentLink(
+            self.state_dir / "agents.sock", list(self.users.values()), self.job_user_name
+        )
+        self.warnings = user_warnings(config, self.users)
+        for warning in self.warnings:
+            log.warning("%s", warning)
         self.decoder_endpoint = (
             config.node.decoder_endpoint or f"ipc://{self.state_dir / 'decoder.sock'}"
         )
@@ -127,7 +136,7 @@ class Service:
         # UnknownModel or InvalidRequest name the field.
         self.tpm.rates.job_spec(self.request(record))
         if self.config.agent_mode == "process" and settings.command is None:
-            _check_dataset(self.dataset(settings), settings.batch_size)
+            check_dataset(self.dataset(settings), settings.batch_size)
         await self._put(lambda done: SubmitCall(record, done))
 
     async def cancel(self, job_id: str) -> None:
@@ -157,6 +166,17 @@ class Service:
                     await self.refit()
                 except TpmError as error:
                     log.warning("periodic TPM refit skipped: %s", error)
+
+    async def cap_logs_periodically(self) -> None:
+        """Keep the logs of unfinished jobs under `job_log_max_bytes` (daemon/logcap.py)."""
+        while True:
+            await asyncio.sleep(_LOG_CHECK_S)
+            unfinished = [
+                self.launcher.jobs_dir / job_id
+                for job_id, status in self.scheduler.jobs().items()
+                if not status.state.final
+            ]
+            await asyncio.to_thread(cap_logs, unfinished, self.config.job_log_max_bytes)
 
     async def _put(self, item: Callable[[asyncio.Future[None]], Item]) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -212,6 +232,7 @@ class Service:
                 telemetry_samples=self.tpm.telemetry_samples,
                 agent_messages_refused=self.link.malformed,
             ),
+            warnings=self.warnings,
         )
 
     def request(self, record: JobRecord) -> JobRequest:
@@ -222,6 +243,15 @@ class Service:
             default_max_restarts=self.config.max_restarts,
             restarts=stored.restarts if stored is not None else 0,
         )
+
+    def job_user(self, job_id: str) -> UnixUser | None:
+        """The unix user a job runs as; None: the daemon's own."""
+        record = self.records.get(job_id)
+        return self.users.get(record.tenant) if record is not None else None
+
+    def job_user_name(self, job_id: str) -> str | None:
+        user = self.job_user(job_id)
+        return user.name if user is not None else None
 
     def dataset(self, settings: JobSettings) -> Path:
         given = settings.dataset or self.config.training.default_dataset
@@ -361,23 +391,6 @@ class Service:
         self.link.close()
         self.store.close()
         self._lock.release()
-
-
-def _check_dataset(dataset: Path, batch_size: int) -> None:
-    """A zoo job's dataset exists and holds at least one global batch (the trainer would
-    otherwise train on fewer samples per step than asked, without a word)."""
-    try:
-        images = int(json.loads((dataset / "index.json").read_text())["images"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise SubmitError(
-            "dataset", f"{dataset} holds no dataset; make one with `stoker dataset make`"
-        ) from None
-    if batch_size > images:
-        raise SubmitError(
-            "batch_size",
-            f"{batch_size} is more than the {images} images of {dataset}; use at most "
-            f"{images}, or make a larger dataset (`stoker dataset make --images N`)",
-        )
 
 
 def _resolve(done: asyncio.Future[None]) -> None:

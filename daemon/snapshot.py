@@ -74,6 +74,7 @@ class NodeSnapshot:
     model_source: str
     model_report: Mapping[str, Any] = field(default_factory=dict)
     counts: Counts = field(default_factory=Counts)
+    warnings: tuple[str, ...] = ()  # for the operator: whom jobs run as
 
     def live(self, tenant: str | None = None) -> list[LiveJob]:
         """Jobs not in a final state, of `tenant` (None: every tenant's)."""

@@ -16,4 +16,5 @@ def node_summary(node: NodeSnapshot) -> dict[str, Any]:
         "agent_mode": node.agent_mode,
         "jobs_waiting_for_gpus": len(node.waiting_for_gpus),
         "agent_messages_refused": node.counts.agent_messages_refused,
+        "warnings": list(node.warnings),
     }

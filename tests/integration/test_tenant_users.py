@@ -1,0 +1,86 @@
+"""Per-tenant unix users under a live root daemon: a tenant's job runs as its user (here
+`nobody`), sees that user's name and home, cannot read the daemon's state or another job's
+files, and its directory, logs and output are its own, closed to others."""
+
+import os
+import pwd
+import shutil
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="jobs change user only under root")
+NOBODY = pwd.getpwnam("nobody")
+SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
+TOKENS = {"admin": "admin-secret-token-0123456789", "alice": "alice-secret-token-0123456789"}
+SCRIPT = Path(__file__).resolve().parent / "scripts" / "as_user.py"
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder `nobody` may read (pytest's tmp_path is root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="stoker-tenant-"))
+    path.chmod(0o755)
+    shutil.copy(SCRIPT, path / SCRIPT.name)
+    (path / SCRIPT.name).chmod(0o644)
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.mark.skipif(SYSTEM_PYTHON is None, reason="no python3 in /usr/bin for nobody to run")
+def test_a_tenants_job_runs_as_its_unix_user_and_keeps_its_files_to_itself(
+    shared_dir: Path,
+) -> None:
+    factory = daemon_factory(shared_dir)  # the state dir's parents: passable by `nobody`
+    daemon: Daemon = next(factory)(tokens=TOKENS, unix_users={"alice": "nobody"})
+    try:
+        with daemon.client("admin") as admin, daemon.client("alice") as alice:
+            warnings = admin.get("/v1/node").json()["warnings"]
+            assert any("admin run as root" in warning for warning in warnings), warnings
+            mine = admin.post("/v1/jobs", json=job("admins", ["sleep", "30"], shared_dir))
+            theirs = alice.post(
+                "/v1/jobs",
+                json=job(
+                    "alices", [str(SYSTEM_PYTHON), SCRIPT.name, mine.json()["id"]], shared_dir
+                ),
+            )
+            assert theirs.status_code == 201, theirs.text
+            job_id = theirs.json()["id"]
+            done = wait_for("alice's job", lambda: ended(alice, job_id), timeout_s=60)
+            assert done["state"] == "completed", done
+            out = alice.get(f"/v1/jobs/{job_id}/logs", params={"stream": "stdout"}).text
+            admin.delete(f"/v1/jobs/{mine.json()['id']}")
+    finally:
+        next(factory, None)
+    assert f"uid={NOBODY.pw_uid} user=nobody home={NOBODY.pw_dir}" in out
+    assert "db=denied jobs=denied" in out and "other=denied" in out, out
+    job_dir = daemon.state_dir / "jobs" / job_id
+    for path, mode in (
+        (job_dir, 0o700),
+        (job_dir / "stdout.log", 0o600),
+        (job_dir / "output" / "result.txt", None),
+    ):
+        info = path.stat()
+        assert info.st_uid == NOBODY.pw_uid, path
+        assert mode is None or stat.S_IMODE(info.st_mode) == mode, path
+    admins_dir = daemon.state_dir / "jobs" / mine.json()["id"]
+    assert admins_dir.stat().st_uid == 0 and stat.S_IMODE(admins_dir.stat().st_mode) == 0o700
+
+
+def job(name: str, command: list[str], workdir: Path) -> dict[str, object]:
+    return {"name": name, "command": command, "workdir": str(workdir), "batch_size": 8, "gpus": 1}
+
+
+def ended(client: object, job_id: str) -> dict[str, object] | None:
+    found = client.get(f"/v1/jobs/{job_id}").json()  # type: ignore[attr-defined]
+    return found if found["state"] in ("completed", "failed", "cancelled") else None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__]))

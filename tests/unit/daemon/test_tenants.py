@@ -1,0 +1,82 @@
+"""Per-tenant unix users: their config, their own agent sockets, and the warnings an
+operator gets without them. Real ZeroMQ sockets; the user is `nobody`."""
+
+import asyncio
+import os
+import pwd
+import stat
+from pathlib import Path
+
+import pytest
+import zmq
+
+from agents.protocol import Hello, encode
+from daemon.agentlink import AgentLink
+from daemon.config import ConfigError, DaemonConfig, load_config
+from daemon.tenants import UnixUser, unix_users, user_warnings
+
+ROOT = os.geteuid() == 0
+NOBODY = pwd.getpwnam("nobody")
+
+
+def test_an_unknown_unix_user_is_refused_naming_the_tenant(tmp_path: Path) -> None:
+    config = tmp_path / "daemon.toml"
+    config.write_text('[unix_users]\nalice = "no-such-user-here"\n')
+    with pytest.raises(ConfigError, match=r"unix_users.*alice: no unix user 'no-such-user-here'"):
+        load_config(config)
+
+
+def test_unix_users_need_a_root_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("daemon.config.os.geteuid", lambda: 1000)
+    with pytest.raises(ValueError, match="only when the daemon runs as root"):
+        DaemonConfig(unix_users={"alice": "nobody"})
+
+
+def test_the_operator_is_told_whom_jobs_run_as(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("daemon.tenants.os.geteuid", lambda: 0)
+    config = DaemonConfig.model_construct(
+        tokens={"admin": "a" * 20, "alice": "b" * 20, "bob": "c" * 20},
+        unix_users={"alice": "nobody"},
+    )
+    users = unix_users(config)
+    assert users["alice"].uid == NOBODY.pw_uid
+    (warning,) = user_warnings(config, users)
+    assert "admin, bob run as root" in warning and "unix_users" in warning
+    everyone = {tenant: users["alice"] for tenant in ("admin", "alice", "bob")}
+    assert user_warnings(config, everyone) == ()
+    monkeypatch.setattr("daemon.tenants.os.geteuid", lambda: NOBODY.pw_uid)
+    (warning,) = user_warnings(config, {})
+    assert "jobs run as the daemon's own user (nobody)" in warning
+
+
+@pytest.mark.skipif(not ROOT, reason="sockets are handed to another user only by root")
+def test_a_tenants_socket_is_its_users_and_speaks_for_its_jobs_only(tmp_path: Path) -> None:
+    alice = UnixUser("nobody", NOBODY.pw_uid, NOBODY.pw_gid, NOBODY.pw_dir)
+    owners = {"alices-job": "nobody", "bobs-job": None}
+    link = AgentLink(tmp_path / "agents.sock", [alice], owners.get)
+    link.bind()
+    path = tmp_path / "agents-nobody.sock"
+    info = path.stat()
+    assert (info.st_uid, stat.S_IMODE(info.st_mode)) == (NOBODY.pw_uid, 0o600)
+    assert stat.S_IMODE((tmp_path / "agents.sock").stat().st_mode) == 0o600
+    assert link.endpoint_for("nobody") == f"ipc://{path}"
+
+    async def exchange() -> list[str]:
+        context = zmq.Context()
+        heard = []
+        for job in ("bobs-job", "alices-job"):  # both through alice's socket
+            dealer = context.socket(zmq.DEALER)
+            dealer.setsockopt(zmq.IDENTITY, job.encode())
+            dealer.setsockopt(zmq.LINGER, 0)
+            dealer.connect(link.endpoint_for("nobody"))
+            dealer.send(encode(Hello(job=job, pid=1)))
+            message = await link.receive(timeout_s=2.0)
+            heard.append(message.job if message is not None else "refused")
+            dealer.close()
+        context.term()
+        return heard
+
+    assert asyncio.run(exchange()) == ["refused", "alices-job"]
+    assert link.malformed == 1, "bob's job cannot be spoken for on alice's socket"
+    link.close()
+    assert not path.exists()
