@@ -105,8 +105,9 @@ class Launcher:
                             cwd=process.workdir,
                             env=dict(process.env),
                             **_as_user(process.user),
-                            start_new_session=rank == 0,
-                            process_group=None if rank == 0 else started[0].pid,
+                            # One group for all ranks, led by rank 0: a rank can join
+                            # a group only in its own session, so no new session here.
+                            process_group=started[0].pid if started else 0,
                         )
                     )
         except OSError:
