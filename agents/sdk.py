@@ -263,7 +263,7 @@ class Job:
     def should_stop(self) -> bool:
         """For loops that do not iterate `job.loader`: whether to checkpoint and leave now
         (a signal came, on any rank)."""
-        return self._agree(self._stop_signal is not None)
+        return self._agree(self._stop_signal is not None)[0]
 
     def checkpoint(self) -> Path | None:
         """Write a checkpoint now (rank 0 writes; every rank calls); its path on rank 0."""
@@ -296,9 +296,13 @@ class Job:
                 self._pause(self._control)
             elif decision is Decision.CANCEL:
                 self._leave(cancelled=True)
-        if self._agree(self._stop_signal is not None):
+        # Every rank must call checkpoint() at the same boundary (it ends in a barrier), so
+        # the ranks agree on it as on a stop: one rank's clock says so for all.
+        due = time.monotonic() - self._last_checkpoint >= self.environment.checkpoint_every_s
+        stop, checkpoint = self._agree(self._stop_signal is not None, due)
+        if stop:
             self._leave()
-        if time.monotonic() - self._last_checkpoint >= self.environment.checkpoint_every_s:
+        if checkpoint:
             self.checkpoint()
 
     def on_signal(self, signum: int, _: FrameType | None) -> None:
@@ -332,13 +336,14 @@ class Job:
             print(f"stoker: stopped by signal {signum}; checkpoint {path}", file=sys.stderr)
         raise SystemExit(128 + signum)
 
-    def _agree(self, mine: bool) -> bool:
-        """Whether any rank says yes (one small all-reduce per call with several ranks)."""
+    def _agree(self, *mine: bool) -> list[bool]:
+        """For each question, whether any rank says yes (one small all-reduce per call with
+        several ranks)."""
         if self.world_size == 1:
-            return mine
-        flag = torch.tensor([1.0 if mine else 0.0], device=self.device)
-        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-        return bool(flag.item() > 0)
+            return list(mine)
+        flags = torch.tensor([1.0 if yes else 0.0 for yes in mine], device=self.device)
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        return [flag > 0 for flag in flags.tolist()]
 
     def _checkpoint_state(self) -> dict[str, Any]:
         return {
