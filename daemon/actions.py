@@ -21,6 +21,7 @@ from agents.protocol import (
     read_finished_marker,
 )
 from daemon.agentargs import AgentLaunch, agent_argv, command_ranks
+from daemon.launcher import log_file
 from scheduler.messages import (
     Allocation,
     Cancel,
@@ -52,18 +53,30 @@ log = logging.getLogger(__name__)
 _CANCEL_GRACE_S = 5.0
 
 
-def exit_reason(code: int | None, job_dir: Path) -> str:
-    """Why a job's process ended, for its `reason`: the exit code or the signal, and the last
-    lines of its stderr (an exception's traceback ends there)."""
+def exit_reason(code: int | None, job_dir: Path, failures: Sequence[tuple[int, int]] = ()) -> str:
+    """Why a job's processes ended, for its `reason`: the exit code or the signal, and the
+    last lines of stderr (an exception's traceback ends there); of each rank that failed by
+    itself (`failures`, (rank, code)) when a rank other than 0 did, else of rank 0."""
+    if any(rank != 0 for rank, _ in failures):
+        return "\n".join(
+            _with_tail(f"rank {rank} {_ended(code)}", log_file(job_dir, "stderr", rank))
+            for rank, code in failures
+        )
+    return _with_tail(_ended(code), log_file(job_dir, "stderr", 0))
+
+
+def _ended(code: int | None) -> str:
     if code is None:
-        why = "its agent (started by an earlier daemon) ended without a word"
-    elif code < 0:
-        why = f"killed by signal {-code} ({_signal_name(-code)})"
-    elif code == 0:
-        why = "exited with code 0 before its final step"
-    else:
-        why = f"exited with code {code}"
-    tail = _tail(job_dir / "stderr.log")
+        return "its agent (started by an earlier daemon) ended without a word"
+    if code < 0:
+        return f"killed by signal {-code} ({_signal_name(-code)})"
+    if code == 0:
+        return "exited with code 0 before its final step"
+    return f"exited with code {code}"
+
+
+def _with_tail(why: str, stderr: Path) -> str:
+    tail = _tail(stderr)
     return f"{why}; stderr ends:\n{tail}" if tail else why
 
 
@@ -298,7 +311,8 @@ class Actions:
         """Agents that exited become the core's Finished or Failed; jobs told to stop that
         did not are stopped."""
         service = self._service
-        for job_id, code in service.launcher.exited():
+        for ended in service.launcher.exited():
+            job_id, code = ended.job_id, ended.code
             self._cancelled_at.pop(job_id, None)
             status = service.scheduler.jobs().get(job_id)
             if status is None or not status.state.holds_resources:
@@ -310,7 +324,8 @@ class Actions:
             elif code == 0 and self._without_sdk(job_id, status.state, status.unmanaged):
                 service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
             else:
-                service.feed(Failed(job_id, exit_reason(code, service.launcher.job_dir(job_id))))
+                job_dir = service.launcher.job_dir(job_id)
+                service.feed(Failed(job_id, exit_reason(code, job_dir, ended.failures)))
         service.restorer.expire()
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:

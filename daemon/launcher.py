@@ -21,6 +21,17 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Exit:
+    """How a job's processes ended."""
+
+    job_id: str
+    code: int | None  # the first failed rank's, or 0; None: an adopted agent's, not ours to read
+    # (rank, exit code) of each rank that failed by itself, lowest rank first; the ranks
+    # stopped because of it are not among them
+    failures: tuple[tuple[int, int], ...] = ()
+
+
+@dataclass(frozen=True)
 class RankProcess:
     """One rank's process of a command job."""
 
@@ -67,8 +78,8 @@ class Launcher:
             (directory / "stdout.log").open("ab") as out,
             (directory / "stderr.log").open("ab") as err,
         ):
-            for log_file in (out, err):
-                _own(log_file.fileno(), None)
+            for opened in (out, err):
+                _own(opened.fileno(), None)
             process = subprocess.Popen(
                 list(argv),
                 stdout=out,
@@ -89,13 +100,12 @@ class Launcher:
         started: list[subprocess.Popen[bytes]] = []
         try:
             for rank, process in enumerate(ranks):
-                suffix = f".rank{rank}" if rank else ""
                 with (
-                    (directory / f"stdout{suffix}.log").open("ab") as out,
-                    (directory / f"stderr{suffix}.log").open("ab") as err,
+                    log_file(directory, "stdout", rank).open("ab") as out,
+                    log_file(directory, "stderr", rank).open("ab") as err,
                 ):
-                    for log_file in (out, err):
-                        _own(log_file.fileno(), user)
+                    for opened in (out, err):
+                        _own(opened.fileno(), user)
                     started.append(
                         subprocess.Popen(
                             list(process.argv),
@@ -123,35 +133,35 @@ class Launcher:
         """Watch an agent a previous daemon started; its exit code is not ours to read."""
         self._adopted[job_id] = pid
 
-    def exited(self) -> list[tuple[str, int | None]]:
-        """(job id, exit code) of every agent that ended since the last call; the code is
-        None for an adopted agent."""
-        done: list[tuple[str, int | None]] = []
+    def exited(self) -> list[Exit]:
+        """Every job whose processes all ended since the last call."""
+        done: list[Exit] = []
         for job_id, first in list(self._processes.items()):
-            code = self._job_exit(first, self._other_ranks.get(job_id, []))
-            if code is not None:
-                done.append((job_id, code))
-        done += [(job_id, None) for job_id, pid in self._adopted.items() if not alive(pid)]
-        for job_id, _ in done:
-            self._processes.pop(job_id, None)
-            self._other_ranks.pop(job_id, None)
-            self._adopted.pop(job_id, None)
+            codes = self._job_exit(first, self._other_ranks.get(job_id, []))
+            if codes is not None:
+                done.append(Exit(job_id, *codes))
+        done += [Exit(job_id, None) for job_id, pid in self._adopted.items() if not alive(pid)]
+        for job in done:
+            self._processes.pop(job.job_id, None)
+            self._other_ranks.pop(job.job_id, None)
+            self._adopted.pop(job.job_id, None)
         return done
 
     @staticmethod
     def _job_exit(
         first: subprocess.Popen[bytes], others: list[subprocess.Popen[bytes]]
-    ) -> int | None:
-        """A job's exit code once every rank ended (the first failure's), or None. A rank
-        that fails takes the others down: they would wait for it in their collectives."""
+    ) -> tuple[int, tuple[tuple[int, int], ...]] | None:
+        """A job's exit code (the first failed rank's, or 0) and its failures, once every
+        rank ended; None before. A rank that fails takes the others down: they would wait
+        for it in their collectives. The failures are the ranks seen failed before that."""
         codes = [process.poll() for process in (first, *others)]
-        failed = [code for code in codes if code not in (None, 0)]
-        if failed and None in codes:
+        failures = tuple((rank, code) for rank, code in enumerate(codes) if code not in (None, 0))
+        if failures and None in codes:
             stop_group(first.pid, grace_s=2.0)
             codes = [process.wait() for process in (first, *others)]
         if None in codes:
             return None
-        return next((code for code in codes if code != 0), 0)
+        return (failures[0][1] if failures else 0), failures
 
     def running(self, job_id: str) -> bool:
         return job_id in self._processes or job_id in self._adopted
@@ -185,6 +195,12 @@ def _as_user(user: UnixUser | None) -> dict[str, Any]:
     if user is None:
         return {}
     return {"user": user.uid, "group": user.gid, "extra_groups": []}
+
+
+def log_file(job_dir: Path, stream: str, rank: int) -> Path:
+    """Where one rank's stdout or stderr goes: `stderr.log` for rank 0, `stderr.rank<k>.log`
+    for rank k."""
+    return job_dir / (f"{stream}.log" if rank == 0 else f"{stream}.rank{rank}.log")
 
 
 def alive(pid: int) -> bool:

@@ -76,6 +76,21 @@ def test_a_script_that_raises_fails_at_once_with_its_exception(
     assert "ValueError: shapes do not match: (4, 1) against (4, 3)" in why
 
 
+def test_a_rank_other_than_0_that_fails_is_named_with_its_stderr(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(node={"gpus": 2, "cpu_workers": 4})
+    with daemon.client() as client:
+        job = client.post("/v1/jobs", json=command_job("r", "fail_rank.py", gpus=2)).json()
+        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
+        events = client.get(f"/v1/jobs/{job['id']}/events").json()
+    assert done["state"] == "failed"
+    (failure,) = [e for e in events if e["kind"] == "state" and e["data"]["to"] == "failed"]
+    why = failure["data"]["why"]
+    assert why.startswith("rank 1 exited with code 1; stderr ends:\nrank 1: out of memory"), why
+    assert "rank 0" not in why, "rank 0 was stopped because of it, not blamed"
+
+
 def test_the_daemons_own_environment_stays_with_the_daemon(
     serve: Callable[..., Daemon], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -14,7 +14,7 @@ from allocator import ThroughputModel
 from daemon.api import load_model
 from daemon.config import DaemonConfig, NodeConfig
 from daemon.items import CancelCall, FromAgent, SubmitCall
-from daemon.launcher import Launcher
+from daemon.launcher import Exit, Launcher
 from daemon.service import Service
 from daemon.store import JobRecord
 from scheduler.config import SchedulerConfig
@@ -48,11 +48,11 @@ class RecordedLauncher(Launcher):
     def exit(self, job_id: str, code: int | None) -> None:
         self._exits.append((job_id, code))
 
-    def exited(self) -> list[tuple[str, int | None]]:
+    def exited(self) -> list[Exit]:
         done, self._exits = self._exits, []
         for job_id, _ in done:
             self.live.pop(job_id, None)
-        return done
+        return [Exit(job_id, code, ((0, code),) if code else ()) for job_id, code in done]
 
     def adopt(self, job_id: str, pid: int) -> None:
         self.live[job_id] = pid

@@ -1,26 +1,56 @@
-"""A command job's ranks as the launcher starts them (real processes, tiny Python ones)."""
+"""A command job's ranks as the launcher starts them (real processes, tiny Python ones): one
+process group, and a failure that names the rank that failed, not those it took down."""
 
 import os
 import sys
 import time
 from pathlib import Path
 
-from daemon.launcher import Launcher, RankProcess
+from daemon.actions import exit_reason
+from daemon.launcher import Exit, Launcher, RankProcess, log_file
 
 
 def ranks(*scripts: str) -> list[RankProcess]:
     return [RankProcess(argv=[sys.executable, "-c", script], env={}) for script in scripts]
 
 
-def test_ranks_share_one_process_group_led_by_rank_0(tmp_path: Path) -> None:
-    launcher = Launcher(tmp_path)
-    report = "import os, sys; print(os.getpgid(0)); sys.stdout.flush()"
-    leader = launcher.launch_ranks("j", ranks(report, report, report))
+def wait_for_exit(launcher: Launcher) -> Exit:
     deadline = time.monotonic() + 20
     while not (done := launcher.exited()):
         assert time.monotonic() < deadline, "the job never ended"
         time.sleep(0.02)
-    assert done == [("j", 0)]
-    logs = ["stdout.log", "stdout.rank1.log", "stdout.rank2.log"]
-    assert {(tmp_path / "j" / log).read_text().strip() for log in logs} == {str(leader)}
+    (ended,) = done
+    return ended
+
+
+def test_ranks_share_one_process_group_led_by_rank_0(tmp_path: Path) -> None:
+    launcher = Launcher(tmp_path)
+    report = "import os, sys; print(os.getpgid(0)); sys.stdout.flush()"
+    leader = launcher.launch_ranks("j", ranks(report, report, report))
+    assert wait_for_exit(launcher) == Exit("j", 0)
+    groups = {log_file(tmp_path / "j", "stdout", rank).read_text().strip() for rank in range(3)}
+    assert groups == {str(leader)}
     assert os.getpgid(0) != leader, "not the daemon's group: a stop signals the job alone"
+
+
+def test_a_rank_that_fails_takes_the_others_down_and_is_the_one_named(tmp_path: Path) -> None:
+    launcher = Launcher(tmp_path)
+    waits = "import time; time.sleep(60)"
+    fails = "import sys; sys.exit('rank 1: the shapes do not match')"
+    launcher.launch_ranks("j", ranks(waits, fails))
+    ended = wait_for_exit(launcher)
+    assert (ended.code, ended.failures) == (1, ((1, 1),)), "rank 0 was stopped, not failed"
+    why = exit_reason(ended.code, tmp_path / "j", ended.failures)
+    assert why == "rank 1 exited with code 1; stderr ends:\nrank 1: the shapes do not match"
+
+
+def test_a_failure_of_rank_0_alone_reads_as_before(tmp_path: Path) -> None:
+    (tmp_path / "stderr.log").write_text("Traceback\nValueError: no\n")
+    assert (
+        exit_reason(1, tmp_path, ((0, 1),))
+        == "exited with code 1; stderr ends:\nTraceback\nValueError: no"
+    )
+    assert (
+        exit_reason(-9, tmp_path)
+        == "killed by signal 9 (SIGKILL); stderr ends:\nTraceback\nValueError: no"
+    )
