@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
+from agents.audit import Audit
 from agents.data import EpochOrder
 
 
@@ -66,6 +67,7 @@ class ResizableLoader:
         position: Position,
         job: Boundary,
         dataloader_kwargs: dict[str, Any],
+        audit: Audit | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size: must be at least 1, got {batch_size}")
@@ -84,6 +86,7 @@ class ResizableLoader:
         self.position = position
         self._job = job
         self._kwargs = dataloader_kwargs
+        self._audit = audit
         self._built_with: int | None = None  # the worker count of the live DataLoader
 
     def __len__(self) -> int:
@@ -103,6 +106,10 @@ class ResizableLoader:
             stopped_for_resize = False
             loader = self._dataloader([self._share(batch) for batch in batches])
             for batch, data in zip(batches, loader, strict=True):
+                if self._audit is not None:
+                    self._audit.record(
+                        self.position.epoch, self.position.consumed, self._share(batch)
+                    )
                 self.position.consumed += len(batch)
                 self._job.on_batch(len(batch))
                 yield data

@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch.utils.data import Dataset, IterableDataset
 
 from agents import checkpoints
+from agents.audit import Audit
 from agents.control import Control, Decision
 from agents.loader import Position, ResizableLoader
 
@@ -64,6 +65,7 @@ class JobEnvironment:
     gen: int = 0  # the plan that launched the job
     heartbeat_s: float = 1.0
     job_dir: Path | None = None  # where the daemon looks for the finished marker
+    audit_dir: Path | None = None  # where the sample audit goes (agents/audit.py); None: none
 
     @classmethod
     def read(
@@ -96,6 +98,9 @@ class JobEnvironment:
             gen=_integer(environ, "STOKER_GEN", 0),
             heartbeat_s=float(environ.get("STOKER_HEARTBEAT_S") or 1.0),
             job_dir=Path(environ["STOKER_JOB_DIR"]) if environ.get("STOKER_JOB_DIR") else None,
+            audit_dir=(
+                Path(environ["STOKER_AUDIT_DIR"]) if environ.get("STOKER_AUDIT_DIR") else None
+            ),
         )
 
 
@@ -195,7 +200,10 @@ class Job:
         position = Position(seed=seed)
         if self._restored is not None and index < len(self._restored["loaders"]):
             position = Position.from_state(self._restored["loaders"][index])
-        workers = self.environment.workers
+        workers, audit_dir = self.environment.workers, self.environment.audit_dir
+        audit = None
+        if audit_dir is not None and index == 0:  # the job's first loader is audited
+            audit = Audit.resume(audit_dir, self.rank, position.epoch, position.consumed)
         made = ResizableLoader(
             dataset,
             batch_size=batch_size,
@@ -207,6 +215,7 @@ class Job:
             position=position,
             job=self,
             dataloader_kwargs=dataloader_kwargs,
+            audit=audit,
         )
         self._loaders.append(made)
         return made

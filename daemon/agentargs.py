@@ -73,6 +73,8 @@ def command_ranks(
     user = launch.user
     if user is not None:  # its own home and name, not the daemon's
         common.update(HOME=user.home, USER=user.name, LOGNAME=user.name)
+    if settings.audit_samples:  # the SDK writes it (agents/audit.py)
+        common["STOKER_AUDIT_DIR"] = str(job_dir / "audit")
     workdir = Path(settings.workdir) if settings.workdir else job_dir
     return [
         RankProcess(
