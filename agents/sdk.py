@@ -377,7 +377,8 @@ def init(*, output_dir: str | Path | None = None, checkpoint_every_s: float | No
         os.environ, Path(output_dir) if output_dir is not None else None, checkpoint_every_s
     )
     if environment.world_size > 1 and not dist.is_initialized():
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        # NCCL for CUDA tensors; gloo as well on GPUs, for the control broadcast's CPU ones
+        backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
         dist.init_process_group(backend, rank=environment.rank, world_size=environment.world_size)
     job = Job(environment)
     for signum in (signal.SIGINT, signal.SIGTERM):
