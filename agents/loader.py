@@ -27,7 +27,9 @@ from agents.data import EpochOrder
 class Boundary(Protocol):
     """What the loader tells its job: a batch goes to the script (it counts as consumed from
     then on, so a checkpoint the script writes after its step does not repeat it), and the
-    script is back for the next one (the boundary where the job may stop or checkpoint)."""
+    script is back for the next one (the boundary where the job may stop or checkpoint).
+    After an epoch's last batch the loader says nothing: the script's own end of the epoch
+    comes first, then the job's boundary (`Job.epochs`)."""
 
     def on_batch(self, samples: int) -> None: ...
 
@@ -105,7 +107,7 @@ class ResizableLoader:
                 break
             stopped_for_resize = False
             loader = self._dataloader([self._share(batch) for batch in batches])
-            for batch, data in zip(batches, loader, strict=True):
+            for number, (batch, data) in enumerate(zip(batches, loader, strict=True)):
                 if self._audit is not None:
                     self._audit.record(
                         self.position.epoch, self.position.consumed, self._share(batch)
@@ -113,6 +115,8 @@ class ResizableLoader:
                 self.position.consumed += len(batch)
                 self._job.on_batch(len(batch))
                 yield data
+                if number == len(batches) - 1:
+                    break  # the epoch's end: Job.epochs has that boundary, after the script's
                 self._job.at_boundary()
                 if self.workers != self._built_with:
                     stopped_for_resize = True  # the rest of the epoch with the new count

@@ -240,7 +240,9 @@ class Job:
         return self._tracked
 
     def epochs(self, count: int) -> Iterator[int]:
-        """Epochs from where the job is to `count`; the last checkpoint when they are done."""
+        """Epochs from where the job is to `count`; the last checkpoint when they are done.
+        Between two epochs, after the script's own end of an epoch, is a batch boundary (the
+        loaders leave their last one to it), so a stop there goes on with the next epoch."""
         while self._epoch < count:
             epoch = self._epoch
             yield epoch
@@ -251,6 +253,8 @@ class Job:
                 self._epoch = epoch + 1
                 if primary is not None:
                     primary.position.epoch, primary.position.consumed = self._epoch, 0
+            if self._epoch < count:
+                self.at_boundary()
         self.checkpoint()
         self._metrics.flush()
         if self._control is not None:

@@ -71,7 +71,7 @@ def test_ranks_split_each_global_batch_and_cover_the_epoch_once() -> None:
             world_size=3, workers=0, position=Position(), job=steps, dataloader_kwargs={},
         )  # fmt: skip
         per_rank.append([batch.tolist() for _, batch in loader])
-        assert steps.boundaries == len(per_rank[-1])
+        assert steps.boundaries == len(per_rank[-1]) - 1, "the epoch's last is Job.epochs'"
     assert len({len(batches) for batches in per_rank}) == 1, "every rank takes every step"
     assert all(batch for batches in per_rank for batch in batches), "no rank gets an empty one"
     flat = sorted(i for batches in per_rank for batch in batches for i in batch)
@@ -148,6 +148,25 @@ def test_a_stop_signal_checkpoints_at_the_next_boundary_and_exits(tmp_path: Path
         for i in batch.tolist()
     ]
     assert seen + rest == list(range(40))
+
+
+def test_a_stop_during_an_epochs_last_batch_waits_for_the_scripts_end_of_epoch(
+    tmp_path: Path,
+) -> None:
+    sdk = job(tmp_path)
+    loader = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
+    ends = []
+    with pytest.raises(SystemExit):
+        for epoch in sdk.epochs(3):
+            for step, _ in enumerate(loader):
+                if (epoch, step) == (0, 1):
+                    sdk.on_signal(signal.SIGINT, None)  # Ctrl-C during the epoch's last batch
+            ends.append(epoch)  # the script's end of an epoch: a print, a scheduler step
+    assert ends == [0], "the end of epoch 0 ran, once"
+    again = job(tmp_path)
+    rest = again.loader(Numbers(8), batch_size=4, shuffle=False)
+    epochs = [(epoch, [batch.tolist() for _, batch in rest]) for epoch in again.epochs(3)]
+    assert epochs == [(1, [[0, 1, 2, 3], [4, 5, 6, 7]]), (2, [[0, 1, 2, 3], [4, 5, 6, 7]])]
 
 
 def test_reports_keep_tensors_until_a_flush_and_write_numbers(tmp_path: Path) -> None:
