@@ -12,6 +12,7 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from daemon.auth import ADMIN, Daemon, Who
+from daemon.launcher import log_file
 from daemon.service import Service
 
 router = APIRouter(prefix="/v1")
@@ -19,11 +20,6 @@ router = APIRouter(prefix="/v1")
 _FOLLOW_POLL_S = 0.25
 _TAIL_BYTES = 4 * 2**20  # a tail reads at most the log's last 4 MiB
 _FINAL = ("completed", "failed", "cancelled")
-
-
-def log_path(job_dir: Path, stream: str, rank: int) -> Path:
-    """Where the launcher writes one rank's stdout or stderr."""
-    return job_dir / (f"{stream}.log" if rank == 0 else f"{stream}.rank{rank}.log")
 
 
 def tail_lines(path: Path, lines: int) -> tuple[list[str], int]:
@@ -61,7 +57,7 @@ async def logs(
     """The last `tail` lines of one rank's stdout or stderr, each `[rank N]`-prefixed; with
     `follow`, then every new line as it is written, until the job ends."""
     _own(service, who, job_id)
-    path = log_path(service.launcher.jobs_dir / job_id, stream, rank)
+    path = log_file(service.launcher.jobs_dir / job_id, stream, rank)
     lines, offset = tail_lines(path, tail)
     head = "".join(f"[rank {rank}] {line}\n" for line in lines)
     if not follow:
