@@ -89,6 +89,7 @@ class Control:
         self._paused_at: float | None = None
         self.workers = 0
         self.share = 0.0
+        self.resizable = True
 
     def hello(self, iteration: int, workers: int) -> None:
         self.workers = workers
@@ -102,8 +103,16 @@ class Control:
                     iteration=iteration,
                     workers=workers,
                     share=self.share,
+                    resizable=self.resizable,
                 )
             )
+
+    def fix_workers(self, iteration: int) -> None:
+        """A loader cannot change its workers (an iterable dataset): say so, so that the
+        scheduler plans around the job and never pauses it."""
+        if self.resizable:
+            self.resizable = False
+            self.hello(iteration, self.workers)
 
     def on_batch(self) -> None:
         """A batch went to the script: the wait for it was idle time."""

@@ -57,6 +57,9 @@ class Hello(_Message):
     iteration: int = Field(0, ge=0)
     workers: int = Field(0, ge=0, description="loader workers per GPU now; 0 before start")
     share: float = Field(0.0, ge=0.0, le=1.0, description="decoder share now")
+    resizable: bool = Field(
+        True, description="since v3: False when its loaders cannot change workers (say again)"
+    )
 
 
 class HeartbeatMessage(_Message):

@@ -218,6 +218,8 @@ class Job:
             audit=audit,
         )
         self._loaders.append(made)
+        if not made.resizable and self._control is not None:
+            self._control.fix_workers(self.step)
         return made
 
     def track(self, **objects: Any) -> None:

@@ -336,7 +336,7 @@ class Service:
         match message:
             case Hello():
                 self._agent_versions[message.job] = message.v
-                event = AgentHello(message.job, message.gen, message.iteration)
+                event = AgentHello(message.job, message.gen, message.iteration, message.resizable)
             case HeartbeatMessage():
                 record = self.records[message.job]
                 self.tpm.sample(message, record, self.request(record), self.now())

@@ -67,6 +67,9 @@ class AgentHello:
     job_id: str
     gen: int
     iteration: int
+    # False: its loader cannot change workers (an iterable dataset): planned around, never
+    # paused, like a job running unmanaged.
+    resizable: bool = True
 
 
 @dataclass(frozen=True)

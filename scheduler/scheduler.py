@@ -79,7 +79,8 @@ class _Job:
     reported: int = 0  # the iteration its agent last reported (not the highest ever)
     started_at: int | None = None  # the iteration this attempt started from (its hello)
     failed_at: int | None = None  # the iteration of its last failure
-    unmanaged: bool = False  # a command running without the SDK: fixed workers, no pauses
+    unmanaged: bool = False  # a command running without the SDK: no hello, no heartbeats
+    fixed: bool = False  # its workers cannot change (unmanaged, or not resizable): no pauses
 
 
 @dataclass(frozen=True)
@@ -351,6 +352,7 @@ class Scheduler:
         job.last_heard = now
         job.iteration = max(job.iteration, event.iteration)
         job.reported = event.iteration
+        job.fixed = not event.resizable
         if job.state is JobState.STARTING:
             job.started_at = event.iteration
             job.allocation = job.planned
@@ -461,7 +463,7 @@ class Scheduler:
     def _run_unmanaged(self, job: _Job, out: list[Command]) -> None:
         """A command that has not said hello runs without the SDK: it keeps the workers it
         was launched with, is never paused, and no heartbeat is awaited from it."""
-        job.unmanaged = True
+        job.unmanaged = job.fixed = True
         job.allocation = job.planned
         job.started_at = 0
         why = "no hello from the SDK: runs unmanaged, its workers fixed, never paused"
@@ -515,7 +517,7 @@ class Scheduler:
             (
                 job
                 for job in self._live.values()
-                if job.state in (JobState.RUNNING, JobState.PENDING) and not job.unmanaged
+                if job.state in (JobState.RUNNING, JobState.PENDING) and not job.fixed
             ),
             key=_remaining_samples,
         )
@@ -569,7 +571,8 @@ class Scheduler:
         fixed = [
             job
             for job in self._live.values()
-            if job.state in (JobState.STARTING, JobState.RESUMING, *also_fixed) or job.unmanaged
+            if job.state in (JobState.STARTING, JobState.RESUMING, *also_fixed)
+            or (job.fixed and job.state.holds_resources)
         ]
         held = sum(job.spec.gpus * _workers(_holding(job)) for job in fixed)
         shares = sum(_share(_holding(job)) for job in fixed)

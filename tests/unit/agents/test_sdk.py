@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import zmq
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
 from agents import checkpoints
 from agents.loader import Position, ResizableLoader
+from agents.protocol import Hello, decode_agent
 from agents.sdk import Job, JobEnvironment
 
 
@@ -192,6 +194,30 @@ def test_an_iterable_dataset_runs_with_fixed_workers(tmp_path: Path) -> None:
     loader = job(tmp_path).loader(Stream(), batch_size=5, num_workers=0)
     assert not loader.resizable
     assert [batch.tolist() for batch in loader] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9]]
+
+
+def test_under_a_daemon_an_iterable_dataset_says_its_workers_are_fixed(tmp_path: Path) -> None:
+    context = zmq.Context()
+    router = context.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    endpoint = f"ipc://{tmp_path / 'agents.sock'}"
+    router.bind(endpoint)
+    try:
+        streaming = job(
+            tmp_path, STOKER_JOB_ID="s", STOKER_CONTROL=endpoint, STOKER_JOB_DIR=str(tmp_path)
+        )
+        streaming.loader(Stream(), batch_size=5)
+        hellos: list[bool] = []
+        while router.poll(2000, zmq.POLLIN) and len(hellos) < 2:
+            hello = decode_agent(router.recv_multipart()[-1])
+            assert isinstance(hello, Hello)
+            hellos.append(hello.resizable)
+        assert hellos == [True, False], "said again, once its loader cannot resize"
+        assert streaming._control is not None
+        streaming._control.close()
+    finally:
+        router.close()
+        context.term()
 
 
 def test_the_loader_refuses_what_it_owns(tmp_path: Path) -> None:

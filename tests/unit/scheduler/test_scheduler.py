@@ -288,6 +288,20 @@ def test_a_slow_command_that_says_hello_late_becomes_managed() -> None:
     assert pause.job_id == "slow", "planned again: it can be resized now"
 
 
+def test_a_job_whose_loader_cannot_resize_is_planned_around_never_paused() -> None:
+    core = scheduler()
+    (launch,) = only(core.handle(JobSubmitted(job("stream")), 0.0), Launch)
+    core.handle(AgentHello("stream", launch.gen, 0), 0.5)
+    core.handle(AgentHello("stream", launch.gen, 0, resizable=False), 1.0)  # its loader
+    held = launch.allocation.workers_per_gpu
+    out = core.handle(JobSubmitted(job("b")), 2.0)
+    assert not only(out, Pause), "it cannot change its workers: it is not asked to"
+    (second,) = only(out, Launch)
+    assert held + second.allocation.workers_per_gpu <= 12
+    core.handle(Heartbeat("stream", launch.gen, 10, 100.0, 0.0, held), 2.5)
+    assert core.status("stream").state is JobState.RUNNING
+
+
 def test_a_launched_agent_that_never_says_hello_is_lost() -> None:
     core = Scheduler(
         NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
