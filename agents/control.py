@@ -3,15 +3,17 @@ heartbeats, and the daemon's pause, resume, share and cancel, handled at batch b
 
 Rank 0 holds the link; every rank learns what it heard at the same boundary (a broadcast),
 so the ranks pause, resize or stop together. A pause is a checkpoint, `paused`, and a wait
-for `resume`, whose worker count the job's loaders take from the next batch on (a hot
-resize: the process and the model stay); the first step after it says `resumed` with the
-gap. A cancel is a checkpoint and an exit with status 0, the job's iteration kept.
+for `resume`, whose allocation the job takes from the next batch on (a hot resize: the
+process and the model stay), or, for a job that resizes cold, an exit after `paused` (the
+daemon starts it again with the new allocation). The first step after either says
+`resumed` with the gap. A live `share` changes the allocation at the next boundary, with
+no pause. A cancel is a checkpoint and an exit with status 0, the job's iteration kept.
 """
 
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,15 @@ from agents.protocol import (
     ResumedMessage,
     write_finished_marker,
 )
+from allocator.types import DecodeMode
+
+_NO_SHARE = -1  # broadcast for "no live share change at this boundary"
+
+
+def _millionths(share: float) -> int:
+    """A share as an integer, so that a broadcast carries it exactly enough."""
+    return round(share * 1e6)
+
 
 _METRICS_MESSAGE_BYTES = MAX_MESSAGE_BYTES // 2  # room for the envelope
 
@@ -57,11 +68,14 @@ class _Meter:
 
 
 @dataclass(frozen=True)
-class Resize:
-    """What a resume tells the job."""
+class Allocation:
+    """What the scheduler gives a job now: its loader workers per rank (None: the script's
+    own count, when no scheduler says), and its part of the node's decoder device: a share
+    of its capacity, and whether the job decodes there (`device`) or on its CPU workers."""
 
-    workers_per_gpu: int
-    decoder_share: float
+    workers_per_rank: int | None = None
+    decoder_share: float = 0.0
+    decode_mode: DecodeMode = "cpu"
 
 
 class Control:
@@ -77,6 +91,8 @@ class Control:
         rank: int,
         world_size: int,
         job_dir: Path,
+        allocation: Allocation,
+        paused_at: float | None = None,
     ) -> None:
         self.job_id = job_id
         self.gen = gen
@@ -84,15 +100,21 @@ class Control:
         self.rank, self.world_size = rank, world_size
         self.job_dir = job_dir
         self.link = DaemonLink(job_id, endpoint) if rank == 0 else None
+        self.allocation = allocation
         self._meter = _Meter()
         self._handed_out = time.monotonic()
-        self._paused_at: float | None = None
-        self.workers = 0
-        self.share = 0.0
+        self._paused_at = paused_at  # a cold resize's relaunch: when its predecessor paused
         self.resizable = True
 
-    def hello(self, iteration: int, workers: int) -> None:
-        self.workers = workers
+    @property
+    def workers(self) -> int:
+        return self.allocation.workers_per_rank or 0
+
+    @property
+    def share(self) -> float:
+        return self.allocation.decoder_share
+
+    def hello(self, iteration: int) -> None:
         if self.link is not None:
             self.link.send(
                 Hello(
@@ -101,7 +123,7 @@ class Control:
                     pid=os.getpid(),
                     state="running",
                     iteration=iteration,
-                    workers=workers,
+                    workers=self.workers,
                     share=self.share,
                     resizable=self.resizable,
                 )
@@ -112,7 +134,7 @@ class Control:
         scheduler plans around the job and never pauses it."""
         if self.resizable:
             self.resizable = False
-            self.hello(iteration, self.workers)
+            self.hello(iteration)
 
     def on_batch(self) -> None:
         """A batch went to the script: the wait for it was idle time."""
@@ -122,29 +144,38 @@ class Control:
 
     def at_boundary(self, iteration: int, samples: int) -> Decision:
         """The script is back for a batch: its step is done. Heartbeat when due, say
-        `resumed` after a pause's first step, and learn what the daemon wants."""
+        `resumed` after a pause's first step, and learn what the daemon wants: a pause or a
+        cancel is the answer, a live share change shows in `allocation`."""
         now = time.monotonic()
         self._meter.step_s += now - self._handed_out
         self._meter.steps += 1
         self._handed_out = now
-        decision = Decision.GO
+        decision, share = Decision.GO, _NO_SHARE
         if self.link is not None:
             if self._paused_at is not None:
                 self._resumed(time.time() - self._paused_at)
             if self.link.reconnected():
-                self.hello(iteration, self.workers)
+                self.hello(iteration)
             self._heartbeat(iteration, samples)
             stop = self.link.next_stop()
-            self.share = self.link.take_share() or self.share
+            live = self.link.take_share()
+            if live is not None:
+                share = _millionths(live)
             if isinstance(stop, PauseMessage):
                 decision, self.gen = Decision.PAUSE, stop.gen
             elif isinstance(stop, CancelMessage):
                 decision = Decision.CANCEL
-        return Decision(self._broadcast([int(decision)])[0])
+        decided, share = self._broadcast([int(decision), share])
+        if share != _NO_SHARE:
+            self.allocation = replace(self.allocation, decoder_share=share / 1e6)
+        return Decision(decided)
 
-    def paused(self, iteration: int, checkpoint: Path | None) -> Resize | None:
-        """Say `paused` with the checkpoint and wait for the resume; None when cancelled."""
-        answer = [0, 0]  # workers per GPU (0: cancelled), share in millionths
+    def paused(
+        self, iteration: int, checkpoint: Path | None, *, wait: bool = True
+    ) -> Allocation | None:
+        """Say `paused` with the checkpoint and, unless told not to (a cold resize leaves
+        now), wait for the resume: the new allocation, or None when cancelled."""
+        answer = [0, 0, 0]  # workers per rank (0: cancelled), share in millionths, on device
         if self.link is not None:
             self.link.send(
                 PausedMessage(
@@ -155,16 +186,21 @@ class Control:
                 )
             )
             self._paused_at = time.time()
+            if not wait:
+                return None
             resume = self.link.wait_for_resume()
             if resume is not None:
                 self.gen = resume.gen
-                answer = [resume.workers_per_gpu, round(resume.decoder_share * 1e6)]
-        workers, share = self._broadcast(answer)
+                device = int(resume.decode_mode == "device")
+                answer = [resume.workers_per_gpu, _millionths(resume.decoder_share), device]
+        elif not wait:
+            return None
+        workers, share, device = self._broadcast(answer)
         self._meter, self._handed_out = _Meter(), time.monotonic()
         if workers == 0:
             return None
-        self.workers, self.share = workers, share / 1e6
-        return Resize(workers, share / 1e6)
+        self.allocation = Allocation(workers, share / 1e6, "device" if device else "cpu")
+        return self.allocation
 
     def report(self, rows: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
         """Send what the script reported (numbers only; names cut to the protocol's limits),

@@ -90,6 +90,12 @@ class ResizableLoader:
         self._kwargs = dataloader_kwargs
         self._audit = audit
         self._built_with: int | None = None  # the worker count of the live DataLoader
+        self._renew = False  # start a new DataLoader at the next batch, whatever the count
+
+    def rebuild(self) -> None:
+        """Start a new DataLoader from the next batch on (its workers see the dataset as it
+        is then), even with the same worker count."""
+        self._renew = True
 
     def __len__(self) -> int:
         """Batches left in the current epoch for this rank."""
@@ -118,7 +124,7 @@ class ResizableLoader:
                 if number == len(batches) - 1:
                     break  # the epoch's end: Job.epochs has that boundary, after the script's
                 self._job.at_boundary()
-                if self.workers != self._built_with:
+                if self.workers != self._built_with or self._renew:
                     stopped_for_resize = True  # the rest of the epoch with the new count
                     break
             if not stopped_for_resize:
@@ -149,6 +155,7 @@ class ResizableLoader:
 
     def _dataloader(self, shares: list[list[int]]) -> DataLoader[Any]:
         self._built_with = self.workers
+        self._renew = False
         kwargs = dict(self._kwargs)
         if self.workers > 0:
             kwargs["worker_init_fn"] = _quiet_workers(kwargs.get("worker_init_fn"))

@@ -27,11 +27,11 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sized
+from collections.abc import Callable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -40,8 +40,9 @@ from torch.utils.data import Dataset, IterableDataset
 
 from agents import checkpoints
 from agents.audit import Audit
-from agents.control import Control, Decision
+from agents.control import Allocation, Control, Decision
 from agents.loader import Position, ResizableLoader
+from allocator.types import DecodeMode
 
 FORMAT = "stoker-sdk-checkpoint"
 DEFAULT_CHECKPOINT_EVERY_S = 600.0
@@ -66,6 +67,11 @@ class JobEnvironment:
     heartbeat_s: float = 1.0
     job_dir: Path | None = None  # where the daemon looks for the finished marker
     audit_dir: Path | None = None  # where the sample audit goes (agents/audit.py); None: none
+    decode_mode: DecodeMode = "cpu"  # where the plan has the job decode its images
+    decoder_share: float = 0.0  # of the node's decoder device
+    decoder_endpoint: str | None = None  # the node's decoder service; None: none
+    cold_resize: bool = False  # leave after a pause's checkpoint; the daemon starts it again
+    paused_at: float | None = None  # a cold resize's relaunch: when the pause came (epoch s)
 
     @classmethod
     def read(
@@ -101,7 +107,17 @@ class JobEnvironment:
             audit_dir=(
                 Path(environ["STOKER_AUDIT_DIR"]) if environ.get("STOKER_AUDIT_DIR") else None
             ),
+            decode_mode=cast(DecodeMode, _choice(environ, "STOKER_DECODE_MODE", ("cpu", "device"))),
+            decoder_share=_number(environ, "STOKER_DECODER_SHARE") or 0.0,
+            decoder_endpoint=environ.get("STOKER_DECODER") or None,
+            cold_resize=_choice(environ, "STOKER_RESIZE", ("hot", "cold")) == "cold",
+            paused_at=_number(environ, "STOKER_PAUSED_AT"),
         )
+
+    @property
+    def allocation(self) -> Allocation:
+        """What the launch gave the job."""
+        return Allocation(self.workers, self.decoder_share, self.decode_mode)
 
 
 @dataclass
@@ -151,6 +167,8 @@ class Job:
         self._restored = checkpoints.read(newest) if newest is not None else None
         self._epoch = 0
         self._samples = 0  # consumed by all ranks, this run
+        self._allocation = environment.allocation
+        self._on_allocation: list[Callable[[Allocation], None]] = []
         self._control: Control | None = None
         if environment.job_id is not None and environment.control is not None:
             self._control = Control(
@@ -161,6 +179,8 @@ class Job:
                 rank=self.rank,
                 world_size=self.world_size,
                 job_dir=environment.job_dir or self.output_dir,
+                allocation=self._allocation,
+                paused_at=environment.paused_at,
             )
         self._metrics = _Metrics(self.output_dir / "metrics.jsonl", self._control)
         if self._restored is not None:
@@ -169,12 +189,26 @@ class Job:
             self._epoch = int(self._restored["epoch"])
             _set_rng(self._restored["rng"])
         if self._control is not None:
-            self._control.hello(self.step, environment.workers or 0)
+            self._control.hello(self.step)
 
     @property
     def resumed(self) -> bool:
         """Whether this run goes on from a checkpoint."""
         return self._restored is not None
+
+    @property
+    def allocation(self) -> Allocation:
+        """What the scheduler gives the job now (standalone: no decoder, the script's own
+        worker counts)."""
+        return self._allocation
+
+    def on_allocation(self, callback: Callable[[Allocation], None]) -> None:
+        """Call `callback(allocation)` on every rank when the scheduler changes the job's
+        allocation: at the batch boundary where a pause's resume comes, before any loader
+        starts its next DataLoader (so what the callback changes in a dataset, such as where
+        it decodes, reaches the new workers), and at the boundary where a live change of
+        the decoder share comes (no pause, no new DataLoader)."""
+        self._on_allocation.append(callback)
 
     # ---- the script's side -------------------------------------------------------------
 
@@ -307,6 +341,8 @@ class Job:
             self._metrics.flush()
         if self._control is not None:
             decision = self._control.at_boundary(self.step, self._samples)
+            if self._control.allocation != self._allocation:  # a live share change
+                self._allocated(self._control.allocation, rebuild=False)
             if decision is Decision.PAUSE:
                 self._pause(self._control)
             elif decision is Decision.CANCEL:
@@ -325,17 +361,34 @@ class Job:
         self._stop_signal = signum
 
     def _pause(self, control: Control) -> None:
-        """The daemon's pause: checkpoint, wait for the resume, and take its worker count
-        from the next batch on (the loaders rebuild their DataLoaders)."""
+        """The daemon's pause: checkpoint, wait for the resume, and take its allocation
+        from the next batch on (the loaders rebuild their DataLoaders). A job that resizes
+        cold leaves after the checkpoint instead, with status 0."""
         path = self.checkpoint()
         self._metrics.flush()
-        resize = control.paused(self.step, path)
-        if resize is None:
+        if self.environment.cold_resize:
+            control.paused(self.step, path, wait=False)
+            if self.rank == 0:
+                print("stoker: cold resize: exiting after the checkpoint", file=sys.stderr)
             self._leave(cancelled=True, checkpointed=True)
             return
+        allocation = control.paused(self.step, path)
+        if allocation is None:
+            self._leave(cancelled=True, checkpointed=True)
+            return
+        if allocation != self._allocation:
+            self._allocated(allocation, rebuild=True)
+
+    def _allocated(self, allocation: Allocation, *, rebuild: bool) -> None:
+        """Take a new allocation: the loaders' worker counts (and with `rebuild`, a new
+        DataLoader each from the next batch on), then the script's callbacks."""
+        self._allocation = allocation
         for loader in self._loaders:
-            if loader.resizable:
-                loader.workers = resize.workers_per_gpu
+            if loader.resizable and rebuild:
+                loader.workers = allocation.workers_per_rank or loader.workers
+                loader.rebuild()
+        for callback in self._on_allocation:
+            callback(allocation)
 
     def _leave(self, *, cancelled: bool = False, checkpointed: bool = False) -> None:
         """Checkpoint and exit: 0 when the daemon cancelled the job, 128 + the signal for
@@ -419,6 +472,24 @@ def _integer(environ: Mapping[str, str], name: str, default: int) -> int:
         return int(text)
     except ValueError:
         raise ValueError(f"{name}: a whole number, got {text!r}") from None
+
+
+def _number(environ: Mapping[str, str], name: str) -> float | None:
+    text = environ.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{name}: a number, got {text!r}") from None
+
+
+def _choice(environ: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    """The variable's value, one of `choices`; the first when unset."""
+    value = environ.get(name) or choices[0]
+    if value not in choices:
+        raise ValueError(f"{name}: one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def _device(local_rank: int) -> torch.device:

@@ -12,6 +12,7 @@ docs/sdk.md has the whole API, what it does without a daemon, and the environmen
 gets from the daemon.
 """
 
+from agents.control import Allocation
 from agents.sdk import Job, JobEnvironment, init
 
-__all__ = ["Job", "JobEnvironment", "init"]
+__all__ = ["Allocation", "Job", "JobEnvironment", "init"]

@@ -1,8 +1,10 @@
-"""The SDK in one process, without a daemon: the loader's position across worker changes and
-restarts, tracked state, checkpoints, metrics. Real torch on a tiny model."""
+"""The SDK in one process, without a daemon (or with its end of the protocol by hand): the
+loader's position across worker changes and restarts, tracked state, checkpoints, metrics,
+the job's allocation and its callbacks. Real torch on a tiny model."""
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -12,9 +14,18 @@ from torch import nn
 from torch.utils.data import Dataset, IterableDataset
 
 from agents import checkpoints
+from agents.control import Allocation
 from agents.loader import Position, ResizableLoader
-from agents.protocol import Hello, decode_agent
+from agents.protocol import (
+    FinishedMessage,
+    Hello,
+    PauseMessage,
+    ResumeMessage,
+    ShareMessage,
+    decode_agent,
+)
 from agents.sdk import Job, JobEnvironment
+from bench.agent_driver import Router
 
 
 class Numbers(Dataset[tuple[torch.Tensor, int]]):
@@ -225,6 +236,8 @@ def test_the_loader_refuses_what_it_owns(tmp_path: Path) -> None:
         job(tmp_path).loader(Numbers(4), batch_size=2, sampler=[0, 1, 2, 3])
     with pytest.raises(ValueError, match="batch_size"):
         job(tmp_path).loader(Numbers(4), batch_size=0)
+    with pytest.raises(ValueError, match="STOKER_WORKERS"):
+        job(tmp_path, STOKER_WORKERS="many")
 
 
 def test_a_batch_larger_than_the_dataset_is_refused_naming_batch_size(tmp_path: Path) -> None:
@@ -234,5 +247,64 @@ def test_a_batch_larger_than_the_dataset_is_refused_naming_batch_size(tmp_path: 
     with pytest.raises(ValueError, match=r"3 x 2 ranks = 6 samples per step.*at most 2"):
         two_ranks.loader(Numbers(4), batch_size=3)
     assert [len(batch[1]) for batch in job(tmp_path).loader(Numbers(4), batch_size=4)] == [4]
-    with pytest.raises(ValueError, match="STOKER_WORKERS"):
-        job(tmp_path, STOKER_WORKERS="many")
+
+
+def test_the_launch_gives_the_allocation_and_alone_there_is_none(tmp_path: Path) -> None:
+    assert job(tmp_path).allocation == Allocation(None, 0.0, "cpu")
+    given = job(
+        tmp_path, STOKER_WORKERS="3", STOKER_DECODE_MODE="device", STOKER_DECODER_SHARE="0.25"
+    )
+    assert given.allocation == Allocation(3, 0.25, "device")
+    with pytest.raises(ValueError, match="STOKER_DECODE_MODE"):
+        job(tmp_path, STOKER_DECODE_MODE="gpu")
+    with pytest.raises(ValueError, match="STOKER_RESIZE"):
+        job(tmp_path, STOKER_RESIZE="warm")
+
+
+class Decoded(Numbers):
+    """Numbers that say where they were decoded: the mode a worker's copy had."""
+
+    mode = "cpu"
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.tensor([1.0 if self.mode == "device" else 0.0]), index
+
+
+def test_a_new_allocation_reaches_the_callbacks_and_a_resume_the_workers(tmp_path: Path) -> None:
+    router = Router(tmp_path / "agents.sock")
+    try:
+        sdk = job(tmp_path, STOKER_JOB_ID="job", STOKER_CONTROL=router.endpoint, STOKER_WORKERS="1")
+        router.expect(Hello)
+        dataset, heard = Decoded(40), []
+        loader = sdk.loader(dataset, batch_size=4, shuffle=False)
+
+        def follow(allocation: Allocation) -> None:
+            heard.append(allocation)
+            dataset.mode = allocation.decode_mode  # in this process; workers see it if new
+
+        sdk.on_allocation(follow)
+        on_device, indices = [], []
+        for _ in sdk.epochs(1):
+            for step, (where, batch) in enumerate(loader):
+                on_device += where.flatten().tolist()
+                indices += batch.tolist()
+                if step == 0:  # same workers, another decode mode: a new DataLoader
+                    router.send("job", PauseMessage(job="job", gen=1))
+                    router.send(
+                        "job",
+                        ResumeMessage(
+                            job="job", gen=1, workers_per_gpu=1, decoder_share=0.5,
+                            decode_mode="device",
+                        ),
+                    )  # fmt: skip
+                if step == 5:  # a live share: no pause, no new DataLoader
+                    router.send("job", ShareMessage(job="job", gen=1, decoder_share=0.25))
+                time.sleep(0.05)  # the messages arrive while the epoch is on
+        assert heard == [Allocation(1, 0.5, "device"), Allocation(1, 0.25, "device")]
+        assert sdk.allocation == heard[-1]
+        switched = on_device.index(1.0)
+        assert 0 < switched < 40 and set(on_device[switched:]) == {1.0}, on_device
+        assert indices == list(range(40)), "every sample once, in order, across the resize"
+        router.expect(FinishedMessage)
+    finally:
+        router.close()
