@@ -1,5 +1,5 @@
-"""Training data for the application master: a folder of real JPEG files, a Pillow decode
-and augmentation pipeline, and the epoch order that makes every sample count once.
+"""Training data for the zoo trainer (agents/zoo.py): a folder of real JPEG files, a Pillow
+decode and augmentation pipeline, and the epoch order that makes every sample count once.
 
 - `make_dataset(root, images, size)` writes `images` JPEG files of synthetic content
   (smooth colour fields with a class-dependent pattern, so there is something to learn)
@@ -9,10 +9,10 @@ and augmentation pipeline, and the epoch order that makes every sample count onc
 - Augmentation (random resized crop, horizontal flip, normalise) draws from a generator
   seeded by (seed, epoch, index): a sample looks the same whichever worker decodes it and
   however often the job was resized, so a resumed epoch is the epoch it would have been.
-- `DeviceBatches` is the same data in decode mode `device`: each item is one batch; the
-  DataLoader worker sends it to the node's decoder service as one command (decode and
-  resize on the device) and only augments the pixels it gets back, with the same per-sample
-  seeds, so a job can switch modes at a pause and its epoch goes on.
+- `DeviceBatches` is the same data in decode mode `device`: a batch at a time (an item, or
+  `samples(batch)`); the DataLoader worker sends it to the node's decoder service as one
+  command (decode and resize on the device) and only augments the pixels it gets back, with
+  the same per-sample seeds, so a job can switch modes at a pause and its epoch goes on.
 - `EpochOrder` is the permutation of an epoch from (seed, epoch) and a cursor of consumed
   samples; `batches(rank, world, batch_size)` yields each rank's share of every global batch
   from the cursor on. Across any number of pauses, every sample of an epoch is consumed
@@ -172,15 +172,22 @@ class DeviceBatches(Dataset[tuple[torch.Tensor, torch.Tensor]]):
         return len(self.images)
 
     def __getitem__(self, batch: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        samples = self.samples(batch)
+        images, labels = zip(*samples, strict=True)
+        return torch.stack(images), torch.tensor(labels)
+
+    def samples(self, batch: list[int]) -> list[tuple[torch.Tensor, int]]:
+        """The samples of `batch` as `JpegDataset` gives them, decoded in one command."""
         client = self._connect()
         paths = [Path(self.images.root) / file_name(index) for index in batch]
         pixels = client.decode(paths)
-        tensors = [
-            self.images.augment(Image.fromarray(pixels[position]), self.images.rng(index))
+        return [
+            (
+                self.images.augment(Image.fromarray(pixels[position]), self.images.rng(index)),
+                int(self.images.labels[index]),
+            )
             for position, index in enumerate(batch)
         ]
-        labels = torch.tensor([int(self.images.labels[index]) for index in batch])
-        return torch.stack(tensors), labels
 
     def _connect(self) -> "DecoderClient":
         if self._client is None:

@@ -1,6 +1,8 @@
-"""The daemon's end of the agent protocol, by hand: a ROUTER socket that drives one
-application master, for tests and benchmarks of the master alone."""
+"""The daemon's end of the agent protocol, by hand: a ROUTER socket that drives one job's
+application master (the zoo trainer on the SDK), for tests and benchmarks of it alone."""
 
+import os
+import socket
 import subprocess
 import sys
 import time
@@ -54,21 +56,62 @@ def start_master(
     model: str = "smResnet20",
     workers: int = 1,
     heartbeat_s: float = 0.2,
-    **more: str,
+    decoder_endpoint: str = "",
+    cold_resize: bool = False,
+    **options: str,
 ) -> "subprocess.Popen[bytes]":
-    """`python -m agents.master` for job "job" on `router`, auditing, logging next to `out`;
-    `more` adds options (resume_from="..." gives --resume-from ...)."""
+    """The zoo trainer (`python -m agents.zoo`, an SDK script) as job "job" on `router`: one
+    process per rank with the environment the daemon gives a command job, job directory
+    `out` (checkpoints in out/checkpoints, so a second start goes on from the newest),
+    auditing to out/audit, each rank's output in out.log (out.rank<k>.log); `options` are
+    the trainer's (image_size="64" gives --image-size 64). Rank 0's process, which leads
+    the ranks' process group."""
     argv = [
-        sys.executable, "-m", "agents.master",
-        "--job", "job", "--endpoint", router.endpoint,
+        sys.executable, "-m", "agents.zoo",
         "--model", model, "--dataset", str(dataset),
-        "--batch-size", str(batch_size), "--gpus", str(gpus), "--iterations", str(iterations),
-        "--workers", str(workers), "--checkpoint-dir", str(out),
-        "--heartbeat-s", str(heartbeat_s), "--audit",
+        "--batch-size", str(batch_size), "--iterations", str(iterations),
+        "--audit", str(out / "audit"),
     ]  # fmt: skip
-    for flag, value in more.items():
-        argv += [f"--{flag.replace('_', '-')}", value]
-    with (out.parent / f"{out.name}.log").open("ab") as log:
-        process = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
-    router.started.append(process)
-    return process
+    for option, value in options.items():
+        argv += [f"--{option.replace('_', '-')}", value]
+    own = {name: value for name, value in os.environ.items() if not name.startswith("STOKER_")}
+    common = {
+        **own,
+        "STOKER_JOB_ID": "job",
+        "STOKER_CONTROL": router.endpoint,
+        "STOKER_WORKERS": str(workers),
+        "STOKER_HEARTBEAT_S": repr(heartbeat_s),
+        "STOKER_JOB_DIR": str(out),
+        "STOKER_OUTPUT_DIR": str(out / "output"),
+        "STOKER_CHECKPOINT_DIR": str(out / "checkpoints"),
+        "STOKER_DECODER": decoder_endpoint,
+        "STOKER_RESIZE": "cold" if cold_resize else "hot",
+        "WORLD_SIZE": str(gpus),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "OMP_NUM_THREADS": "1",
+    }
+    ranks: list[subprocess.Popen[bytes]] = []
+    for rank in range(gpus):
+        suffix = f".rank{rank}" if rank else ""
+        with (out.parent / f"{out.name}{suffix}.log").open("ab") as log:
+            ranks.append(
+                subprocess.Popen(
+                    argv,
+                    stdout=log,
+                    stderr=log,
+                    env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                    # one group for all ranks, led by rank 0 (a rank can join a group
+                    # only in its own session, so no new session)
+                    process_group=ranks[0].pid if ranks else 0,
+                )
+            )
+    router.started += ranks
+    return ranks[0]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

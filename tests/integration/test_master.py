@@ -1,7 +1,11 @@
-"""The application master as a real process training a real (tiny) model on real JPEGs,
-driven over a real ZeroMQ ROUTER the way the daemon drives it: pauses, resizes, a kill -9
-and a cold restart, with the sample audit proving every sample of an epoch counts once."""
+"""The application master of a zoo job, the zoo trainer on the SDK (`python -m agents.zoo`),
+as real processes training a real (tiny) model on real JPEGs, started with the environment
+the daemon gives a command job and driven over a real ZeroMQ ROUTER the way the daemon
+drives it: pauses, resizes, a kill -9 and a cold restart, the decoder device, and a
+checkpoint of the trainer before it taken over, with the sample audit proving every sample
+of an epoch counts once."""
 
+import contextlib
 import os
 import signal
 from collections import Counter
@@ -25,6 +29,7 @@ from agents.protocol import (
 from bench.agent_driver import Router, start_master
 from fpga_driver.client import DecoderClient
 from fpga_driver.loadgen import start_service, stop_service
+from tests.integration.master_format import write_master_checkpoint
 
 pytestmark = pytest.mark.timeout(240)
 IMAGES, BATCH = 48, 8  # 6 global batches an epoch
@@ -43,17 +48,19 @@ def router(tmp_path: Path) -> Iterator[Router]:
     yield link
     for process in link.started:  # a failed test leaves no trainer behind
         if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # a rank that leads no group
+                os.killpg(process.pid, signal.SIGKILL)
             process.wait()
     link.close()
 
 
 def audit(out: Path) -> Counter[tuple[int, int]]:
-    """(epoch, index) -> how often the audit counted it, over every rank."""
+    """(epoch, index) -> how often the audit counted it, over every rank (its lines are
+    `epoch index step`; the trainer before the SDK's wrote `epoch index`)."""
     counts: Counter[tuple[int, int]] = Counter()
     for path in (out / "audit").glob("rank*.txt"):
         for line in path.read_text().splitlines():
-            epoch, index = line.split()
+            epoch, index = line.split()[:2]
             counts[(int(epoch), int(index))] += 1
     return counts
 
@@ -107,15 +114,9 @@ def test_a_cold_restart_after_kill_9_rolls_the_audit_back(
     first.wait()
     trained_past = len(audit(out))
     assert trained_past > paused.iteration * BATCH
-    second = start_master(
-        router,
-        dataset,
-        out,
-        batch_size=BATCH,
-        gpus=1,
-        iterations=iterations,
-        resume_from=paused.checkpoint,
-    )
+    assert Path(paused.checkpoint).parent == out / "checkpoints"
+    # The same start again: it goes on from the newest checkpoint, the one of the pause.
+    second = start_master(router, dataset, out, batch_size=BATCH, gpus=1, iterations=iterations)
     hello = router.expect(Hello)
     assert hello.iteration == paused.iteration
     assert router.expect(FinishedMessage, timeout_s=120).iteration == iterations
@@ -126,7 +127,7 @@ def test_a_cold_restart_after_kill_9_rolls_the_audit_back(
 def test_a_job_switches_to_the_decoder_and_back_and_takes_a_live_share(
     router: Router, dataset: Path, tmp_path: Path
 ) -> None:
-    # The master starts on the CPU, resumes in device mode (its workers only augment what a
+    # The job starts on the CPU, resumes in device mode (its workers only augment what a
     # real `stoker decoder serve` decodes), gets a new share live, and goes back to the CPU;
     # every sample of every epoch still counts once.
     service = start_service(tmp_path / "decoder", capacity=5000.0)
@@ -184,3 +185,24 @@ def job_on_decoder(endpoint: str) -> dict[str, Any]:
     assert isinstance(clients, dict)
     found: dict[str, Any] = clients["job"]
     return found
+
+
+def test_a_checkpoint_of_the_trainer_before_the_sdk_is_taken_over(
+    router: Router, dataset: Path, tmp_path: Path
+) -> None:
+    # A job an older daemon started with `agents.master` left its checkpoint.pt (in that
+    # trainer's format) and its audit in the job directory, and trained past it before it
+    # died. Started as today's script, it goes on from that checkpoint, the audit rolled
+    # back with it.
+    out, iterations = tmp_path / "job", 24
+    at = 8  # epoch 1, 16 samples in
+    write_master_checkpoint(
+        out, model="smResnet20", classes=4, samples=IMAGES, batch_size=BATCH, iteration=at
+    )
+    with (out / "audit" / "rank0.txt").open("a") as audit:
+        audit.write("1 0\n1 1\n1 2\n")  # trained after the checkpoint, lost with the process
+    process = start_master(router, dataset, out, batch_size=BATCH, gpus=1, iterations=iterations)
+    assert router.expect(Hello).iteration == at
+    assert router.expect(FinishedMessage, timeout_s=120).iteration == iterations
+    assert process.wait(timeout=60) == 0
+    assert_each_sample_once(out, iterations)
