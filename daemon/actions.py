@@ -281,24 +281,27 @@ class Actions:
             threads=max(1, (os.cpu_count() or 1) // service.slots),
             user=service.job_user(job_id),
         )
-        if settings.is_command:
-            endpoint = service.link.endpoint_for(service.job_user_name(job_id))
-            ranks = command_ranks(service.config, launch, endpoint, os.environ)
-            pid = service.launcher.launch_ranks(job_id, ranks)
-        else:
+        if simulated:
             argv = agent_argv(
                 service.config, launch, service.link.endpoint, service.decoder_endpoint
             )
             indices = ",".join(str(index) for index in launch.gpu_indices)
             slot = "CUDA_VISIBLE_DEVICES" if service.uses_gpus else "STOKER_CPU_SLOTS"
             pid = service.launcher.launch(job_id, argv, {slot: indices})
+        else:  # a command, or a zoo job's command: the built-in trainer on the SDK
+            endpoint = service.link.endpoint_for(service.job_user_name(job_id))
+            decoder = service.decoder_endpoint
+            ranks = command_ranks(service.config, launch, endpoint, os.environ, decoder)
+            pid = service.launcher.launch_ranks(job_id, ranks)
         service.store.update_job(job_id, time.time(), pid=pid)
 
     def _cold(self, job_id: str) -> bool:
-        """Whether the job resizes cold: its agent exits after each pause."""
+        """Whether the job resizes cold: its processes exit after each pause (a simulated
+        agent resizes hot)."""
         record = self._service.records.get(job_id)
-        cold = record is not None and record.settings.resize == "cold"
-        return cold and self._service.config.agent_mode == "process"
+        if record is None or record.settings.resize != "cold":
+            return False
+        return record.settings.is_command or self._service.config.agent_mode == "process"
 
     def _send(self, message: PauseMessage | ResumeMessage | ShareMessage | CancelMessage) -> None:
         asyncio.get_running_loop().create_task(self._service.link.send(message))

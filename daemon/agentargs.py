@@ -1,6 +1,7 @@
 """How a job's processes start: a command job's ranks with the environment contract
-(docs/sdk.md), or the built-in agents' command line: the PyTorch application master
-(`process` mode) or a simulated one that trains nothing (`simulate` mode)."""
+(docs/sdk.md); a zoo job's the same way, its command the built-in zoo trainer (an SDK
+script, `python -m agents.zoo`); or, in `simulate` mode, a zoo job's simulated agent, which
+trains nothing."""
 
 import socket
 import sys
@@ -18,6 +19,9 @@ from scheduler.messages import Allocation
 # What a job sees of the daemon's own environment; everything else (tokens, the daemon's
 # settings, cloud credentials) stays with the daemon.
 PASSED_ON = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR")
+# Where the daemon's own code is: the zoo trainer is imported from there, whatever the
+# job's working directory.
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass(frozen=True)
@@ -28,9 +32,9 @@ class AgentLaunch:
     settings: JobSettings
     gen: int
     allocation: Allocation
-    resume_from: str  # checkpoint to start from; "" for a fresh start
+    resume_from: str  # simulate mode: checkpoint to start from; "" for a fresh start
     job_dir: Path
-    dataset: Path | None  # process mode: the folder it trains on
+    dataset: Path | None  # a zoo job's (not simulated): the folder it trains on
     predicted: JobSpec | None  # simulate mode: the rates it pretends to have
     paused_at: float | None = None  # a cold resize: when its predecessor paused (epoch s)
     attempt: int = 0  # restarts used before this launch
@@ -41,12 +45,17 @@ class AgentLaunch:
 
 
 def command_ranks(
-    config: DaemonConfig, launch: AgentLaunch, endpoint: str, daemon_env: Mapping[str, str]
+    config: DaemonConfig,
+    launch: AgentLaunch,
+    endpoint: str,
+    daemon_env: Mapping[str, str],
+    decoder: str = "",
 ) -> list[RankProcess]:
-    """One process per rank of a command job, each with the same argv and the torchrun and
-    STOKER_* variables; of the daemon's environment only `PASSED_ON`."""
+    """One process per rank of a command job (a zoo job's command: `zoo_command`), each
+    with the same argv and the torchrun and STOKER_* variables; of the daemon's
+    environment only `PASSED_ON`. `decoder` is the node's decoder service, if any."""
     settings = launch.settings
-    assert settings.command is not None
+    command = settings.command if settings.command is not None else zoo_command(config, launch)
     job_dir = launch.job_dir
     placed = ",".join(str(index) for index in launch.gpu_indices)
     common = {
@@ -73,18 +82,53 @@ def command_ranks(
     user = launch.user
     if user is not None:  # its own home and name, not the daemon's
         common.update(HOME=user.home, USER=user.name, LOGNAME=user.name)
+    common.update(_allocation_env(launch, decoder))
+    if settings.command is None:  # the zoo trainer, from the daemon's own code
+        common["PYTHONPATH"] = str(SOURCE_ROOT)
     if settings.audit_samples:  # the SDK writes it (agents/audit.py)
         common["STOKER_AUDIT_DIR"] = str(job_dir / "audit")
     workdir = Path(settings.workdir) if settings.workdir else job_dir
     return [
         RankProcess(
-            argv=settings.command,
+            argv=command,
             env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
             workdir=workdir,
             user=user,
         )
         for rank in range(settings.gpus)
     ]
+
+
+def zoo_command(config: DaemonConfig, launch: AgentLaunch) -> tuple[str, ...]:
+    """A zoo job's command: the built-in trainer, the same on every launch."""
+    settings, training = launch.settings, config.training
+    assert settings.model is not None and settings.iterations is not None  # a zoo job
+    return (
+        sys.executable, "-m", "agents.zoo",
+        "--model", settings.model,
+        "--dataset", str(launch.dataset),
+        "--iterations", str(settings.iterations),
+        "--batch-size", str(settings.batch_size),
+        "--image-size", str(training.image_size),
+        "--seed", str(training.seed),
+    )  # fmt: skip
+
+
+def _allocation_env(launch: AgentLaunch, decoder: str) -> dict[str, str]:
+    """The decoder part of the job's allocation, the node's decoder service, and how the
+    job resizes: a cold one exits after a pause's checkpoint and is started again, told when
+    that pause came."""
+    allocation = launch.allocation
+    env = {
+        "STOKER_DECODE_MODE": allocation.decode_mode,
+        "STOKER_DECODER_SHARE": repr(allocation.decoder_share),
+        "STOKER_RESIZE": launch.settings.resize,
+    }
+    if decoder:
+        env["STOKER_DECODER"] = decoder
+    if launch.paused_at is not None:
+        env["STOKER_PAUSED_AT"] = repr(launch.paused_at)
+    return env
 
 
 def _free_port() -> int:
@@ -95,8 +139,10 @@ def _free_port() -> int:
 
 
 def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder: str) -> list[str]:
+    """A zoo job's simulated agent (`simulate` mode): the protocol, no training."""
     settings = launch.settings
     assert settings.model is not None and settings.iterations is not None  # a zoo job
+    assert launch.predicted is not None
     allocation = launch.allocation
     common = [
         "--job", launch.job_id,
@@ -114,21 +160,6 @@ def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder
     ]  # fmt: skip
     if launch.resume_from:
         common += ["--resume-from", launch.resume_from]
-    if launch.paused_at is not None:
-        common += ["--paused-at", repr(launch.paused_at)]
-    if config.agent_mode == "process":
-        training = config.training
-        argv = [
-            sys.executable, "-m", "agents.master", *common,
-            "--model", settings.model,
-            "--dataset", str(launch.dataset),
-            "--image-size", str(training.image_size),
-            "--seed", str(training.seed),
-        ]  # fmt: skip
-        if settings.resize == "cold":
-            argv.append("--cold-resize")
-        return [*argv, "--audit"] if settings.audit_samples else argv
-    assert launch.predicted is not None
     simulated = config.simulated
     scale = simulated.time_scale
     return [

@@ -80,7 +80,7 @@ class DaemonConfig(BaseSettings):
     port: int = Field(8470, ge=0, le=65535)
     agent_mode: Literal["process", "simulate"] = Field(
         "process",
-        description="process: the PyTorch application master per job (agents/master.py); "
+        description="process: a zoo job runs the built-in trainer, an SDK script (agents/zoo.py); "
         "simulate: `stoker agent --simulate`, which speaks the protocol and trains nothing",
     )
     tpm: Path | None = Field(None, description="a fitted model (stoker tpm fit); unset = built-in")

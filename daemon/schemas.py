@@ -90,8 +90,8 @@ class JobSubmission(BaseModel):
     max_restarts: int | None = Field(None, ge=0, le=100, description="relaunches after a crash")
     resize: Literal["hot", "cold"] = Field(
         "hot",
-        description="hot: the agent rebuilds its loaders in place; cold: it exits after each "
-        "pause's checkpoint and a new process starts from it (process agents only)",
+        description="hot: the job rebuilds its loaders in place; cold: it exits after each "
+        "pause's checkpoint and new processes start from it (not simulated agents)",
     )
     audit_samples: bool = Field(
         False, description="write every trained sample to <state>/jobs/<id>/audit/rank<k>.txt"

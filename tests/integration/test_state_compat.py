@@ -1,5 +1,6 @@
 """A state dir written by an older daemon (commit 467efbf, tests/fixtures/README.md) is read
-by today's: every job, event, plan, sample and model comes back."""
+by today's: every job, event, plan, sample and model comes back, and a zoo job that an
+older daemon's trainer (`agents.master`) checkpointed goes on from that checkpoint."""
 
 import shutil
 import sqlite3
@@ -9,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from agents import checkpoints
+from agents.data import make_dataset
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+from tests.integration.master_format import write_master_checkpoint
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "state-467efbf"
 NODE = {"cpu_slots": 2, "cpu_workers": 8, "max_jobs_per_gpu": 1}  # as the old daemon had it
@@ -76,3 +80,36 @@ def test_todays_daemon_reads_a_state_dir_an_older_one_wrote(
             lambda: client.get(f"/v1/jobs/{ids['waiting']}").json()["state"] != "submitted",
             timeout_s=60,
         )
+
+
+def test_a_zoo_job_an_older_daemon_ran_goes_on_from_its_old_checkpoint_as_an_sdk_script(
+    tmp_path: Path, serve: Callable[..., Daemon]
+) -> None:
+    # The fixture's daemon ran its zoo jobs simulated; one in process mode ran them with
+    # `agents.master`, which left checkpoint.pt in the job's directory in its own format.
+    # Give the running job that, at iteration 63, and start today's daemon with real
+    # trainers: the relaunch is the zoo trainer on the SDK, and it goes on from iteration 63.
+    shutil.copytree(FIXTURE, tmp_path / "state")
+    (job_id,) = [row[0] for row in stored("SELECT id FROM jobs WHERE name = 'running'")]
+    job_dir = tmp_path / "state" / "jobs" / job_id
+    data = tmp_path / "data"
+    make_dataset(data, images=16, size=32, classes=4)
+    write_master_checkpoint(
+        job_dir, model="Resnet18", classes=4, samples=16, batch_size=64, iteration=63
+    )
+    daemon = serve(
+        node=NODE,
+        agent_mode="process",
+        training={"default_dataset": str(data), "image_size": 32},
+    )
+    with daemon.client() as client:
+        wait_for(
+            "the job to train past its old checkpoint",
+            lambda: client.get(f"/v1/jobs/{job_id}").json()["iteration"] > 63,
+            timeout_s=90,
+        )
+        log = (job_dir / "stderr.log").read_text()
+        assert f"took over {job_dir / 'checkpoint.pt'}" in log
+        taken = checkpoints.read(job_dir / "checkpoints" / "checkpoint-00000001.pt")
+        assert taken["step"] == 63 and taken["loaders"][0]["epoch"] == 63
+        assert client.delete(f"/v1/jobs/{job_id}").status_code == 200
