@@ -1,9 +1,10 @@
 """An agent's line to the daemon: a ZeroMQ DEALER whose identity is the job id. No torch.
 
-Both application masters use it: the PyTorch one (agents/master.py) and the simulated one
-(agents/simulated.py). A daemon that restarts binds its socket again and the DEALER
-reconnects by itself; a socket monitor notices, and `reconnected()` tells the agent to say
-hello again, so that the new daemon re-attaches the job.
+The SDK's side of the protocol uses it (agents/control.py, in every job's rank 0), and so
+does the simulated agent (agents/simulated.py), whose command line is `agent_arguments`.
+A daemon that restarts binds its socket again and the DEALER reconnects by itself; a
+socket monitor notices, and `reconnected()` tells the agent to say hello again, so that
+the new daemon re-attaches the job.
 """
 
 import argparse
@@ -94,7 +95,7 @@ class DaemonLink:
 
 @dataclass(frozen=True, kw_only=True)
 class AgentJob:
-    """What every agent is told by the launcher (`agent_arguments`); each agent's own job
+    """What the simulated agent is told by the launcher (`agent_arguments`); its own job
     adds its fields."""
 
     job_id: str
@@ -132,8 +133,8 @@ class AgentJob:
 
 
 def agent_arguments(description: str) -> argparse.ArgumentParser:
-    """The options every agent takes from the daemon's launcher (daemon/service.py builds
-    them once for both kinds); each agent adds its own."""
+    """The options the simulated agent takes from the daemon's launcher
+    (daemon/agentargs.py `agent_argv`); SDK jobs get theirs from the environment."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--job", required=True, help="the job id, also the DEALER identity")
     parser.add_argument("--endpoint", required=True, help="the daemon's ROUTER")

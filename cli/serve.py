@@ -89,12 +89,12 @@ def agent(
     simulate: Annotated[bool, typer.Option(help="speak the protocol, train nothing")] = False,
     args: Annotated[list[str] | None, typer.Argument(help="agent options (see --help)")] = None,
 ) -> None:
-    """Run one job's application master (the daemon's launcher does this): the PyTorch
-    trainer (agents/master.py), or with --simulate one that trains nothing."""
+    """Run one zoo job's trainer: the built-in one, an SDK script (`python -m agents.zoo`,
+    which the daemon's launcher runs), or with --simulate an agent that trains nothing."""
     if simulate:
         from agents.simulated import main as simulated  # noqa: PLC0415
 
         raise typer.Exit(simulated(args or []))
-    from agents.master import main  # noqa: PLC0415 (torch stays out of the daemon's imports)
+    from agents.zoo import main  # noqa: PLC0415 (torch stays out of the daemon's imports)
 
     raise typer.Exit(main(args or []))

@@ -50,7 +50,7 @@ def test_agent_simulate_loads_the_simulated_agent_without_torch() -> None:
     # An option the agent refuses: it is imported, parses its arguments and exits.
     modules = loaded_by("agent", "--simulate", "--no-such-option")
     assert "agents.simulated" in modules
-    assert "agents.master" not in modules
+    assert "agents.zoo" not in modules
     assert packages(modules) & {"torch", "matplotlib"} == set()
 
 
