@@ -163,6 +163,7 @@ class Control:
                 share = _millionths(live)
             if isinstance(stop, PauseMessage):
                 decision, self.gen = Decision.PAUSE, stop.gen
+                self._paused_at = time.time()  # `resumed` counts its gap from here
             elif isinstance(stop, CancelMessage):
                 decision = Decision.CANCEL
         decided, share = self._broadcast([int(decision), share])
@@ -185,7 +186,6 @@ class Control:
                     checkpoint=str(checkpoint or ""),
                 )
             )
-            self._paused_at = time.time()
             if not wait:
                 return None
             resume = self.link.wait_for_resume()
