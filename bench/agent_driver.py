@@ -95,18 +95,17 @@ def start_master(
     for rank in range(gpus):
         suffix = f".rank{rank}" if rank else ""
         with (out.parent / f"{out.name}{suffix}.log").open("ab") as log:
-            ranks.append(
-                subprocess.Popen(
-                    argv,
-                    stdout=log,
-                    stderr=log,
-                    env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
-                    # one group for all ranks, led by rank 0 (a rank can join a group
-                    # only in its own session, so no new session)
-                    process_group=ranks[0].pid if ranks else 0,
-                )
+            process = subprocess.Popen(
+                argv,
+                stdout=log,
+                stderr=log,
+                env={**common, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+                # one group for all ranks, led by rank 0 (a rank can join a group only in
+                # its own session, so no new session)
+                process_group=ranks[0].pid if ranks else 0,
             )
-    router.started += ranks
+        ranks.append(process)
+        router.started.append(process)  # the caller stops it, even if a later rank fails
     return ranks[0]
 
 
