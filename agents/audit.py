@@ -2,7 +2,7 @@
 the job's loader hands to this rank's script, one line `epoch index offset` each in
 `rank<k>.txt`, where `offset` is where its global batch starts in the epoch (the same on
 every rank, so the lines of one step on all ranks are one global batch). The first two
-columns are those of the built-in trainer's audit (agents/master.py).
+columns are those the built-in trainer's audit had before it was an SDK script.
 
 It rolls back with the job: a run that starts from a checkpoint first drops the lines of
 batches after the checkpoint's position, which it trains (and writes) again, so after any
