@@ -90,13 +90,14 @@ class Decoding:
                 )
             self._control.set_share(share)
             log.info("job %s: decoder share %.3f", self.name, share)
-        self.samples.device = DeviceBatches(
-            self.samples.images,
-            endpoint=self.endpoint,
-            job=self.name,
-            share=share,
-            max_batch=self.max_batch,
-        )
+        if self.samples.device is None:  # workers join at the job's share, whatever this says
+            self.samples.device = DeviceBatches(
+                self.samples.images,
+                endpoint=self.endpoint,
+                job=self.name,
+                share=share,
+                max_batch=self.max_batch,
+            )
 
     def close(self) -> None:
         if self._control is not None:
