@@ -93,9 +93,9 @@ def test_a_zoo_job_an_older_daemon_ran_goes_on_from_its_old_checkpoint_as_an_sdk
     (job_id,) = [row[0] for row in stored("SELECT id FROM jobs WHERE name = 'running'")]
     job_dir = tmp_path / "state" / "jobs" / job_id
     data = tmp_path / "data"
-    make_dataset(data, images=16, size=32, classes=4)
+    make_dataset(data, images=128, size=32, classes=4)  # at least one batch of 64
     write_master_checkpoint(
-        job_dir, model="Resnet18", classes=4, samples=16, batch_size=64, iteration=63
+        job_dir, model="Resnet18", classes=4, samples=128, batch_size=64, iteration=63
     )
     daemon = serve(
         node=NODE,
@@ -111,5 +111,5 @@ def test_a_zoo_job_an_older_daemon_ran_goes_on_from_its_old_checkpoint_as_an_sdk
         log = (job_dir / "stderr.log").read_text()
         assert f"took over {job_dir / 'checkpoint.pt'}" in log
         taken = checkpoints.read(job_dir / "checkpoints" / "checkpoint-00000001.pt")
-        assert taken["step"] == 63 and taken["loaders"][0]["epoch"] == 63
+        assert taken["step"] == 63 and taken["loaders"][0]["epoch"] == 31  # 2 steps an epoch
         assert client.delete(f"/v1/jobs/{job_id}").status_code == 200
