@@ -22,6 +22,7 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from allocator import InvalidRequest, ThroughputModel
+from daemon import apidocs
 from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
@@ -267,14 +268,21 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
                 log.error("shutdown did not finish in time; exiting anyway")
 
     # max_body_size counts the bytes as they arrive, so a chunked body is bounded too.
+    # FastAPI's own /docs and /redoc load their scripts from a CDN: apidocs serves /docs.
     app = FastAPI(
-        title="stoker", version="0.1.0", lifespan=lifespan, max_body_size=config.max_body_bytes
+        title="stoker",
+        version="0.1.0",
+        lifespan=lifespan,
+        max_body_size=config.max_body_bytes,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.tokens = load_tokens(config)
     app.include_router(v1)
     app.include_router(data_router)
     app.include_router(job_output_router)
     app.include_router(page_router)
+    app.include_router(apidocs.router)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
