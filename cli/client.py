@@ -1,5 +1,5 @@
 """The CLI client of a running daemon: `stoker submit`, `stoker jobs`, `stoker logs`,
-`stoker cancel` and `stoker workload run`.
+`stoker cancel` and `stoker dashboard`; `Daemon`, the connection every client command uses.
 
 Where the daemon is: `--url`, else `STOKER_URL`, else http://127.0.0.1:8470. The token:
 `--token`, else `STOKER_TOKEN`, else the admin token in the state dir (`--state-dir`, else
@@ -7,7 +7,6 @@ Where the daemon is: `--url`, else `STOKER_URL`, else http://127.0.0.1:8470. The
 """
 
 import os
-import time
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,14 +16,10 @@ import typer
 
 from cli.common import fail, print_json, read_text
 
-if TYPE_CHECKING:  # imported when a command runs: `stoker serve` loads neither
+if TYPE_CHECKING:  # imported when a command runs: `stoker serve` does not load it
     import httpx
-    from rich.progress import Progress
-
-    from workloads.spec import Workload
 
 DEFAULT_URL = "http://127.0.0.1:8470"
-FINAL = {"completed", "failed", "cancelled"}
 
 Url = Annotated[str | None, typer.Option(help=f"daemon URL [$STOKER_URL or {DEFAULT_URL}]")]
 Token = Annotated[str | None, typer.Option(help="bearer token [$STOKER_TOKEN or admin.token]")]
@@ -33,7 +28,7 @@ StateDir = Annotated[
 ]
 
 
-def register_client(app: typer.Typer, workload_app: typer.Typer) -> None:
+def register_client(app: typer.Typer) -> None:
     # `stoker submit -- python train.py --lr 0.1`: the command's own options pass through.
     app.command(
         "submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
@@ -42,7 +37,6 @@ def register_client(app: typer.Typer, workload_app: typer.Typer) -> None:
     app.command("logs")(logs)
     app.command("cancel")(cancel)
     app.command("dashboard")(dashboard)
-    workload_app.command("run")(run_workload)
 
 
 class Daemon:
@@ -69,18 +63,26 @@ class Daemon:
     def call(
         self, method: str, path: str, body: object = None, params: dict[str, Any] | None = None
     ) -> Any:
+        """The reply's JSON; any error status fails the command, saying what came back."""
+        reply = self.request(method, path, body, params)
+        if reply.status_code >= 400:
+            fail(f"{method} {path}: {reply.status_code} {detail(reply)}")
+        return reply.json()
+
+    def request(
+        self, method: str, path: str, body: object = None, params: dict[str, Any] | None = None
+    ) -> "httpx.Response":
+        """The reply, whatever its status; no daemon there fails the command."""
         import httpx  # noqa: PLC0415
 
         try:
-            reply = self.http.request(method, path, json=body, params=params)
+            return self.http.request(method, path, json=body, params=params)
         except httpx.TransportError as error:
             fail(f"no daemon at {self.url} ({error}); start one with `stoker serve`")
-        if reply.status_code >= 400:
-            fail(f"{method} {path}: {reply.status_code} {_detail(reply)}")
-        return reply.json()
 
 
-def _detail(reply: "httpx.Response") -> str:
+def detail(reply: "httpx.Response") -> str:
+    """What an error reply says, one line: `field: message; ...` for a 422."""
     try:
         detail = reply.json().get("detail")
     except ValueError:
@@ -196,7 +198,7 @@ def _follow(
         ) as reply:
             if reply.status_code >= 400:
                 reply.read()
-                fail(f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {_detail(reply)}")
+                fail(f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {detail(reply)}")
             for text in reply.iter_text():
                 typer.echo(text, nl=False)
     except httpx.TransportError as error:
@@ -254,85 +256,3 @@ def dashboard(
 def dashboard_link(url: str, token: str) -> str:
     """`url`'s dashboard, with `token` for the page to exchange."""
     return f"{url.rstrip('/')}/?{urlencode({'token': token})}"
-
-
-def run_workload(
-    workload_file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml")],
-    *,
-    speed: Annotated[
-        float, typer.Option(help="time compression: 10 submits ten times faster")
-    ] = 1.0,
-    wait: Annotated[bool, typer.Option(help="wait for every job to end")] = True,
-    url: Url = None,
-    token: Token = None,
-    state_dir: StateDir = None,
-) -> None:
-    """Submit a workload's jobs to a live daemon at their arrival times, with progress."""
-    if not speed > 0:
-        fail(f"--speed must be positive, got {speed}")
-    from workloads.errors import WorkloadError  # noqa: PLC0415 (the CLI imports lazily)
-    from workloads.spec import load_workload  # noqa: PLC0415
-
-    try:
-        workload = load_workload(workload_file)
-    except WorkloadError as error:
-        fail(str(error))
-    daemon = Daemon(url, token, state_dir)
-    ids = submit_on_schedule(daemon, workload, speed)
-    if wait:
-        _wait_for(daemon, ids)
-    print_json({"workload": workload.name, "jobs": ids})
-
-
-def submit_on_schedule(
-    daemon: Daemon, workload: "Workload", speed: float, *, progress: bool = True
-) -> dict[str, str]:
-    """Submit each job at its arrival time divided by `speed`; workload id -> job id."""
-    ids: dict[str, str] = {}
-    started = time.monotonic()
-    first = min(job.arrival_s for job in workload.jobs)
-    with _progress(disable=not progress) as bar:
-        task = bar.add_task("submitted", total=len(workload.jobs))
-        for job in sorted(workload.jobs, key=lambda job: job.arrival_s):
-            delay = (job.arrival_s - first) / speed - (time.monotonic() - started)
-            if delay > 0:
-                time.sleep(delay)
-            body: dict[str, Any] = {
-                "name": job.id,
-                "model": job.model,
-                "batch_size": job.batch_size,
-                "gpus": job.gpus,
-                "iterations": job.iterations,
-            }
-            if job.gpu_indices is not None:
-                body["gpu_indices"] = list(job.gpu_indices)
-            ids[job.id] = daemon.call("POST", "/v1/jobs", body)["id"]
-            bar.advance(task)
-    return ids
-
-
-def _wait_for(daemon: Daemon, ids: dict[str, str]) -> None:
-    with _progress() as bar:
-        task = bar.add_task("ended", total=len(ids))
-        while True:
-            states = {job["id"]: job["state"] for job in daemon.call("GET", "/v1/jobs")}
-            ended = sum(states.get(job_id) in FINAL for job_id in ids.values())
-            bar.update(task, completed=ended)
-            if ended == len(ids):
-                return
-            time.sleep(0.5)
-
-
-def _progress(*, disable: bool = False) -> "Progress":
-    from rich.console import Console  # noqa: PLC0415 (only the progress bars need rich)
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
-
-    return Progress(
-        TextColumn("{task.description:>10}"),
-        BarColumn(),
-        TextColumn("{task.completed}/{task.total}"),
-        TimeElapsedColumn(),
-        console=Console(stderr=True),  # stdout is for the JSON result
-        transient=False,
-        disable=disable,
-    )

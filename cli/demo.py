@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 import tomli_w
 import typer
 
-from cli.client import Daemon, dashboard_link, submit_on_schedule
+from cli.client import Daemon, dashboard_link
 from cli.common import fail
+from cli.workload_commands import FINAL, submit_on_schedule
 
 if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
     from workloads.spec import Workload
 
 REPO_WORKLOAD = Path(__file__).resolve().parents[1] / "configs" / "workloads" / "demo-cpu.toml"
-FINAL = {"completed", "failed", "cancelled"}
 
 
 def demo_command(
@@ -118,7 +118,7 @@ def _run(daemon: Daemon, jobs: "Workload", where: Path) -> None:
     """Submit on schedule in a thread while this one tells what happens, as it happens."""
     ids: dict[str, str] = {}
     submitter = threading.Thread(
-        target=lambda: ids.update(submit_on_schedule(daemon, jobs, 1.0, progress=False)),
+        target=lambda: ids.update(submit_on_schedule(daemon, jobs, 1.0, progress=False).ids),
         daemon=True,
     )
     submitter.start()

@@ -1,16 +1,20 @@
-"""`stoker workload ...`: make workload files.
+"""`stoker workload ...`: make workload files, or run one on a live daemon.
 
 `generate` draws a synthetic workload (workloads.generator); `trace` replays the Gavel/Philly
 trace onto one node (workloads.trace). Both print the workload's TOML on stdout, or write it
 to --out through a temporary file renamed into place. docs/workloads.md has the format.
+`run` submits a workload's jobs to a daemon at their arrival times.
 """
 
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from cli.common import fail, write_atomically
+from cli.client import Daemon, StateDir, Token, Url, detail
+from cli.common import fail, print_json, write_atomically
 
 # Imported with the CLI, unlike every other command's dependencies: the options' defaults
 # are the generator's and the replay's own, and Typer reads them from the signatures. These
@@ -25,7 +29,7 @@ from workloads.generator import (
     GeneratorOptions,
     generate_workload,
 )
-from workloads.spec import Workload, dump_workload
+from workloads.spec import Workload, WorkloadJob, dump_workload, load_workload
 from workloads.trace import (
     DEFAULT_ITERATION_SCALE,
     DEFAULT_LOAD,
@@ -34,7 +38,13 @@ from workloads.trace import (
     replay_trace,
 )
 
+if TYPE_CHECKING:  # imported when `run` runs
+    from rich.progress import Progress
+
 Number = TypeVar("Number", int, float)
+FINAL = {"completed", "failed", "cancelled"}
+# Exit status of `run` when the daemon refused some jobs and ran the others.
+SOME_REFUSED = 1
 
 workload_app = typer.Typer(
     help="Make workload files for `stoker simulate`, or run one on a live daemon.",
@@ -173,3 +183,118 @@ def _emit(workload: Workload, out: Path | None) -> None:
         return
     write_atomically(out, text, "workload")
     typer.echo(f"wrote {len(workload.jobs)} jobs to {out}")
+
+
+@workload_app.command("run")
+def run_command(
+    workload_file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml")],
+    *,
+    speed: Annotated[
+        float, typer.Option(help="time compression: 10 submits ten times faster")
+    ] = 1.0,
+    wait: Annotated[bool, typer.Option(help="wait for every job to end")] = True,
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Submit a workload's jobs to a live daemon at their arrival times, with progress. A
+    job the daemon refuses is reported with its reason and the others go on; the JSON lists
+    both, and the exit status is 1 when any job was refused."""
+    if not speed > 0:
+        fail(f"--speed must be positive, got {speed}")
+    try:
+        workload = load_workload(workload_file)
+    except WorkloadError as error:
+        fail(str(error))
+    daemon = Daemon(url, token, state_dir)
+    outcome = submit_on_schedule(daemon, workload, speed)
+    if wait and outcome.ids:
+        _wait_for(daemon, outcome.ids)
+    print_json({"workload": workload.name, "jobs": outcome.ids, "refused": outcome.refused})
+    typer.echo(outcome.summary(), err=True)
+    if outcome.refused:
+        raise typer.Exit(SOME_REFUSED)
+
+
+@dataclass
+class Submissions:
+    """What the daemon made of a workload's jobs, by their ids in the workload file."""
+
+    ids: dict[str, str] = field(default_factory=dict)  # accepted: -> the daemon's job id
+    refused: dict[str, str] = field(default_factory=dict)  # -> the daemon's reason
+
+    def summary(self) -> str:
+        done = f"submitted {len(self.ids)} of {len(self.ids) + len(self.refused)} jobs"
+        if not self.refused:
+            return done
+        reasons = "".join(f"\n  {job}: {reason}" for job, reason in self.refused.items())
+        return f"{done}; refused {len(self.refused)}:{reasons}"
+
+
+def submit_on_schedule(
+    daemon: Daemon, workload: Workload, speed: float, *, progress: bool = True
+) -> Submissions:
+    """Submit each job at its arrival time divided by `speed`. A job the daemon refuses
+    (422: the job itself is wrong for this node) is said at once and the next one goes on;
+    any other error stops the run, as it would stop every later job too."""
+    outcome = Submissions()
+    started = time.monotonic()
+    first = min(job.arrival_s for job in workload.jobs)
+    with _progress(disable=not progress) as bar:
+        task = bar.add_task("submitted", total=len(workload.jobs))
+        for job in sorted(workload.jobs, key=lambda job: job.arrival_s):
+            delay = (job.arrival_s - first) / speed - (time.monotonic() - started)
+            if delay > 0:
+                time.sleep(delay)
+            reply = daemon.request("POST", "/v1/jobs", _job_body(job))
+            if reply.status_code == 422:
+                outcome.refused[job.id] = reason = detail(reply)
+                gpus = f"{job.gpus} GPU{'s' * (job.gpus > 1)}"
+                said = f"refused {job.id} ({job.model}, {gpus}): {reason}"
+                bar.console.print(said, markup=False, highlight=False, soft_wrap=True)
+            elif reply.status_code >= 400:
+                fail(f"POST /v1/jobs ({job.id}): {reply.status_code} {detail(reply)}")
+            else:
+                outcome.ids[job.id] = reply.json()["id"]
+            bar.advance(task)
+    return outcome
+
+
+def _job_body(job: WorkloadJob) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": job.id,
+        "model": job.model,
+        "batch_size": job.batch_size,
+        "gpus": job.gpus,
+        "iterations": job.iterations,
+    }
+    if job.gpu_indices is not None:
+        body["gpu_indices"] = list(job.gpu_indices)
+    return body
+
+
+def _wait_for(daemon: Daemon, ids: dict[str, str]) -> None:
+    with _progress() as bar:
+        task = bar.add_task("ended", total=len(ids))
+        while True:
+            states = {job["id"]: job["state"] for job in daemon.call("GET", "/v1/jobs")}
+            ended = sum(states.get(job_id) in FINAL for job_id in ids.values())
+            bar.update(task, completed=ended)
+            if ended == len(ids):
+                return
+            time.sleep(0.5)
+
+
+def _progress(*, disable: bool = False) -> "Progress":
+    from rich.console import Console  # noqa: PLC0415 (only the progress bars need rich)
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
+
+    return Progress(
+        TextColumn("{task.description:>10}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),  # stdout is for the JSON result
+        transient=False,
+        disable=disable,
+    )

@@ -1,4 +1,4 @@
-"""`stoker submit`, `jobs`, `cancel` and `workload run` against a live daemon."""
+"""`stoker submit`, `jobs` and `cancel` against a live daemon."""
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -50,29 +50,3 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
     assert nobody.code == 2 and "stoker serve" in nobody.stderr
     no_token = stoker("jobs", "--url", daemon.url, cwd=tmp_path)
     assert no_token.code == 2 and "--token" in no_token.stderr
-
-
-def test_workload_run_submits_on_schedule_and_waits(
-    serve: Callable[..., Daemon], tmp_path: Path
-) -> None:
-    daemon = serve()
-    workload = tmp_path / "w.toml"
-    workload.write_text(
-        'name = "two"\n'
-        '[[jobs]]\nid = "early"\nmodel = "smResnet20"\nbatch_size = 64\ngpus = 1\n'
-        "iterations = 60\narrival_s = 0\n"
-        '[[jobs]]\nid = "late"\nmodel = "Resnet18"\nbatch_size = 64\ngpus = 2\n'
-        "iterations = 60\narrival_s = 20\n"
-    )
-    run = stoker(
-        "workload", "run", workload, "--speed", "20",
-        "--url", daemon.url, "--token", daemon.tokens["admin"],
-    )  # fmt: skip
-    assert run.code == 0, run.stderr
-    submitted = run.json()["jobs"]
-    assert isinstance(submitted, dict) and set(submitted) == {"early", "late"}
-    with daemon.client() as client:
-        jobs = client.get("/v1/jobs").json()
-    assert {job["state"] for job in jobs} == {"completed"}
-    early, late = sorted(jobs, key=lambda job: job["submitted_at"])
-    assert late["submitted_at"] - early["submitted_at"] >= 0.9  # 20 s at speed 20
