@@ -1,22 +1,28 @@
-"""`stoker tpm fit` and `stoker tpm predict`: the throughput model from the command line.
+"""`stoker tpm fit`, `predict` and `upload`: the throughput model from the command line.
 
 This module does the file I/O and the timing; `tpm` itself only sees text. A model file is
 written to a temporary file in its directory and renamed into place, so a crash or a
-full disk never leaves half a model where a good one was.
+full disk never leaves half a model where a good one was. `upload` sends a sample file to
+a live daemon (`POST /v1/tpm/samples`), which refits on it.
 """
 
+import csv
+import io
 import time
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from cli.client import Daemon, StateDir, Token, Url
 from cli.common import fail, print_json, read_text, write_atomically
 from tpm import (
     FittedTPM,
     TpmError,
     TrainingSamples,
     UnknownPipeline,
+    detect_kind,
     fit,
     import_fitting_backend,
     read_loading_samples,
@@ -25,9 +31,18 @@ from tpm import (
 )
 
 tpm_app = typer.Typer(
-    help="Fit the throughput prediction model on sample files, or predict with one.",
+    help="Fit the throughput prediction model on sample files, predict with one, or give "
+    "samples to a live daemon.",
     no_args_is_help=True,
 )
+# A request's CSV stays under this many bytes, well inside the daemon's default 64 KiB body
+# limit (max_body_bytes): a longer file goes in several requests of whole rows.
+UPLOAD_CHUNK_BYTES = 48 * 1024
+
+
+class SampleKind(StrEnum):
+    training = "training"
+    loading = "loading"
 
 
 @tpm_app.command("fit")
@@ -73,3 +88,61 @@ def predict_command(
         fail(f"{samples}: column pipeline: {error}")
     except TpmError as error:
         fail(str(error))
+
+
+@tpm_app.command("upload")
+def upload_command(
+    samples: Annotated[
+        Path, typer.Argument(metavar="FILE.csv", help="training or loading samples")
+    ],
+    *,
+    kind: Annotated[
+        SampleKind | None, typer.Option(help="the file's kind (default: judged from its header)")
+    ] = None,
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Give profiled samples to a live daemon (admin token); it refits on them every
+    tpm_refit_s, or at once on POST /v1/tpm/fit. The file is checked here first, as
+    `stoker tpm fit` checks it. Prints the daemon's stored sample counts as JSON."""
+    text = read_text(samples, "samples")
+    try:
+        judged = kind.value if kind is not None else detect_kind(text, str(samples))
+        if judged == "training":
+            read_training_samples(text, str(samples))
+        else:
+            read_loading_samples(text, str(samples))
+    except TpmError as error:
+        fail(str(error))
+    daemon = Daemon(url, token, state_dir)
+    replies = [
+        daemon.call(
+            "POST", "/v1/tpm/samples", {"kind": judged, "csv": part, "source": samples.name}
+        )
+        for part in _chunks(text, UPLOAD_CHUNK_BYTES)
+    ]
+    added = sum(reply["added"] for reply in replies)
+    print_json({"kind": judged, "added": added, "samples": replies[-1]["samples"]})
+
+
+def _chunks(text: str, limit: int) -> list[str]:
+    """`text` as CSV files of whole rows, each with the header, each under `limit` bytes
+    when it can be (a row longer than that goes alone)."""
+    rows = [row for row in csv.reader(io.StringIO(text.removeprefix("\ufeff"))) if any(row)]
+    header, parts, current, size = rows[0], [], [rows[0]], 0
+    for row in rows[1:]:
+        line = _csv_text([row])
+        if len(current) > 1 and size + len(line.encode()) > limit:
+            parts.append(_csv_text(current))
+            current, size = [header], 0
+        current.append(row)
+        size += len(line.encode())
+    parts.append(_csv_text(current))
+    return parts
+
+
+def _csv_text(rows: list[list[str]]) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    return out.getvalue()

@@ -1,14 +1,19 @@
-"""`stoker tpm fit` and `stoker tpm predict` through the installed console script."""
+"""`stoker tpm fit`, `predict` and `upload` (to a live daemon) through the installed
+console script."""
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.cli import stoker
+from tests.integration.daemon_harness import Daemon, daemon_factory
 from tpm import FittedTPM, read_loading_samples, read_training_samples
 from tpm.synthetic import loading_csv, training_csv
+
+TOKENS = {"admin": "admin-token-for-the-upload-tests", "alice": "alice-token-for-the-uploads"}
 
 
 @pytest.fixture
@@ -139,3 +144,73 @@ def test_predict_refuses_a_pipeline_the_model_does_not_know(
         "'cifar-flip', 'imagenet-crop', 'imagenet-randaug'. Add loading samples for it and "
         "refit.\n"
     )
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    factory = daemon_factory(tmp_path_factory.mktemp("upload"))
+    yield next(factory)(tokens=TOKENS)
+    next(factory, None)
+
+
+def stored(daemon: Daemon) -> dict[str, int]:
+    with daemon.client() as client:
+        counts: dict[str, int] = client.get("/v1/tpm").json()["samples"]
+    return counts
+
+
+def test_upload_gives_a_live_daemon_samples_it_refits_on(daemon: Daemon, tmp_path: Path) -> None:
+    train, load = tmp_path / "train.csv", tmp_path / "load.csv"
+    train.write_text(training_csv(1000, seed=1))  # 69 KB: over a request's 64 KiB limit
+    # The daemon refits only on samples that can predict its jobs' pipeline, `imagenet`.
+    load.write_text(loading_csv(150, seed=2).replace("imagenet-crop", "imagenet"))
+    before = stored(daemon)
+    where = ("--url", daemon.url, "--token", TOKENS["admin"])
+    trained = stoker("tpm", "upload", train, *where)
+    assert trained.code == 0, trained.stderr
+    assert trained.json() == {
+        "kind": "training",
+        "added": 1000,
+        "samples": {"training": before["training"] + 1000, "loading": before["loading"]},
+    }
+    loaded = stoker("tpm", "upload", load, "--kind", "loading", *where)
+    assert loaded.code == 0, loaded.stderr
+    assert loaded.json()["added"] == 150
+    with daemon.client() as client:
+        refit = client.post("/v1/tpm/fit")
+        assert refit.status_code == 200, refit.text
+        report = refit.json()["report"]
+    assert report["training"]["samples"] == before["training"] + 1000
+    assert set(report["loading"]["pipelines"]) == {"cifar-flip", "imagenet", "imagenet-randaug"}
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "words"),
+    [
+        ("batch_size,flops,model_params,gpus\n32,1e9,1e6,1\n", None,
+         "column step_time_s: missing column"),
+        ("batch_size,flops,model_params,gpus,step_time_s\n32,1e9,1e6,1,0.1\n", "loading",
+         "column pipeline: missing column"),
+        ("pipeline,batch_size,workers,load_rate\nimagenet,32,4,abc\n", None,
+         "row 1, column load_rate: 'abc' is not a number"),
+        ("a,b\n1,2\n", None, "cannot tell the kind of samples from the header"),
+    ],
+)  # fmt: skip
+def test_upload_of_a_bad_file_names_what_is_wrong_and_sends_nothing(
+    daemon: Daemon, tmp_path: Path, text: str, kind: str | None, words: str
+) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text)
+    before = stored(daemon)
+    given = ("--kind", kind) if kind else ()
+    run = stoker("tpm", "upload", bad, *given, "--url", daemon.url, "--token", TOKENS["admin"])
+    assert run.code == 2 and run.stdout == ""
+    assert run.stderr.startswith(f"error: {bad}: ") and words in run.stderr, run.stderr
+    assert stored(daemon) == before
+
+
+def test_upload_needs_the_admin_token(daemon: Daemon, tmp_path: Path) -> None:
+    train = tmp_path / "train.csv"
+    train.write_text(training_csv(20, seed=1))
+    run = stoker("tpm", "upload", train, "--url", daemon.url, "--token", TOKENS["alice"])
+    assert run.code == 2 and "403" in run.stderr and "admin" in run.stderr
