@@ -135,7 +135,8 @@ class Service:
         # Everything the core will ask of the job, checked before anything is written:
         # UnknownModel or InvalidRequest name the field.
         self.tpm.rates.job_spec(self.request(record))
-        if self.config.agent_mode == "process" and settings.command is None:
+        # Only the zoo trainer reads a dataset folder; a command job brings its own data.
+        if self.config.agent_mode == "process" and not settings.is_command:
             check_dataset(self.dataset(settings), settings.batch_size)
         await self._put(lambda done: SubmitCall(record, done))
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tests.integration.cli import stoker
-from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, wait_for
+from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, job_body, wait_for
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -43,6 +43,19 @@ def running(client: httpx.Client, job_id: str) -> bool:
 def ended(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
     job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
     return job if job["state"] in ("completed", "failed", "cancelled") else None
+
+
+def test_a_daemon_that_trains_for_real_needs_no_dataset_for_a_command_job(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(agent_mode="process")  # no training.default_dataset, as after install
+    with daemon.client() as client:
+        zoo = client.post("/v1/jobs", json=job_body("zoo"))
+        assert zoo.status_code == 422 and "dataset" in zoo.text, "the zoo trainer needs one"
+        reply = client.post("/v1/jobs", json=command_job("count", "count_train.py", "1", "0"))
+        assert reply.status_code == 201, reply.text
+        done = wait_for("the job to end", lambda: ended(client, reply.json()["id"]), 90)
+    assert done["state"] == "completed", done
 
 
 def test_a_script_runs_to_the_end_and_its_data_once(serve: Callable[..., Daemon]) -> None:
