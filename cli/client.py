@@ -2,8 +2,10 @@
 `stoker cancel` and `stoker dashboard`; `Daemon`, the connection every client command uses.
 
 Where the daemon is: `--url`, else `STOKER_URL`, else http://127.0.0.1:8470. The token:
-`--token`, else `STOKER_TOKEN`, else the admin token in the state dir (`--state-dir`, else
-`STOKER_STATE_DIR`, else .stoker), which works on the daemon's own machine.
+`--token`, else `STOKER_TOKEN`, else the admin token in the daemon's state dir, which works
+on the daemon's own machine: `--state-dir`, else `STOKER_STATE_DIR`, else the nearest
+`.stoker` (where `stoker serve` keeps its state by default) in this folder or one above it,
+so a command run from a project's subfolder finds the daemon started at its top.
 """
 
 import os
@@ -24,8 +26,10 @@ DEFAULT_URL = "http://127.0.0.1:8470"
 Url = Annotated[str | None, typer.Option(help=f"daemon URL [$STOKER_URL or {DEFAULT_URL}]")]
 Token = Annotated[str | None, typer.Option(help="bearer token [$STOKER_TOKEN or admin.token]")]
 StateDir = Annotated[
-    Path | None, typer.Option(help="read admin.token here [$STOKER_STATE_DIR or .stoker]")
+    Path | None,
+    typer.Option(help="read admin.token here [$STOKER_STATE_DIR or the nearest .stoker up]"),
 ]
+DEFAULT_STATE_DIR = ".stoker"
 
 
 def register_client(app: typer.Typer) -> None:
@@ -44,27 +48,26 @@ class Daemon:
 
     def __init__(self, url: str | None, token: str | None, state_dir: Path | None) -> None:
         self.url = url or os.environ.get("STOKER_URL") or DEFAULT_URL
-        token = token or os.environ.get("STOKER_TOKEN") or self._admin_token(state_dir)
-        self.token = token
+        if token is not None:
+            self.token, self.token_from = token, "--token"
+        elif "STOKER_TOKEN" in os.environ:
+            self.token, self.token_from = os.environ["STOKER_TOKEN"], "STOKER_TOKEN"
+        else:
+            path = admin_token_file(state_dir)
+            self.token, self.token_from = read_text(path, "token").strip(), str(path)
         import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
         self.http = httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+            base_url=self.url, headers={"Authorization": f"Bearer {self.token}"}, timeout=30
         )
-
-    @staticmethod
-    def _admin_token(state_dir: Path | None) -> str:
-        where = state_dir or Path(os.environ.get("STOKER_STATE_DIR", ".stoker"))
-        path = where / "admin.token"
-        if not path.is_file():
-            fail(f"no token: give --token or STOKER_TOKEN, or --state-dir with {path.name}")
-        return read_text(path, "token").strip()
 
     def call(
         self, method: str, path: str, body: object = None, params: dict[str, Any] | None = None
     ) -> Any:
         """The reply's JSON; any error status fails the command, saying what came back."""
         reply = self.request(method, path, body, params)
+        if reply.status_code == 401:
+            fail(f"{method} {path}: 401 {detail(reply)} (token from {self.token_from})")
         if reply.status_code >= 400:
             fail(f"{method} {path}: {reply.status_code} {detail(reply)}")
         return reply.json()
@@ -79,6 +82,26 @@ class Daemon:
             return self.http.request(method, path, json=body, params=params)
         except httpx.TransportError as error:
             fail(f"no daemon at {self.url} ({error}); start one with `stoker serve`")
+
+
+def admin_token_file(state_dir: Path | None) -> Path:
+    """The admin token's file: in `state_dir`, else in $STOKER_STATE_DIR, else in the
+    nearest `.stoker` in this folder or one above it. Fails saying where it looked."""
+    given = state_dir or os.environ.get("STOKER_STATE_DIR")
+    if given:
+        path = Path(given) / "admin.token"
+        if not path.is_file():
+            fail(f"no token: {path} does not exist; give --token or STOKER_TOKEN, or the "
+                 "daemon's state dir with --state-dir or STOKER_STATE_DIR")  # fmt: skip
+        return path
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        path = folder / DEFAULT_STATE_DIR / "admin.token"
+        if path.is_file():
+            return path
+    fail(f"no token: no {DEFAULT_STATE_DIR}/admin.token in {here} or a folder above it; give "
+         "--token or STOKER_TOKEN, or the daemon's state dir with --state-dir or "
+         "STOKER_STATE_DIR")  # fmt: skip
 
 
 def detail(reply: "httpx.Response") -> str:

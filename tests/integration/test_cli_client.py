@@ -50,3 +50,20 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
     assert nobody.code == 2 and "stoker serve" in nobody.stderr
     no_token = stoker("jobs", "--url", daemon.url, cwd=tmp_path)
     assert no_token.code == 2 and "--token" in no_token.stderr
+    assert f"no .stoker/admin.token in {tmp_path} or a folder above it" in no_token.stderr
+    missing = stoker("jobs", "--url", daemon.url, "--state-dir", tmp_path / "elsewhere")
+    assert missing.code == 2 and f"{tmp_path / 'elsewhere' / 'admin.token'}" in missing.stderr
+
+
+def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    daemon = serve(state=".stoker")  # as `stoker serve` run in tmp_path keeps it
+    deep = tmp_path / "project" / "scripts"
+    deep.mkdir(parents=True)
+    listed = stoker("jobs", "--url", daemon.url, cwd=deep)
+    assert listed.code == 0, listed.stderr
+    (daemon.state_dir / "admin.token").write_text("not-the-token\n")
+    wrong = stoker("jobs", "--url", daemon.url, cwd=deep)
+    assert wrong.code == 2 and "401" in wrong.stderr
+    assert f"token from {daemon.state_dir / 'admin.token'}" in wrong.stderr
