@@ -10,6 +10,7 @@ so a command run from a project's subfolder finds the daemon started at its top.
 
 import os
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
@@ -237,20 +238,34 @@ def jobs(
     state_dir: StateDir = None,
     json_output: Annotated[bool, typer.Option("--json", help="as JSON")] = False,
 ) -> None:
-    """List the jobs the token may see, oldest first."""
+    """List the jobs the token may see, oldest first: id, state, model (or the command's
+    script), GPUs, loader workers per GPU, and iterations done (of how many)."""
     found = Daemon(url, token, state_dir).call("GET", "/v1/jobs")
     if json_output:
         print_json(found)
         return
-    typer.echo(f"{'id':<24}{'state':<11}{'what':<14}{'gpus':>5}{'workers':>8}{'progress':>18}")
+    rows = [("id", "state", "what", "gpus", "workers", "progress")]
     for job in found:
         workers = job["workers_per_gpu"] if job["workers_per_gpu"] is not None else "-"
         length = job["iterations"]
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
         what = job["model"] or _name_of(job["command"] or ["command"])
-        typer.echo(
-            f"{job['id']:<24}{job['state']:<11}{what:<14}{job['gpus']:>5}{workers:>8}{progress:>18}"
+        rows.append((job["id"], job["state"], what, str(job["gpus"]), str(workers), progress))
+    typer.echo(_table(rows, right=3), nl=False)
+
+
+def _table(rows: Sequence[Sequence[str]], *, right: int) -> str:
+    """`rows` in columns as wide as their widest cell; the last `right` ones right-aligned."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    split = len(widths) - right
+    return "".join(
+        "  ".join(
+            [cell.ljust(width) for cell, width in zip(row[:split], widths[:split], strict=True)]
+            + [cell.rjust(width) for cell, width in zip(row[split:], widths[split:], strict=True)]
         )
+        + "\n"
+        for row in rows
+    )
 
 
 def cancel(

@@ -29,8 +29,15 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     submitted = stoker("submit", job_file, *where)
     assert submitted.code == 0, submitted.stderr
     job_id = str(submitted.json()["id"])
+    long_name = "a-rather-long-experiment-name-lr0.1"
+    command = stoker("submit", "--name", long_name, *where, "--", "sleep", "60", cwd=tmp_path)
+    assert command.code == 0, command.stderr
     listed = stoker("jobs", *where)
     assert job_id in listed.stdout and "mdResnet12" in listed.stdout
+    assert f"{command.json()['id']}  " in listed.stdout and "  sleep  " in listed.stdout
+    header, *lines = listed.stdout.splitlines()
+    assert header.split() == ["id", "state", "what", "gpus", "workers", "progress"]
+    assert len(lines) == 2 and {len(line) for line in lines} == {len(header)}, "columns align"
     cancelled = stoker("cancel", job_id, *where)
     assert cancelled.code == 0, cancelled.stderr
     with daemon.client() as client:
