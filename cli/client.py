@@ -144,8 +144,13 @@ def submit(
             body = tomllib.loads(read_text(Path(given[0]), "job"))
         except tomllib.TOMLDecodeError as error:
             fail(f"{given[0]}: not valid TOML: {error}")
+        # Paths in the file are the file's: relative ones are read from its folder.
+        here = Path(given[0]).resolve().parent
         if "command" in body and "workdir" not in body:
-            body["workdir"] = str(Path(given[0]).resolve().parent)
+            body["workdir"] = str(here)
+        for key in ("workdir", "dataset"):
+            if isinstance(body.get(key), str) and not Path(body[key]).is_absolute():
+                body[key] = str(here / body[key])
     else:
         body = {
             "name": name or _name_of(given),

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from agents.data import make_dataset
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import states
@@ -74,3 +75,24 @@ def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
     wrong = stoker("jobs", "--url", daemon.url, cwd=deep)
     assert wrong.code == 2 and "401" in wrong.stderr
     assert f"token from {daemon.state_dir / 'admin.token'}" in wrong.stderr
+
+
+def test_a_job_files_relative_dataset_is_read_from_the_files_folder(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    daemon = serve(agent_mode="process")  # checks the zoo trainer's dataset at submit
+    project = tmp_path / "project"
+    make_dataset(project / "data", images=8, size=32)
+    (project / "job.toml").write_text(
+        'name = "rel"\nmodel = "smResnet20"\nbatch_size = 8\ngpus = 1\niterations = 1\n'
+        'dataset = "data"\n'
+    )
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    submitted = stoker("submit", "project/job.toml", *where, cwd=tmp_path)
+    assert submitted.code == 0, submitted.stderr
+    assert stoker("cancel", str(submitted.json()["id"]), *where).code == 0
+    (project / "job.toml").write_text(
+        (project / "job.toml").read_text().replace('"data"', '"no-data"')
+    )
+    refused = stoker("submit", "project/job.toml", *where, cwd=tmp_path)
+    assert refused.code == 2 and f"{project / 'no-data'} holds no dataset" in refused.stderr
