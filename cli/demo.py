@@ -9,6 +9,7 @@ throughput was from the TPM's prediction. Ctrl-C stops it; either way the daemon
 agents are stopped and nothing is left running.
 """
 
+import os
 import signal
 import statistics
 import subprocess
@@ -54,7 +55,8 @@ def demo_command(
     dataset = _dataset(where / "data", images)
     daemon = _start(where, port, jobs, dataset)
     try:
-        _run(Daemon(f"http://127.0.0.1:{port}", None, where / "state"), jobs, where)
+        token = (where / "state" / "admin.token").read_text().strip()
+        _run(Daemon(f"http://127.0.0.1:{port}", token, None), jobs, where)
     except KeyboardInterrupt:
         typer.echo("\ninterrupted: stopping the daemon and its agents", err=True)
     finally:
@@ -96,6 +98,9 @@ def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subproce
             [sys.executable, "-m", "cli", "serve", "--config", str(config)],
             stdout=log,
             stderr=log,
+            # Its config file alone: a STOKER_PORT or STOKER_AGENT_MODE of the user's shell
+            # would win over the file and leave the demo talking to the wrong port.
+            env={key: value for key, value in os.environ.items() if not key.startswith("STOKER_")},
         )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

@@ -56,8 +56,13 @@ def test_profile_writes_samples_that_tpm_fit_reads(tmp_path: Path) -> None:
     assert too_small.code == 2 and "--images" in too_small.stderr
 
 
-def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(tmp_path: Path) -> None:
+def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     port = free_port()
+    # A user's shell settings for their own daemon are none of the demo's business.
+    for name, value in {"PORT": "9", "TOKEN": "not-the-demos", "STATE_DIR": "/nowhere"}.items():
+        monkeypatch.setenv(f"STOKER_{name}", value)
     run = stoker(
         "demo", "--state-dir", tmp_path / "demo", "--port", str(port), "--images", "128",
         timeout=240,
