@@ -59,9 +59,13 @@ def serve_command(
     endpoint: Annotated[
         str, typer.Option(help="ZeroMQ endpoint to bind [ipc://<state-dir>/decoder.sock]")
     ] = "",
-    state_dir: Annotated[Path, typer.Option(help="where the socket goes")] = Path(
-        "/var/lib/stoker"
-    ),
+    state_dir: Annotated[
+        Path,
+        typer.Option(
+            envvar="STOKER_STATE_DIR",
+            help="where the socket goes: the daemon's state dir, where it looks for it",
+        ),
+    ] = Path(".stoker"),  # the daemon's default state dir
     capacity: Annotated[float, typer.Option(help="the device's samples per second")] = 2000.0,
     latency_ms: Annotated[float, typer.Option(help="per command")] = 2.0,
     units: Annotated[int, typer.Option(help="commands in flight (decode ways)")] = 4,

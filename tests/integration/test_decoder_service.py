@@ -246,3 +246,29 @@ def test_serve_refuses_a_bad_capacity(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert "capacity" in run.stderr
+
+
+@pytest.mark.parametrize("from_environment", [False, True])
+def test_the_service_binds_where_a_daemon_with_the_same_state_dir_looks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, from_environment: bool
+) -> None:
+    from daemon.config import load_config  # noqa: PLC0415
+
+    for name in [name for name in os.environ if name.startswith("STOKER_")]:
+        monkeypatch.delenv(name)
+    if from_environment:
+        monkeypatch.setenv("STOKER_STATE_DIR", str(tmp_path / "node"))
+    monkeypatch.chdir(tmp_path)
+    socket = load_config(None).state_dir.resolve() / "decoder.sock"  # the daemon's default
+    service = subprocess.Popen(
+        [sys.executable, "-m", "cli", "decoder", "serve", "--capacity", "100"],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not socket.exists():
+            assert service.poll() is None and time.monotonic() < deadline, "it did not bind"
+            time.sleep(0.05)
+    finally:
+        stop(service)
+    assert socket.parent == (tmp_path / "node" if from_environment else tmp_path / ".stoker")
