@@ -7,12 +7,13 @@ Run: .venv/bin/python -m bench.bench_sdk_overhead [--batches 100] [--repeats 7]
 Prints a table and saves bench/out/sdk_overhead.json (--name changes the file); about a
 minute with the defaults.
 
-- Both loops run in lockstep, one plain batch then one SDK batch, so that each pair meets
-  the same load on the machine. After each batch comes a fake step of exactly --step-ms
-  (the loss tensor, with a graph behind it, then a sleep, the host waiting for a GPU, or a
-  busy wait). A batch's cost is its `next()` (for the SDK: the boundary, where it may
-  pause, then the batch) plus, for the SDK, `job.report(loss=loss)`; measured in wall time
-  and in main-thread CPU time (which leaves out the time the process waits for a CPU).
+- Both loops run in lockstep, a plain batch and an SDK batch (each pair in the other
+  order than the last), so that each pair meets the same load on the machine. After each
+  batch comes a fake step of exactly --step-ms (the loss tensor, with a graph behind it,
+  then a sleep, the host waiting for a GPU, or a busy wait). A batch's cost is its
+  `next()` (for the SDK: the boundary, where it may pause, then the batch) plus, for the
+  SDK, `job.report(loss=loss)`; measured in wall time and in main-thread CPU time (which
+  leaves out the time the process waits for a CPU).
   Step 0 runs too: the loops back to back, the caches warm.
 - The dataset is an in-memory TensorDataset of 3 x 32 x 32 images; a repetition is one
   epoch of --batches batches. The overhead is the median over repetitions of the epoch's
@@ -30,6 +31,7 @@ minute with the defaults.
 
 import argparse
 import functools
+import itertools
 import json
 import os
 import statistics
@@ -108,10 +110,12 @@ def lockstep_epoch(
     plain: Iterable[Any], sdk: Iterable[Any], step: Step, report: Callable[..., None]
 ) -> tuple[Costs, Costs]:
     """One epoch of both loaders in lockstep: a plain batch and its step, an SDK batch, its
-    step and `report(loss=...)`, and so on, so that each pair of batches meets the same
-    load on the machine. A batch's cost is its `next()` (for the SDK: the boundary, then
-    the batch) plus, for the SDK, the report; the first includes `iter()`, the last the
-    `next()` that ends the epoch (the SDK's last boundary)."""
+    step and `report(loss=...)`, then the other way round, and so on, so that each pair of
+    batches meets the same load on the machine and neither always goes first (with workers,
+    the first one's worker starts on its next batch while the second is fetched). A batch's
+    cost is its `next()` (for the SDK: the boundary, then the batch) plus, for the SDK, the
+    report; the first includes `iter()`, the last the `next()` that ends the epoch (the
+    SDK's last boundary)."""
     costs = Costs(), Costs()
     batches: list[Iterator[Any]] = []
     for loader, cost in zip((plain, sdk), costs, strict=True):
@@ -119,24 +123,23 @@ def lockstep_epoch(
         batches.append(made)
         cost.wall.append(wall)
         cost.cpu.append(cpu)
-    first = True
-    while True:
+    for pair in itertools.count():
         ended = []
-        for index, cost in enumerate(costs):
+        for index in (0, 1) if pair % 2 == 0 else (1, 0):
             batch, wall, cpu = timed(batches[index].__next__)
-            cost.add(wall, cpu, onto_last=first or batch is None)
+            costs[index].add(wall, cpu, onto_last=pair == 0 or batch is None)
             ended.append(batch is None)
             if batch is None:
                 continue
             loss = step(batch[0])
             if index == 1:
                 _, wall, cpu = timed(functools.partial(report, loss=loss))
-                cost.add(wall, cpu, onto_last=True)
-        first = False
+                costs[index].add(wall, cpu, onto_last=True)
         if any(ended):
             if not all(ended):
                 raise RuntimeError("the plain and the SDK epochs differ in length")
-            return costs
+            break
+    return costs
 
 
 def per_call(call: Callable[[], object], calls: int, step: Step) -> dict[str, float]:
