@@ -154,9 +154,12 @@ class Control:
         if self.link is not None:
             if self._paused_at is not None:
                 self._resumed(time.time() - self._paused_at)
-            if self.link.reconnected():
-                self.hello(iteration)
-            self._heartbeat(iteration, samples)
+            if self._meter.idle_s + self._meter.step_s >= self.heartbeat_s:
+                # A restarted daemon re-attaches the job from its hello: looking for one once
+                # a heartbeat is soon enough, and spares a batch the monitor's system call.
+                if self.link.reconnected():
+                    self.hello(iteration)
+                self._heartbeat(iteration, samples)
             stop = self.link.next_stop()
             live = self.link.take_share()
             if live is not None:
