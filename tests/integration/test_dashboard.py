@@ -2,6 +2,7 @@
 against a real daemon with simulated agents. Skipped, saying why, where Chromium or
 Playwright is missing (`make test` tries to install both)."""
 
+import collections
 import os
 import shutil
 import sys
@@ -132,8 +133,8 @@ def test_the_image_examples_loss_and_log_are_drawn_while_it_is_resized_live(
     browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """examples/image_classifier.py under a daemon: a second job arrives and the example is
-    resized in place; its loss curve and its log are on the dashboard; it ends completed,
-    with its final checkpoint."""
+    resized in place, every sample of every epoch trained once; its loss curve and its log
+    are on the dashboard; it ends completed, with its final checkpoint."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     make_dataset(tmp_path / "data", images=256, size=32)
     factory = daemon_factory(tmp_path)
@@ -144,6 +145,7 @@ def test_the_image_examples_loss_and_log_are_drawn_while_it_is_resized_live(
         "workdir": str(tmp_path),
         "batch_size": 16,
         "gpus": 1,
+        "audit_samples": True,  # each sample the SDK hands out, a line (agents/audit.py)
     }
     try:
         with daemon.client() as admin:
@@ -177,6 +179,10 @@ def test_the_image_examples_loss_and_log_are_drawn_while_it_is_resized_live(
             assert errors == []
         checkpoints = sorted((daemon.state_dir / "jobs" / image / "checkpoints").glob("*.pt"))
         assert checkpoints, "the final checkpoint is kept"
+        audit = (daemon.state_dir / "jobs" / image / "audit" / "rank0.txt").read_text()
+        trained = collections.Counter(tuple(line.split()[:2]) for line in audit.splitlines())
+        every = {(str(epoch), str(index)) for epoch in range(10) for index in range(256)}
+        assert set(trained) == every and set(trained.values()) == {1}, "every sample once"
     finally:
         next(factory, None)
 
