@@ -20,6 +20,7 @@ torch.distributed (NCCL on GPUs, gloo on CPUs), and the ranks agree at each boun
 whether to stop, so they stop together.
 """
 
+import datetime
 import json
 import math
 import os
@@ -47,6 +48,7 @@ from allocator.types import DecodeMode
 FORMAT = "stoker-sdk-checkpoint"
 DEFAULT_CHECKPOINT_EVERY_S = 600.0
 _METRICS_FLUSH_S = 5.0
+_PAUSE_ALLOWED = datetime.timedelta(hours=6)  # longest collective wait: a pause, at most
 
 
 @dataclass(frozen=True)
@@ -438,7 +440,14 @@ def init(*, output_dir: str | Path | None = None, checkpoint_every_s: float | No
     if environment.world_size > 1 and not dist.is_initialized():
         # NCCL for CUDA tensors; gloo as well on GPUs, for the control broadcast's CPU ones
         backend = "cpu:gloo,cuda:nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend, rank=environment.rank, world_size=environment.world_size)
+        dist.init_process_group(
+            backend,
+            rank=environment.rank,
+            world_size=environment.world_size,
+            # The other ranks wait in a collective while rank 0 waits for its resume: a pause
+            # may last longer than torch's default (30 min for gloo, 10 for NCCL).
+            timeout=_PAUSE_ALLOWED,
+        )
     job = Job(environment)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, job.on_signal)
