@@ -38,7 +38,7 @@ def serve(
 
     from daemon.api import create_app, load_model  # noqa: PLC0415
     from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
-    from daemon.store import StateDirLock, StoreError  # noqa: PLC0415
+    from daemon.statelock import StateDirLock, StoreError  # noqa: PLC0415
     from tpm import TpmError  # noqa: PLC0415
 
     logging.basicConfig(

@@ -356,4 +356,5 @@ def _view(service: Service, record: JobRecord, node: NodeSnapshot | None = None)
         measured_samples_per_s=live.measured_samples_per_s if live else None,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
+        reason=service.store.reason(fresh.id),
     )

@@ -8,15 +8,24 @@ lands. A job's logs take at most twice the cap per stream and rank. Lines writte
 the copy and the truncation (microseconds) are lost, as with logrotate.
 """
 
+import asyncio
 import logging
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 LOG_GLOB = "std*.log"  # stdout.log, stderr.log, stdout.rank1.log, ...
+CHECK_S = 5.0  # logs are measured this often
+
+
+async def cap_logs_forever(job_dirs: Callable[[], list[Path]], max_bytes: int) -> None:
+    """Every CHECK_S, cut the logs of `job_dirs()` past `max_bytes`, in a thread."""
+    while True:
+        await asyncio.sleep(CHECK_S)
+        await asyncio.to_thread(cap_logs, job_dirs(), max_bytes)
 
 
 def cap_logs(job_dirs: Iterable[Path], max_bytes: int) -> list[Path]:

@@ -174,6 +174,9 @@ class JobView(BaseModel):
     measured_samples_per_s: float | None
     restarts: int
     submitted_at: float
+    reason: str = Field(
+        "", description="why it is in its state: for a failed job, its exit code and stderr tail"
+    )
 
 
 class SampleUpload(BaseModel):

@@ -34,11 +34,12 @@ from daemon.items import CancelCall, Fitted, FromAgent, Item, SamplesCall, Submi
 from daemon.jobspec import JobSettings
 from daemon.launcher import Launcher
 from daemon.learning import fit_rows
-from daemon.logcap import cap_logs
+from daemon.logcap import cap_logs_forever
 from daemon.metrics import Metrics
 from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
-from daemon.store import JobRecord, StateDirLock, Store
+from daemon.statelock import StateDirLock
+from daemon.store import JobRecord, Store
 from daemon.tenants import UnixUser, unix_users, user_warnings
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
 from daemon.zoodata import check_dataset
@@ -64,7 +65,6 @@ from tpm import TpmError
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.2  # agent exits are noticed at least this often
-_LOG_CHECK_S = 5.0  # logs are measured this often
 
 
 # Sees every event the core gets and the commands it answers with (the twin test).
@@ -170,14 +170,14 @@ class Service:
 
     async def cap_logs_periodically(self) -> None:
         """Keep the logs of unfinished jobs under `job_log_max_bytes` (daemon/logcap.py)."""
-        while True:
-            await asyncio.sleep(_LOG_CHECK_S)
-            unfinished = [
-                self.launcher.jobs_dir / job_id
-                for job_id, status in self.scheduler.jobs().items()
-                if not status.state.final
-            ]
-            await asyncio.to_thread(cap_logs, unfinished, self.config.job_log_max_bytes)
+        await cap_logs_forever(self.unfinished_job_dirs, self.config.job_log_max_bytes)
+
+    def unfinished_job_dirs(self) -> list[Path]:
+        return [
+            self.launcher.jobs_dir / job_id
+            for job_id, status in self.scheduler.jobs().items()
+            if not status.state.final
+        ]
 
     async def _put(self, item: Callable[[asyncio.Future[None]], Item]) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()

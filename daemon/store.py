@@ -7,9 +7,7 @@ JSON columns hold what the REST layer shows. One connection, used by the daemon'
 writer task only (STYLE.md, "One writer").
 """
 
-import fcntl
 import json
-import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -19,6 +17,7 @@ from typing import Any
 
 from daemon import reported
 from daemon.jobspec import JobSettings
+from daemon.statelock import StoreError
 from scheduler.states import JobState, check_transition
 
 SCHEMA_VERSION = 2
@@ -71,37 +70,6 @@ CREATE TABLE IF NOT EXISTS tpm_models (
     report TEXT NOT NULL
 );
 """
-
-
-class StoreError(RuntimeError):
-    """The state file cannot be used: another schema version, or not a stoker database."""
-
-
-class StateDirLock:
-    """One daemon per state dir: an exclusive lock on `<state dir>/daemon.lock`, held for
-    the process's life (the kernel drops it when the process dies, even by kill -9)."""
-
-    def __init__(self, state_dir: Path) -> None:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        self.path = state_dir / "daemon.lock"
-        self._file = self.path.open("a+")
-        try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._file.seek(0)
-            holder = self._file.read().strip() or "unknown"
-            self._file.close()
-            raise StoreError(
-                f"another stoker daemon (pid {holder}) uses {state_dir}; stop it, or give "
-                "this one another --state-dir"
-            ) from None
-        self._file.seek(0)
-        self._file.truncate()
-        self._file.write(f"{os.getpid()}\n")
-        self._file.flush()
-
-    def release(self) -> None:
-        self._file.close()  # closing drops the lock
 
 
 @dataclass(frozen=True)
@@ -321,6 +289,17 @@ class Store:
             )
             for row in rows
         ]
+
+    def reason(self, job_id: str) -> str:
+        """Why the job is in its state, as its last state change said (a failure's exit
+        code and stderr tail, a restart's back-off, a command running unmanaged); "" if
+        it said nothing."""
+        row = self._db.execute(
+            "SELECT data FROM job_events WHERE job_id = ? AND kind = 'state' "
+            "ORDER BY seq DESC LIMIT 1",
+            (job_id,),
+        ).fetchone()
+        return str(json.loads(row[0]).get("why", "")) if row else ""
 
     def last_event_seq(self) -> int:
         """The newest event's sequence number; 0 when there is none."""

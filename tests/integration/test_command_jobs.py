@@ -271,3 +271,4 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
     assert jobs["sdk"]["state"] == "completed" and jobs["quick"]["state"] == "completed"
     assert jobs["broken"]["state"] == "failed" and jobs["broken"]["restarts"] == 0
     assert "exited with code 3" in failed["why"] and "giving up with 3" in failed["why"]
+    assert jobs["broken"]["reason"] == failed["why"], "the job says why it failed"

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.store import SCHEMA_VERSION, JobRecord, Store, StoreError
+from daemon.statelock import StoreError
+from daemon.store import SCHEMA_VERSION, JobRecord, Store
 from scheduler.errors import IllegalTransition
 
 

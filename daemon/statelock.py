@@ -1,0 +1,36 @@
+"""One daemon per state dir, and the error a state dir that cannot be used raises."""
+
+import fcntl
+import os
+from pathlib import Path
+
+
+class StoreError(RuntimeError):
+    """The state file cannot be used: another schema version, or not a stoker database."""
+
+
+class StateDirLock:
+    """One daemon per state dir: an exclusive lock on `<state dir>/daemon.lock`, held for
+    the process's life (the kernel drops it when the process dies, even by kill -9)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        self.path = state_dir / "daemon.lock"
+        self._file = self.path.open("a+")
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.seek(0)
+            holder = self._file.read().strip() or "unknown"
+            self._file.close()
+            raise StoreError(
+                f"another stoker daemon (pid {holder}) uses {state_dir}; stop it, or give "
+                "this one another --state-dir"
+            ) from None
+        self._file.seek(0)
+        self._file.truncate()
+        self._file.write(f"{os.getpid()}\n")
+        self._file.flush()
+
+    def release(self) -> None:
+        self._file.close()  # closing drops the lock
