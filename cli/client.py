@@ -31,6 +31,9 @@ StateDir = Annotated[
     typer.Option(help="read admin.token here [$STOKER_STATE_DIR or the nearest .stoker up]"),
 ]
 DEFAULT_STATE_DIR = ".stoker"
+# Exit status of `submit --follow` and `logs -f` when the job they followed failed or was
+# cancelled (2 is for input to fix, as everywhere in the CLI).
+JOB_DID_NOT_COMPLETE = 1
 
 
 def register_client(app: typer.Typer) -> None:
@@ -128,7 +131,12 @@ def submit(
     env: Annotated[
         list[str] | None, typer.Option(metavar="K=V", help="a variable for the job; repeat")
     ] = None,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="then print its logs")] = False,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow", "-f", help="then print its logs until it ends; exit 1 unless it completed"
+        ),
+    ] = False,
     url: Url = None,
     token: Token = None,
     state_dir: StateDir = None,
@@ -190,7 +198,9 @@ def _variables(pairs: list[str]) -> dict[str, str]:
 def logs(
     job_id: Annotated[str, typer.Argument(metavar="ID")],
     *,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="until the job ends")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="until the job ends; exit 1 unless it completed")
+    ] = False,
     stdout: Annotated[bool, typer.Option("--stdout", help="stdout instead of stderr")] = False,
     rank: Annotated[int, typer.Option(help="which rank's")] = 0,
     tail: Annotated[int, typer.Option(help="lines from the end")] = 100,
@@ -235,6 +245,8 @@ def _follow(
     if until_end:
         job = daemon.call("GET", f"/v1/jobs/{job_id}")
         typer.echo(f"{job_id}: {job['state']}", err=True)
+        if job["state"] != "completed":  # a script may go on only after a job that did its work
+            raise typer.Exit(JOB_DID_NOT_COMPLETE)
 
 
 def jobs(

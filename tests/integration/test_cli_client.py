@@ -1,5 +1,6 @@
 """`stoker submit`, `jobs` and `cancel` against a live daemon."""
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -96,3 +97,24 @@ def test_a_job_files_relative_dataset_is_read_from_the_files_folder(
     )
     refused = stoker("submit", "project/job.toml", *where, cwd=tmp_path)
     assert refused.code == 2 and f"{project / 'no-data'} holds no dataset" in refused.stderr
+
+
+def test_follow_exits_1_unless_the_job_completed(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    daemon = serve()
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    script = Path(__file__).parent / "scripts"
+    done = stoker(
+        "submit", "--follow", *where, "--", sys.executable, script / "count_train.py", "1", "0",
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert done.code == 0 and done.stderr.rstrip().endswith(": completed"), done.stderr
+    failed = stoker(
+        "submit", "--follow", *where, "--", sys.executable, script / "fail_first.py",
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert failed.code == 1 and failed.stderr.rstrip().endswith(": failed"), failed.stderr
+    job_id = failed.stderr.split()[1]  # `submitted ID`
+    again = stoker("logs", job_id, "-f", *where)
+    assert again.code == 1 and again.stderr.rstrip().endswith(": failed")
