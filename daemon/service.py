@@ -81,7 +81,9 @@ class Service:
         launcher: Launcher | None = None,
     ) -> None:
         self.config = config
-        self.state_dir = config.state_dir
+        # Absolute: agents and command jobs run in other directories (a job's workdir) and
+        # must reach the same socket and write to the same job folders.
+        self.state_dir = config.state_dir.resolve()
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock = StateDirLock(self.state_dir)  # before touching anything in it
         self.store = Store(self.state_dir / "stoker.db")

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -16,7 +17,14 @@ import httpx
 import pytest
 
 from tests.integration.cli import stoker
-from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, job_body, wait_for
+from tests.integration.daemon_harness import (
+    FAST,
+    Daemon,
+    daemon_factory,
+    free_port,
+    job_body,
+    wait_for,
+)
 
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
@@ -56,6 +64,44 @@ def test_a_daemon_that_trains_for_real_needs_no_dataset_for_a_command_job(
         assert reply.status_code == 201, reply.text
         done = wait_for("the job to end", lambda: ended(client, reply.json()["id"]), 90)
     assert done["state"] == "completed", done
+
+
+def test_a_daemon_with_the_default_state_dir_runs_a_job_from_another_folder(
+    tmp_path: Path,
+) -> None:
+    """`stoker serve` with no --state-dir keeps its state in ./.stoker; a job whose workdir
+    is elsewhere must still reach the daemon's socket (once a path relative to the daemon's
+    folder, which the job read from its own: it ran, unheard, and `failed`)."""
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("STOKER_")}
+    env |= {"STOKER_PORT": str(port), "STOKER_SCHEDULER__ARRIVAL_WINDOW_S": "0.3"}
+    with (tmp_path / "daemon.log").open("wb") as log:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "cli", "serve"], cwd=tmp_path, env=env, stdout=log,
+            stderr=log,
+        )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_for("the daemon", lambda: _answers(url, daemon))
+        elsewhere = tmp_path / "project" / "scripts"
+        elsewhere.mkdir(parents=True)
+        run = stoker(
+            "submit", "--follow", "--url", url, "--", sys.executable,
+            SCRIPTS / "count_train.py", "1", "0", cwd=elsewhere, timeout=120,
+        )  # fmt: skip
+        assert run.code == 0, run.stderr + (tmp_path / "daemon.log").read_text()[-3000:]
+        assert run.stderr.rstrip().endswith(": completed")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+
+
+def _answers(url: str, daemon: "subprocess.Popen[bytes]") -> bool:
+    assert daemon.poll() is None, "the daemon exited"
+    try:
+        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 def test_a_script_runs_to_the_end_and_its_data_once(serve: Callable[..., Daemon]) -> None:
