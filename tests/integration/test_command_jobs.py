@@ -242,7 +242,7 @@ def test_stoker_submit_runs_a_command_from_here_and_follows_it(
         "submit", *where, "--follow", "--env", "NOTE=hi", "--",
         sys.executable, "fail_first.py", cwd=SCRIPTS,
     )  # fmt: skip
-    assert run.code == 0, run.stderr
+    assert run.code == 1, "the job it followed failed"
     assert "ValueError: shapes do not match" in run.stdout, "its stderr, followed"
     assert run.stderr.strip().endswith(": failed")
     with daemon.client() as client:
