@@ -2,13 +2,27 @@
 
 The SDK's side of the protocol uses it (agents/control.py, in every job's rank 0), and so
 does the simulated agent (agents/simulated.py), whose command line is `agent_arguments`.
+
+A thread of the link's own holds the socket, so the training loop never makes a ZeroMQ
+call or a system call to learn that nothing is waiting: at a batch boundary that is one
+look at a queue (on a VM, a ZeroMQ poll right after a 10 ms step cost 60 us, more than
+half of the SDK's 1 % budget; docs/results.md). The caller's messages go to the thread
+through a queue and a wake-up pipe; the daemon's come back through another queue.
 A daemon that restarts binds its socket again and the DEALER reconnects by itself; a
 socket monitor notices, and `reconnected()` tells the agent to say hello again, so that
 the new daemon re-attaches the job.
 """
 
 import argparse
+import atexit
+import contextlib
+import os
+import queue
+import sys
+import threading
 import time
+import traceback
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +35,7 @@ from agents.protocol import (
     CancelMessage,
     DaemonMessage,
     PauseMessage,
+    ProtocolError,
     ResumeMessage,
     ShareMessage,
     decode_daemon,
@@ -28,33 +43,66 @@ from agents.protocol import (
 )
 from allocator.types import DecodeMode
 
+_LINGER_MS = 2000  # the last `finished` gets out
+_WAIT_SLICE_S = 0.5  # a blocking wait looks for a reconnection this often
+
+Build = Callable[[], Iterable[AgentMessage]]
+
+
+class LinkFailed(RuntimeError):
+    """The link's thread stopped on an error: the job cannot hear its daemon any more."""
+
 
 class DaemonLink:
     def __init__(self, job_id: str, endpoint: str) -> None:
         self.job_id = job_id
-        self._context = zmq.Context()
-        self._socket = self._context.socket(zmq.DEALER)
-        self._socket.setsockopt(zmq.IDENTITY, job_id.encode())
-        self._socket.setsockopt(zmq.LINGER, 2000)  # the last `finished` gets out
-        self._monitor = self._socket.get_monitor_socket(zmq.EVENT_CONNECTED)
-        self._connections = 0
+        self._endpoint = endpoint
+        self._outbox: queue.SimpleQueue[tuple[float, AgentMessage | Build] | None] = (
+            queue.SimpleQueue()
+        )
+        self._inbox: queue.SimpleQueue[DaemonMessage] = queue.SimpleQueue()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_read, False)
+        os.set_blocking(self._wake_write, False)
+        # Set by the thread after it hands something in (a message, a reconnection), cleared
+        # here before looking: the one thing a batch boundary reads when nothing came.
+        self.attention = False
+        self._again = False  # set by the thread when the link came back; read and cleared here
+        self._failure: BaseException | None = None
         self._share: float | None = None  # a live share from the daemon, not yet taken
-        self._socket.connect(endpoint)
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._serve, name=f"stoker-link-{job_id}", daemon=True
+        )
+        self._thread.start()
+        atexit.register(self.close)  # what is queued gets out when the script ends early
+
+    # ---- the caller's side --------------------------------------------------------------
 
     def send(self, message: AgentMessage) -> None:
-        """Send, stamped with the wall clock."""
-        self._socket.send(encode(message.model_copy(update={"ts": time.time()})))
+        """Send, stamped with the wall clock (the thread sends it)."""
+        self._post((time.time(), message))
+
+    def send_built(self, build: Build) -> None:
+        """Send the messages `build()` makes, built on the link's thread, so that building
+        them (pydantic, JSON) costs the training loop nothing."""
+        self._post((time.time(), build))
 
     def receive(self, timeout_s: float | None) -> DaemonMessage | None:
         """The next command, waiting up to `timeout_s` (None: for ever); None if none came."""
-        timeout_ms = None if timeout_s is None else int(timeout_s * 1000)
-        if not self._socket.poll(timeout_ms, zmq.POLLIN):
+        self._check()
+        try:
+            return (
+                self._inbox.get(timeout=timeout_s) if timeout_s != 0 else self._inbox.get_nowait()
+            )
+        except queue.Empty:
+            self._check()
             return None
-        return decode_daemon(self._socket.recv())
 
     def next_stop(self) -> PauseMessage | CancelMessage | None:
         """The first pause or cancel waiting, without blocking. A live share change is kept
         for `take_share`; a resume while running means nothing."""
+        self.attention = False  # before looking: what comes later raises it again
         while (message := self.receive(0)) is not None:
             if isinstance(message, ShareMessage):
                 self._share = message.decoder_share
@@ -68,29 +116,124 @@ class DaemonLink:
         share, self._share = self._share, None
         return share
 
-    def wait_for_resume(self) -> ResumeMessage | None:
-        """Block until resume (returned) or cancel (None), saying nothing meanwhile."""
+    def wait_for_resume(
+        self, on_reconnect: Callable[[], None] | None = None
+    ) -> ResumeMessage | None:
+        """Block until resume (returned) or cancel (None). A daemon that restarts meanwhile
+        gets `on_reconnect()` (a hello, so that it knows the job is paused)."""
         while True:
-            message = self.receive(None)
-            if isinstance(message, CancelMessage):
+            if self.reconnected() and on_reconnect is not None:
+                on_reconnect()
+            message = self.receive(_WAIT_SLICE_S)
+            if isinstance(message, ShareMessage):
+                self._share = message.decoder_share
+            elif isinstance(message, CancelMessage):
                 return None
-            if isinstance(message, ResumeMessage):
+            elif isinstance(message, ResumeMessage):
                 return message
 
     def reconnected(self) -> bool:
         """Whether the link came back since the last call (not its first connection)."""
-        again = False
-        while self._monitor.poll(0, zmq.POLLIN):
-            if recv_monitor_message(self._monitor)["event"] == zmq.EVENT_CONNECTED:
-                self._connections += 1
-                again = again or self._connections > 1
+        again, self._again = self._again, False
         return again
 
     def close(self) -> None:
-        self._socket.disable_monitor()
-        self._monitor.close()
-        self._socket.close()
-        self._context.term()
+        """Send what is queued (up to the linger time), then stop the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
+        self._outbox.put(None)
+        self._wake()
+        self._thread.join()
+        os.close(self._wake_read)
+        os.close(self._wake_write)
+
+    def _post(self, item: tuple[float, AgentMessage | Build]) -> None:
+        if self._closed:
+            raise LinkFailed(f"job {self.job_id}: the link to the daemon is closed")
+        self._check()
+        self._outbox.put(item)
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(BlockingIOError):  # full of wake-ups: the thread is awake
+            os.write(self._wake_write, b"\0")
+
+    def _check(self) -> None:
+        if self._failure is not None:
+            raise LinkFailed(f"job {self.job_id}: the link to the daemon failed") from self._failure
+
+    # ---- the link's thread --------------------------------------------------------------
+
+    def _serve(self) -> None:
+        """Own the socket: send what the caller posts, hand in what the daemon sends, and
+        watch for reconnections, until `close`."""
+        context = zmq.Context()
+        socket = context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.IDENTITY, self.job_id.encode())
+        socket.setsockopt(zmq.LINGER, _LINGER_MS)
+        monitor = socket.get_monitor_socket(zmq.EVENT_CONNECTED)
+        socket.connect(self._endpoint)
+        poller = zmq.Poller()
+        poller.register(socket, zmq.POLLIN)
+        poller.register(monitor, zmq.POLLIN)
+        poller.register(self._wake_read, zmq.POLLIN)
+        connections = 0
+        try:
+            while True:
+                ready = dict(poller.poll())
+                if socket in ready:
+                    self._hand_in(socket)
+                if monitor in ready:
+                    while monitor.poll(0, zmq.POLLIN):
+                        if recv_monitor_message(monitor)["event"] == zmq.EVENT_CONNECTED:
+                            connections += 1
+                            if connections > 1:
+                                self._again = self.attention = True
+                if self._wake_read in ready and not self._send_posted(socket):
+                    return
+        except BaseException as error:  # told to the caller at its next call
+            self._failure = error
+            traceback.print_exc(file=sys.stderr)
+        finally:
+            socket.disable_monitor()
+            monitor.close()
+            socket.close()
+            context.term()
+
+    def _hand_in(self, socket: zmq.Socket[Any]) -> None:
+        while True:
+            try:
+                frame = socket.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                self._inbox.put(decode_daemon(frame))
+                self.attention = True
+            except ProtocolError as error:  # a daemon of another version: skip, never crash
+                print(f"stoker: a message from the daemon was refused: {error}", file=sys.stderr)
+
+    def _send_posted(self, socket: zmq.Socket[Any]) -> bool:
+        """Send everything posted; False once `close` asked to stop."""
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_read, 4096):
+                pass
+        while True:
+            try:
+                item = self._outbox.get_nowait()
+            except queue.Empty:
+                return True
+            if item is None:
+                return False
+            stamp, what = item
+            try:
+                messages = list(what()) if callable(what) else [what]
+            except Exception:  # a bug in what builds them: those messages are lost, not the link
+                traceback.print_exc(file=sys.stderr)
+                continue
+            for message in messages:
+                socket.send(encode(message.model_copy(update={"ts": stamp})))
 
 
 @dataclass(frozen=True, kw_only=True)
