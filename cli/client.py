@@ -9,6 +9,8 @@ so a command run from a project's subfolder finds the daemon started at its top.
 """
 
 import os
+import sys
+import threading
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -201,27 +203,66 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow", "-f", help="until the job ends; exit 1 unless it completed")
     ] = False,
-    stdout: Annotated[bool, typer.Option("--stdout", help="stdout instead of stderr")] = False,
+    stdout: Annotated[bool, typer.Option("--stdout", help="its stdout only")] = False,
+    stderr: Annotated[bool, typer.Option("--stderr", help="its stderr only")] = False,
     rank: Annotated[int, typer.Option(help="which rank's")] = 0,
-    tail: Annotated[int, typer.Option(help="lines from the end")] = 100,
+    tail: Annotated[int, typer.Option(help="lines from the end of each stream")] = 100,
     url: Url = None,
     token: Token = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Print a job's log (stderr unless --stdout), and with -f what it writes next."""
-    daemon = Daemon(url, token, state_dir)
-    _follow(daemon, job_id, stream="stdout" if stdout else "stderr", rank=rank, tail=tail,
+    """Print a job's output as it would show in a terminal, its stdout here on stdout and
+    its stderr on stderr (or one of them), and with -f what it writes next."""
+    if stdout and stderr:
+        fail("--stdout and --stderr: give one of them, or neither for both")
+    streams = ("stdout",) if stdout else ("stderr",) if stderr else _STREAMS
+    _follow(Daemon(url, token, state_dir), job_id, streams=streams, rank=rank, tail=tail,
             until_end=follow)  # fmt: skip
+
+
+_STREAMS = ("stdout", "stderr")
 
 
 def _follow(
     daemon: "Daemon",
     job_id: str,
     *,
-    stream: str = "stderr",
+    streams: Sequence[str] = _STREAMS,
     rank: int = 0,
     tail: int = 100,
     until_end: bool = True,
+) -> None:
+    """Copy each of the job's `streams` to ours of the same name, the streams side by side
+    (a thread each); with `until_end`, then say how the job ended, and exit 1 unless it
+    completed."""
+    failures: list[str] = []
+
+    def copy(stream: str) -> None:
+        try:
+            _copy_log(daemon, job_id, stream, rank=rank, tail=tail, follow=until_end)
+        except _LogUnreadable as error:  # said once, by the main thread
+            failures.append(str(error))
+
+    copiers = [threading.Thread(target=copy, args=(stream,), daemon=True) for stream in streams]
+    for copier in copiers:
+        copier.start()
+    try:
+        for copier in copiers:
+            while copier.is_alive():
+                copier.join(timeout=0.2)  # a join without a timeout would not see Ctrl-C
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None  # the job goes on; `stoker logs ID -f` picks it up
+    if failures:
+        fail(failures[0])
+    if until_end:
+        job = daemon.call("GET", f"/v1/jobs/{job_id}")
+        typer.echo(f"{job_id}: {job['state']}", err=True)
+        if job["state"] != "completed":  # a script may go on only after a job that did its work
+            raise typer.Exit(JOB_DID_NOT_COMPLETE)
+
+
+def _copy_log(
+    daemon: "Daemon", job_id: str, stream: str, *, rank: int, tail: int, follow: bool
 ) -> None:
     import httpx  # noqa: PLC0415
 
@@ -229,24 +270,29 @@ def _follow(
         "stream": stream,
         "rank": rank,
         "tail": tail,
-        "follow": until_end,
+        "follow": follow,
     }
+    out = sys.stdout if stream == "stdout" else sys.stderr
     try:
         with daemon.http.stream(
             "GET", f"/v1/jobs/{job_id}/logs", params=params, timeout=None
         ) as reply:
             if reply.status_code >= 400:
                 reply.read()
-                fail(f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {detail(reply)}")
+                raise _LogUnreadable(
+                    f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {detail(reply)}"
+                )
             for text in reply.iter_text():
-                typer.echo(text, nl=False)
+                out.write(text)
+                out.flush()
     except httpx.TransportError as error:
-        fail(f"no daemon at {daemon.url} ({error}); start one with `stoker serve`")
-    if until_end:
-        job = daemon.call("GET", f"/v1/jobs/{job_id}")
-        typer.echo(f"{job_id}: {job['state']}", err=True)
-        if job["state"] != "completed":  # a script may go on only after a job that did its work
-            raise typer.Exit(JOB_DID_NOT_COMPLETE)
+        raise _LogUnreadable(
+            f"no daemon at {daemon.url} ({error}); start one with `stoker serve`"
+        ) from None
+
+
+class _LogUnreadable(Exception):
+    """A log could not be read: what to tell the user."""
 
 
 def jobs(

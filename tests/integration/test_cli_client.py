@@ -118,3 +118,15 @@ def test_follow_exits_1_unless_the_job_completed(
     job_id = failed.stderr.split()[1]  # `submitted ID`
     again = stoker("logs", job_id, "-f", *where)
     assert again.code == 1 and again.stderr.rstrip().endswith(": failed")
+    assert "starting" in again.stdout and "ValueError" in again.stderr, (
+        "both streams, each on its own"
+    )
+    out_only = stoker("logs", job_id, "--stdout", *where)
+    assert out_only.code == 0 and "starting" in out_only.stdout and out_only.stderr == ""
+    err_only = stoker("logs", job_id, "--stderr", "--tail", "1", *where)
+    assert err_only.stdout == "" and err_only.stderr.count("\n") == 1
+    both = stoker("logs", job_id, "--stdout", "--stderr", *where)
+    assert both.code == 2 and "give one of them, or neither" in both.stderr
+    missing = stoker("logs", "nope", *where)
+    assert missing.code == 2 and missing.stderr.count("error:") == 1, missing.stderr
+    assert "404 no job 'nope'" in missing.stderr

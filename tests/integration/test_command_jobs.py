@@ -243,7 +243,9 @@ def test_stoker_submit_runs_a_command_from_here_and_follows_it(
         sys.executable, "fail_first.py", cwd=SCRIPTS,
     )  # fmt: skip
     assert run.code == 1, "the job it followed failed"
-    assert "ValueError: shapes do not match" in run.stdout, "its stderr, followed"
+    assert "[rank 0] starting; note: hi" in run.stdout, "its stdout on ours, with its env"
+    assert "ValueError: shapes do not match" in run.stderr, "its stderr on ours"
+    assert "ValueError" not in run.stdout
     assert run.stderr.strip().endswith(": failed")
     with daemon.client() as client:
         (job,) = client.get("/v1/jobs").json()
