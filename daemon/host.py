@@ -1,0 +1,135 @@
+"""What this host gives the daemon, detected, and the node's defaults chosen from it.
+
+CPUs: the ones this process may run on (`os.sched_getaffinity`, so `taskset`, a CPU set or
+a container's cpuset count), capped by a cgroup CPU quota (`cpu.max` in cgroup v2,
+`cpu.cfs_quota_us` in v1) rounded down: a container given 2.5 CPUs of a 64-core host can
+keep 2 busy, not 64. GPUs: NVML (daemon/gpus.py). What a setting leaves unset comes from
+these (`plan_node`), and `stoker node` prints both.
+"""
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.config import NodeConfig
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class CpuLimit:
+    """The CPUs this process may keep busy, and where each bound came from."""
+
+    usable: int  # min(affinity, quota), at least 1
+    affinity: int  # CPUs in this process's affinity mask
+    online: int  # CPUs the kernel has online
+    quota: float | None  # CPUs' worth of time the cgroup allows; None: no limit
+
+    @property
+    def source(self) -> str:
+        if self.quota is not None and math.floor(self.quota) < self.affinity:
+            return f"cgroup CPU quota {self.quota:g}"
+        if self.affinity < self.online:
+            return f"affinity mask ({self.affinity} of {self.online} online)"
+        return "all online CPUs"
+
+
+def cpu_limit(
+    *, proc_cgroup: Path = Path("/proc/self/cgroup"), cgroup_root: Path = CGROUP_ROOT
+) -> CpuLimit:
+    """This process's usable CPUs (module docstring)."""
+    affinity = len(os.sched_getaffinity(0))
+    quota = cgroup_quota(proc_cgroup, cgroup_root)
+    usable = min(affinity, math.floor(quota)) if quota is not None else affinity
+    return CpuLimit(max(1, usable), affinity, os.cpu_count() or affinity, quota)
+
+
+def cgroup_quota(proc_cgroup: Path, cgroup_root: Path) -> float | None:
+    """The tightest CPU quota on this process's cgroup and its ancestors, in CPUs; None
+    when there is none (or no cgroup file system to read)."""
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    quotas = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # cgroup v2: cpu.max in the group and each ancestor
+            quotas += [_v2_quota(group) for group in _ancestry(cgroup_root, path)]
+        elif "cpu" in controllers.split(","):  # v1: the cpu controller's own hierarchy
+            for mount in (cgroup_root / controllers, cgroup_root / "cpu"):
+                if mount.is_dir():
+                    quotas += [_v1_quota(group) for group in _ancestry(mount, path)]
+                    break
+    found = [quota for quota in quotas if quota is not None]
+    return min(found) if found else None
+
+
+def _ancestry(mount: Path, path: str) -> list[Path]:
+    """The group at `path` under `mount` and each of its parents up to the mount."""
+    group = mount / path.lstrip("/")
+    return [group, *[parent for parent in group.parents if parent.is_relative_to(mount)]]
+
+
+def _v2_quota(group: Path) -> float | None:
+    try:
+        quota, period = (group / "cpu.max").read_text().split()
+    except (OSError, ValueError):
+        return None
+    return None if quota == "max" else int(quota) / int(period)
+
+
+def _v1_quota(group: Path) -> float | None:
+    try:
+        quota = int((group / "cpu.cfs_quota_us").read_text())
+        period = int((group / "cpu.cfs_period_us").read_text())
+    except (OSError, ValueError):
+        return None
+    return None if quota <= 0 or period <= 0 else quota / period
+
+
+@dataclass(frozen=True)
+class NodeResources:
+    """The node as the daemon runs it: the settings given, and the rest chosen from the
+    host. `threads_per_slot` is each training process's intra-op threads."""
+
+    gpus: int
+    slots: int  # GPUs, or CPU training slots on a node without
+    cpu_workers: int  # loader processes the planner shares out (the paper's C)
+    threads_per_slot: int
+    cpus: CpuLimit
+    chosen: tuple[str, ...]  # the settings that came from the host, not from the config
+
+    @property
+    def uses_gpus(self) -> bool:
+        return self.gpus > 0
+
+
+def plan_node(node: NodeConfig, cpus: CpuLimit, detected_gpus: int) -> NodeResources:
+    """The node's resources: what `node` sets, and for what it leaves unset, defaults
+    from the host.
+
+    - With GPUs, each rank's host thread needs a CPU: the loaders get the rest, at least
+      one. Training threads: one per rank (the GPU computes).
+    - Without, training runs on the CPUs: a slot for every 4 CPUs (at least one), half
+      the CPUs for training threads and the other half for loaders.
+    """
+    chosen = []
+    gpus = node.gpus if node.gpus is not None else detected_gpus
+    if node.gpus is None:
+        chosen.append("gpus")
+    if gpus > 0:
+        slots = gpus
+        training = gpus
+    else:
+        slots = node.cpu_slots if node.cpu_slots is not None else max(1, cpus.usable // 4)
+        if node.cpu_slots is None:
+            chosen.append("cpu_slots")
+        training = max(slots, cpus.usable // 2)
+    workers = node.cpu_workers
+    if workers is None:
+        workers = max(1, cpus.usable - training)
+        chosen.append("cpu_workers")
+    threads = 1 if gpus > 0 else max(1, training // slots)
+    return NodeResources(gpus, slots, workers, threads, cpus, tuple(chosen))
