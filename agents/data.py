@@ -112,10 +112,11 @@ class Augment:
 
 
 class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
-    """Samples of a `make_dataset` folder, decoded by Pillow and augmented; `epoch` must be
-    set before each epoch's loader is built (the augmentation seed depends on it)."""
+    """Samples of a `make_dataset` folder, decoded by Pillow and augmented (cropped to
+    `image_size`, or to the size its images were made at); `epoch` must be set before each
+    epoch's loader is built (the augmentation seed depends on it)."""
 
-    def __init__(self, root: Path, image_size: int, seed: int = 0) -> None:
+    def __init__(self, root: Path, image_size: int | None = None, seed: int = 0) -> None:
         try:
             index = json.loads((root / INDEX).read_text())
         except FileNotFoundError:
@@ -126,7 +127,8 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
         # An int16 array pickles as raw bytes: 2 bytes a sample for each worker's copy.
         self.labels = np.asarray(index["labels"], dtype=np.int16)
         self.classes = int(index["classes"])
-        self.augment = Augment(image_size)
+        self.image_size = image_size or int(index["size"])
+        self.augment = Augment(self.image_size)
         self.seed = seed
         self.epoch = 0
 

@@ -166,7 +166,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--dataset", type=Path, required=True, help="`stoker dataset make`'s")
     parser.add_argument("--iterations", type=int, required=True, help="global steps")
     parser.add_argument("--batch-size", type=int, required=True, help="global batch")
-    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--image-size", type=int, default=None, help="[the dataset's]")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--workers", type=int, default=2, help="loader workers, alone")

@@ -6,11 +6,12 @@ from typing import Annotated
 
 import typer
 
-from cli.common import fail
+from cli.common import fail, print_json
 
 
 def register_serve(app: typer.Typer) -> None:
     app.command("serve")(serve)
+    app.command("node")(node)
     # The agent's own options (--job, --endpoint, ...) pass through without a `--`.
     app.command(
         "agent", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
@@ -98,3 +99,49 @@ def agent(
     from agents.zoo import main  # noqa: PLC0415 (torch stays out of the daemon's imports)
 
     raise typer.Exit(main(args or []))
+
+
+def node(
+    *,
+    config: Annotated[Path | None, typer.Option(help="a TOML settings file, as for serve")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="as JSON")] = False,
+) -> None:
+    """What this host gives a daemon started here (CPUs it may use, GPUs), and the node
+    settings `stoker serve` would use: those the config sets, the rest chosen from the host."""
+    from daemon.config import ConfigError, load_config  # noqa: PLC0415
+    from daemon.gpus import detect_gpus  # noqa: PLC0415
+    from daemon.host import cpu_limit, host_summary, plan_node  # noqa: PLC0415
+
+    try:
+        settings = load_config(config).node
+    except ConfigError as error:
+        fail(str(error))
+    gpus = detect_gpus() if settings.gpus is None else settings.gpus
+    found = host_summary(plan_node(settings, cpu_limit(), gpus))
+    if json_output:
+        print_json(found)
+        return
+    chosen = set(found["chosen_from_host"])
+    quota = f", cgroup quota {found['cpu_quota']:g}" if found["cpu_quota"] is not None else ""
+    slots = "GPUs" if found["gpus"] else "CPU training slots"
+    lines = [
+        f"CPUs    {found['cpus_usable']} usable: affinity {found['cpu_affinity']} of "
+        f"{found['cpus_online']} online{quota} (limited by {found['cpus_limited_by']})",
+        f"GPUs    {found['gpus']} "
+        + (
+            "(node.gpus)"
+            if "gpus" not in chosen
+            else "(NVML)"
+            if found["gpus"]
+            else "(NVML finds none)"
+        ),
+        "",
+        "node setting      value  from",
+        f"slots             {found['slots']:>5}  "
+        + ("the host" if {"gpus", "cpu_slots"} & chosen else "the config")
+        + f" ({slots})",
+        f"cpu_workers       {found['cpu_workers']:>5}  "
+        + ("the host (usable CPUs less training's)" if "cpu_workers" in chosen else "the config"),
+        f"threads_per_slot  {found['threads_per_slot']:>5}  the host (a job's intra-op threads)",
+    ]
+    typer.echo("\n".join(lines))

@@ -278,7 +278,7 @@ class Actions:
             attempt=stored.restarts if stored is not None else 0,
             gpu_indices=service.scheduler.status(job_id).gpu_indices,
             uses_gpus=service.uses_gpus,
-            threads=max(1, (os.cpu_count() or 1) // service.slots),
+            threads=service.node.threads_per_slot,
             user=service.job_user(job_id),
         )
         if simulated:

@@ -109,8 +109,8 @@ def zoo_command(config: DaemonConfig, launch: AgentLaunch) -> tuple[str, ...]:
         "--dataset", str(launch.dataset),
         "--iterations", str(settings.iterations),
         "--batch-size", str(settings.batch_size),
-        "--image-size", str(training.image_size),
         "--seed", str(training.seed),
+        *(("--image-size", str(training.image_size)) if training.image_size else ()),
     )  # fmt: skip
 
 

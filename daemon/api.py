@@ -26,6 +26,7 @@ from daemon import apidocs
 from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
+from daemon.host import host_summary
 from daemon.items import SubmitError
 from daemon.joblogs import router as job_output_router
 from daemon.learning import parse_samples
@@ -228,7 +229,7 @@ async def tpm_fit(who: Who, service: Daemon) -> dict[str, Any]:
 
 @v1.get("/node")
 async def node(_: Who, service: Daemon) -> dict[str, Any]:
-    return node_summary(service.snapshot())
+    return node_summary(service.snapshot()) | {"host": host_summary(service.node)}
 
 
 def load_model(config: DaemonConfig) -> FittedTPM:

@@ -28,13 +28,21 @@ class ConfigError(ValueError):
 
 
 class NodeConfig(BaseModel):
-    """What the node offers. With no GPUs, `cpu_slots` training slots stand in for them."""
+    """What the node offers. With no GPUs, `cpu_slots` training slots stand in for them.
+    What is left unset is chosen from the host (daemon/host.py; `stoker node` shows it)."""
 
     model_config = ConfigDict(extra="forbid")
 
     gpus: int | None = Field(None, ge=0, description="GPUs; unset = detect (NVML)")
-    cpu_slots: int = Field(4, ge=1, description="training slots on a node without GPUs")
-    cpu_workers: int = Field(18, ge=1, description="loader processes the node allows (C)")
+    cpu_slots: int | None = Field(
+        None, ge=1, description="training slots on a node without GPUs; unset = one per 4 CPUs"
+    )
+    cpu_workers: int | None = Field(
+        None,
+        ge=1,
+        description="loader processes the node allows (C); unset = the CPUs this daemon may "
+        "use (affinity, cgroup quota) less those its training processes need",
+    )
     max_jobs_per_gpu: int = Field(2, ge=1, description="jobs that may share one GPU")
     decoder_capacity: float = Field(
         0.0, ge=0.0, description="samples/s of the node's JPEG decoder device; 0 = none"
@@ -66,7 +74,9 @@ class TrainingSettings(BaseModel):
     default_dataset: Path | None = Field(
         None, description="for jobs that name no dataset (a `stoker dataset make` folder)"
     )
-    image_size: int = Field(64, ge=16, le=1024, description="crop size fed to the model")
+    image_size: int | None = Field(
+        None, ge=16, le=1024, description="crop size fed to the model; unset = the dataset's"
+    )
     seed: int = 0
 
 

@@ -11,6 +11,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from daemon.config import NodeConfig
 
@@ -133,3 +134,21 @@ def plan_node(node: NodeConfig, cpus: CpuLimit, detected_gpus: int) -> NodeResou
         chosen.append("cpu_workers")
     threads = 1 if gpus > 0 else max(1, training // slots)
     return NodeResources(gpus, slots, workers, threads, cpus, tuple(chosen))
+
+
+def host_summary(node: NodeResources) -> dict[str, Any]:
+    """What was detected and what was chosen from it, as `/v1/node` and `stoker node`
+    show it."""
+    cpus = node.cpus
+    return {
+        "cpus_usable": cpus.usable,
+        "cpus_online": cpus.online,
+        "cpu_affinity": cpus.affinity,
+        "cpu_quota": cpus.quota,
+        "cpus_limited_by": cpus.source,
+        "gpus": node.gpus,
+        "slots": node.slots,
+        "cpu_workers": node.cpu_workers,
+        "threads_per_slot": node.threads_per_slot,
+        "chosen_from_host": list(node.chosen),
+    }

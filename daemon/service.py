@@ -30,6 +30,7 @@ from daemon.actions import Actions
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
 from daemon.gpus import detect_gpus
+from daemon.host import cpu_limit, plan_node
 from daemon.items import CancelCall, Fitted, FromAgent, Item, SamplesCall, SubmitCall, SubmitError
 from daemon.jobspec import JobSettings
 from daemon.launcher import Launcher
@@ -99,9 +100,10 @@ class Service:
         )
         self.launcher = launcher or Launcher(self.state_dir / "jobs")
         gpus = detect_gpus() if config.node.gpus is None else config.node.gpus
-        self.uses_gpus = gpus > 0
-        self.slots = gpus if self.uses_gpus else config.node.cpu_slots
-        self.tpm = TpmKeeper(config, self.store, model)
+        self.node = plan_node(config.node, cpu_limit(), gpus)  # the unset from the host
+        self.uses_gpus = self.node.uses_gpus
+        self.slots = self.node.slots
+        self.tpm = TpmKeeper(config, self.store, model, self.node.cpu_workers)
         self.scheduler = Scheduler(
             self.tpm.node_spec(),
             self.tpm.rates,
@@ -222,7 +224,7 @@ class Service:
             jobs=jobs,
             waiting_for_gpus=self.scheduler.waiting_for_gpus,
             loader_processes=self.scheduler.loader_processes(),
-            cpu_workers=self.config.node.cpu_workers,
+            cpu_workers=self.node.cpu_workers,
             decoder_capacity=self.config.node.decoder_capacity,
             slots=self.slots,
             uses_gpus=self.uses_gpus,

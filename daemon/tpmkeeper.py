@@ -25,8 +25,11 @@ class ModelRejected(TpmError):
 
 
 class TpmKeeper:
-    def __init__(self, config: DaemonConfig, store: Store, model: ThroughputModel) -> None:
+    def __init__(
+        self, config: DaemonConfig, store: Store, model: ThroughputModel, cpu_workers: int
+    ) -> None:
         self._config = config
+        self._cpu_workers = cpu_workers  # the node's, set or chosen from the host
         self._store = store
         self.source = "given at start"
         self.report: dict[str, Any] = {}
@@ -45,11 +48,10 @@ class TpmKeeper:
 
     def node_spec(self, model: ThroughputModel | None = None) -> NodeSpec:
         """The node as the allocator sees it with `model`'s contention curve."""
-        node = self._config.node
         return NodeSpec(
-            cpu_workers=node.cpu_workers,
+            cpu_workers=self._cpu_workers,
             contention=ContentionCurve((model or self.model).contention_points()),
-            decoder_capacity=node.decoder_capacity,
+            decoder_capacity=self._config.node.decoder_capacity,
         )
 
     def sample(

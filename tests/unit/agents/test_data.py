@@ -30,6 +30,7 @@ def test_the_folder_holds_real_jpegs_and_an_index(folder: Path) -> None:
     assert tensor.shape == (3, 32, 32) and tensor.dtype == torch.float32
     assert label == int(dataset.labels[5])
     assert -3.0 < float(tensor.mean()) < 3.0  # normalised
+    assert JpegDataset(folder)[5][0].shape == (3, 48, 48), "no size given: the images' own"
 
 
 def test_pickles_small_whatever_the_number_of_images(folder: Path) -> None:
