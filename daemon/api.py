@@ -184,8 +184,9 @@ async def event_stream(
 
 @v1.get("/tpm")
 async def tpm_status(who: Who, service: Daemon) -> dict[str, Any]:
-    """Where the model came from, its last fit report, stored samples, and predicted
-    against measured throughput of the caller's running jobs."""
+    """Where the model came from, its last fit report, the newest refit refused since
+    (held-out R^2 too low, or it cannot plan the jobs) with its figures, stored samples,
+    and predicted against measured throughput of the caller's running jobs."""
     node = service.snapshot()
     jobs = {
         job.id: {
@@ -198,6 +199,7 @@ async def tpm_status(who: Who, service: Daemon) -> dict[str, Any]:
     return {
         "source": node.model_source,
         "report": node.model_report,
+        "refused": node.model_refused,
         "samples": service.store.sample_counts(),
         "telemetry_samples": node.counts.telemetry_samples,
         "jobs": jobs,

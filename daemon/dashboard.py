@@ -252,4 +252,5 @@ def _tpm(node: NodeSnapshot, mine: set[str]) -> dict[str, Any]:
         "loading_r2": report.get("loading", {}).get("r2"),
         "jobs": points,
         "live_r2": live_r2,
+        "refused": dict(node.model_refused) if node.model_refused else None,
     }

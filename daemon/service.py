@@ -232,6 +232,7 @@ class Service:
             agent_mode=self.config.agent_mode,
             model_source=self.tpm.source,
             model_report=dict(self.tpm.report),
+            model_refused=dict(self.tpm.refused) if self.tpm.refused else None,
             counts=replace(
                 self.counters,
                 telemetry_samples=self.tpm.telemetry_samples,

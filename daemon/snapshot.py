@@ -73,6 +73,7 @@ class NodeSnapshot:
     agent_mode: str
     model_source: str
     model_report: Mapping[str, Any] = field(default_factory=dict)
+    model_refused: Mapping[str, Any] | None = None  # the newest refit refused, and why
     counts: Counts = field(default_factory=Counts)
     warnings: tuple[str, ...] = ()  # for the operator: whom jobs run as
 

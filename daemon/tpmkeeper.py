@@ -10,9 +10,10 @@ from allocator import ContentionCurve, InvalidRequest, NodeSpec, ThroughputModel
 from daemon.config import DaemonConfig
 from daemon.learning import training_row
 from daemon.store import JobRecord, Store
-from scheduler.errors import RefitRejected
+from scheduler.errors import RefitRejected, RefitUntrusted
 from scheduler.messages import JobRequest
 from scheduler.rates import RateModel
+from scheduler.refit import FitQuality
 from scheduler.scheduler import Scheduler
 from scheduler.telemetry import Beat, TelemetrySampler
 from tpm import FitResult, FittedTPM, TpmError
@@ -45,6 +46,7 @@ class TpmKeeper:
         self.sampler = TelemetrySampler(config.tpm_sample_every_s, scale)
         self.samples_since_fit = 0
         self.telemetry_samples = 0  # training samples taken from heartbeats
+        self.refused: dict[str, Any] | None = None  # the newest refit refused, with why
 
     def node_spec(self, model: ThroughputModel | None = None) -> NodeSpec:
         """The node as the allocator sees it with `model`'s contention curve."""
@@ -78,15 +80,30 @@ class TpmKeeper:
     def use(self, result: FitResult, scheduler: Scheduler) -> None:
         """Plan with a new fit, or refuse it whole (ModelRejected) and keep the old one."""
         rates = RateModel(result.model)
-        try:
-            scheduler.use_model(rates, self.node_spec(result.model))  # the core decides
-        except RefitRejected as error:
-            raise ModelRejected(str(error)) from None
+        quality = FitQuality.of_report(result.report)
+        try:  # the core decides
+            scheduler.use_model(rates, self.node_spec(result.model), quality)
+        except (RefitRejected, RefitUntrusted) as error:
+            raise self._refuse(str(error), quality) from None
         except InvalidRequest as error:
-            raise ModelRejected(str(RefitRejected(str(error)))) from None
+            raise self._refuse(str(RefitRejected(str(error))), quality) from None
+        self.refused = None
         self.model, self.rates = result.model, rates
         self._store.add_model(time.time(), result.model.to_json(), result.report)
         self.report = result.report
         self.source = f"fitted from stored samples at {time.time():.0f}"
         self.samples_since_fit = 0
         self._store.add_event(None, time.time(), "tpm_fit", {"source": self.source})
+
+    def _refuse(self, reason: str, quality: FitQuality) -> ModelRejected:
+        """Remember a refused refit (served with its figures) and say why."""
+        now = time.time()
+        self.refused = {
+            "at": now,
+            "reason": reason,
+            "training_r2": quality.training_r2,
+            "loading_r2": quality.loading_r2,
+        }
+        self._store.add_event(None, now, "tpm_fit_refused", dict(self.refused))
+        log.warning("%s", reason)
+        return ModelRejected(reason)

@@ -34,6 +34,9 @@ class SchedulerConfig:
     gate_hysteresis: float = 0.2  # the time saved must beat the pause cost by this much
     default_pause_cost_s: float = 16.0  # before a job has been paused once (paper Sec. IV-B)
     fair_floor: float = 0.8
+    # A refitted throughput model is used only if its held-out R^2, training and loading,
+    # reach this (scheduler/refit.py); below, it is refused and reported.
+    min_refit_r2: float = 0.5
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -64,3 +67,5 @@ class SchedulerConfig:
             )
         if not 0.0 <= self.fair_floor <= 1.0:
             raise InvalidRequest("scheduler.fair_floor", "must lie in [0, 1]")
+        if not self.min_refit_r2 <= 1.0:
+            raise InvalidRequest("scheduler.min_refit_r2", "must be at most 1 (a perfect fit)")

@@ -49,6 +49,7 @@ from scheduler.messages import (
     Tick,
 )
 from scheduler.rates import RateModel
+from scheduler.refit import FitQuality, check_fit
 from scheduler.states import JobState, check_transition
 from tpm import TpmError
 
@@ -253,10 +254,15 @@ class Scheduler:
         if self._admission is not None and job_id not in self._live:
             self._admission.release(job_id)
 
-    def use_model(self, rates: RateModel, node: NodeSpec) -> None:
-        """Plan with a refitted model from now on, if it can plan: it must predict the
-        default pipeline and every live job, or RefitRejected says why and nothing
-        changes. Allocations change at the next round, not here."""
+    def use_model(
+        self, rates: RateModel, node: NodeSpec, quality: FitQuality | None = None
+    ) -> None:
+        """Plan with a refitted model from now on, if it is trusted and can plan: its
+        held-out R^2 (`quality`) must reach the config's `min_refit_r2` (RefitUntrusted),
+        and it must predict the default pipeline and every live job (RefitRejected);
+        otherwise nothing changes. Allocations change at the next round, not here."""
+        if quality is not None:
+            check_fit(quality, self._config.min_refit_r2)
         try:
             if rates.model is not None:
                 rates.model.predict_sample_cost_s(DEFAULT_PIPELINE)

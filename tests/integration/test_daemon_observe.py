@@ -99,12 +99,27 @@ def test_samples_refit_and_a_new_model_survives_a_restart(serve: Callable[..., D
         fitted = admin.post("/v1/tpm/fit")
         assert fitted.status_code == 200, fitted.text
         assert fitted.json()["report"]["training"]["chosen"]
-        assert "fitted" in admin.get("/v1/tpm").json()["source"]
+        good = admin.get("/v1/tpm").json()
+        assert "fitted" in good["source"] and good["refused"] is None
+        # Step times that no model explains drown the good ones: the refit's held-out R^2
+        # falls below scheduler.min_refit_r2, so it is refused and reported with its figure.
+        noise = training_csv(800, 9, noise=3.0)
+        assert admin.post("/v1/tpm/samples", json={"kind": "training", "csv": noise}).is_success
+        untrusted = admin.post("/v1/tpm/fit")
+        assert untrusted.status_code == 422 and "min_refit_r2 = 0.5" in untrusted.text
+        after = admin.get("/v1/tpm").json()
+        assert after["source"] == good["source"], "the good model stays in use"
+        assert (
+            after["refused"]["training_r2"] < 0.5 and "held-out R^2" in after["refused"]["reason"]
+        )
+        shown = admin.get("/v1/dashboard").json()["tpm"]["refused"]
+        assert shown["training_r2"] == after["refused"]["training_r2"]
     daemon.stop()
     again = serve(state=daemon.state_dir.name, tokens={"admin": "root"})
     with again.client() as admin:
         status = admin.get("/v1/tpm").json()
-        assert "fitted" in status["source"] and status["samples"]["training"] == 200
+        assert status["source"] == good["source"], "the model taken, not the one refused"
+        assert status["samples"]["training"] == 1000
 
 
 def test_heartbeats_of_busy_jobs_become_training_samples(serve: Callable[..., Daemon]) -> None:

@@ -188,6 +188,7 @@ function drawFit(data) {
   const parts = [`model: ${tpm.source}`];
   if (tpm.training_r2 != null) parts.push(`training fit ${tpm.training_candidate}, held-out R² ${tpm.training_r2.toFixed(3)}`);
   if (tpm.loading_r2 != null) parts.push(`loading fit R² ${tpm.loading_r2.toFixed(3)}`);
+  if (tpm.refused) parts.push(`a refit was refused: ${tpm.refused.reason}`);
   parts.push(tpm.live_r2 == null
     ? "live R²: needs two running jobs whose throughput differs"
     : `live R² over ${points.length} running jobs ${tpm.live_r2.toFixed(2)}`);

@@ -51,8 +51,9 @@ def test_the_example_in_docs_daemon_md_is_a_valid_config(tmp_path: Path) -> None
     path = tmp_path / "example.toml"
     path.write_text("state_dir" + example)
     config = load_config(path)
-    assert config.agent_mode == "process" and config.training.image_size == 64
-    assert config.tokens == {"admin": "change-me"}
+    assert config.agent_mode == "process" and config.training.image_size is None
+    assert config.node.cpu_workers is None, "left to the host"
+    assert config.scheduler.min_refit_r2 == 0.5 and config.tokens == {"admin": "change-me"}
 
 
 def test_the_example_config_loads_and_names_every_setting() -> None:

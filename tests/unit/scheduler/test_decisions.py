@@ -8,6 +8,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.errors import RefitRejected
 from scheduler.messages import AgentHello, JobSubmitted, Launch
 from scheduler.rates import RateModel
+from scheduler.refit import FitQuality
 from scheduler.restore import (
     AgentReport,
     RestoreAction,
@@ -94,3 +95,12 @@ def test_a_refit_that_cannot_plan_is_refused_and_the_old_model_stays() -> None:
     with pytest.raises(RefitRejected, match="cannot plan"):
         core.use_model(RateModel(_NoPipeline()), node)
     assert core.status("a").allocation == launch.allocation
+
+
+def test_a_fits_quality_is_read_from_its_report() -> None:
+    report: dict[str, object] = {
+        "training": {"chosen": "ridge", "candidates": {"ridge": {"r2": 0.8}, "svr": {"r2": 0.9}}},
+        "loading": {"r2": -0.2},
+    }
+    assert FitQuality.of_report(report) == FitQuality(0.8, -0.2), "the chosen one's R^2"
+    assert FitQuality.of_report({}) == FitQuality(None, None)

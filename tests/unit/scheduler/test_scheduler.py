@@ -6,7 +6,7 @@ import pytest
 
 from allocator import ContentionCurve, NodeSpec
 from scheduler.config import SchedulerConfig
-from scheduler.errors import SchedulerError, UnknownJob
+from scheduler.errors import RefitUntrusted, SchedulerError, UnknownJob
 from scheduler.messages import (
     AgentHello,
     Allocation,
@@ -32,6 +32,7 @@ from scheduler.messages import (
     Tick,
 )
 from scheduler.rates import RateModel
+from scheduler.refit import FitQuality
 from scheduler.scheduler import Scheduler
 from scheduler.states import JobState
 from tests.unit.scheduler.builders import job, only, scheduler
@@ -428,6 +429,26 @@ def test_a_new_model_repredicts_live_jobs_for_the_next_round() -> None:
     (pause,) = only(out, Pause)
     (resume,) = only(core.handle(Paused("a", pause.gen, 5), 1.5), Resume)
     assert resume.allocation.workers_per_gpu == 20  # 100 * 0.01 / 0.05
+
+
+def test_a_refit_below_the_r2_threshold_is_refused_and_one_above_is_taken() -> None:
+    node = NodeSpec(cpu_workers=64, contention=ContentionCurve.contention_free())
+    config = SchedulerConfig(arrival_window_s=0.0, min_refit_r2=0.6)
+    core = Scheduler(node, RateModel(FlatModel(0.1)), config)
+    predicted = replace(job("a"), step_time_s=None, sample_cost_s=None, flops=1e9)
+    (launch,) = only(core.handle(JobSubmitted(predicted), 0.0), Launch)
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    faster = RateModel(FlatModel(0.05))
+    with pytest.raises(RefitUntrusted, match=r"training model's held-out R\^2 0\.300 is below"):
+        core.use_model(faster, node, FitQuality(training_r2=0.3, loading_r2=0.9))
+    with pytest.raises(RefitUntrusted, match=r"loading model's .* could not be measured"):
+        core.use_model(faster, node, FitQuality(training_r2=0.9, loading_r2=None))
+    out = core.handle(JobSubmitted(job("b", step_time_s=1.0)), 1.0)
+    assert not [command for command in out if isinstance(command, Pause)], "a keeps its 10"
+    core.use_model(faster, node, FitQuality(training_r2=0.6, loading_r2=0.95))
+    (pause,) = only(core.handle(JobSubmitted(job("c", step_time_s=1.0)), 2.0), Pause)
+    (resume,) = only(core.handle(Paused("a", pause.gen, 5), 2.5), Resume)
+    assert resume.allocation.workers_per_gpu == 20, "planned with the refit taken"
 
 
 def test_an_adopted_job_runs_on_and_is_planned_with_the_next_arrival() -> None:
