@@ -66,12 +66,22 @@ def test_a_hello_is_adopted_only_from_the_recorded_pid_running_with_workers() ->
 
 def test_a_heartbeat_becomes_a_sample_when_busy_and_once_per_period() -> None:
     sampler = TelemetrySampler(every_s=10.0, time_scale=0.5)
-    assert sampler.step_time_s(Beat("a", 10, idle_s=0.0, step_s=1.0), now=0.0) is None  # first
-    assert sampler.step_time_s(Beat("a", 15, idle_s=0.0, step_s=1.0), now=5.0) is None  # early
-    step = sampler.step_time_s(Beat("a", 20, idle_s=0.02, step_s=0.98), now=10.0)
-    assert step == pytest.approx(1.0 / 10 / 0.5)  # busy time per step, time scale undone
-    stalled = Beat("a", 40, idle_s=0.1, step_s=0.9)  # 90 % computing: loading limited
-    assert sampler.step_time_s(stalled, now=20.0) is None
+    assert sampler.step_time_s(Beat("a", 0, idle_s=0.0, step_s=1.0), now=0.0) is None  # first
+    # A heartbeat a second, each for 10 steps of 0.1 s: one sample per 10 s, of every beat
+    # since the last (taking the last beat's second over all 100 steps made it 10x small).
+    samples = [
+        sampler.step_time_s(Beat("a", 10 * second, idle_s=0.02, step_s=0.98), now=second)
+        for second in range(1, 11)
+    ]
+    assert samples[:9] == [None] * 9, "early"
+    assert samples[9] == pytest.approx(0.1 / 0.5), "busy time per step, time scale undone"
+    stalled = [
+        sampler.step_time_s(Beat("a", 100 + 10 * second, idle_s=0.1, step_s=0.9), now=10 + second)
+        for second in range(1, 11)
+    ]
+    assert stalled == [None] * 10, "90 % computing: loading limited, no sample"
+    again = sampler.step_time_s(Beat("a", 50, idle_s=0.0, step_s=1.0), now=30.0)
+    assert again is None, "a relaunch from a checkpoint starts a new window"
 
 
 class _NoPipeline:
