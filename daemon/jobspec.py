@@ -69,10 +69,15 @@ class JobSettings:
     def is_command(self) -> bool:
         return self.command is not None
 
-    def request(self, job_id: str, *, default_max_restarts: int, restarts: int) -> JobRequest:
-        """The job as the core plans it: its hints, or the zoo's features for its model
-        (UnknownModel names the field), its restart budget, and the restarts it has used."""
-        features = model_features(self.model) if self.model is not None else DEFAULT_HINTS
+    def request(
+        self, job_id: str, *, default_max_restarts: int, restarts: int, image_size: int = 224
+    ) -> JobRequest:
+        """The job as the core plans it: its hints, or the zoo's features for its model on
+        `image_size`-pixel images (UnknownModel names the field), its restart budget, and
+        the restarts it has used."""
+        features = (
+            model_features(self.model, image_size) if self.model is not None else DEFAULT_HINTS
+        )
         return JobRequest(
             id=job_id,
             gpus=self.gpus,

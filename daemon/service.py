@@ -43,7 +43,7 @@ from daemon.statelock import StateDirLock
 from daemon.store import JobRecord, Store
 from daemon.tenants import UnixUser, unix_users, user_warnings
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
-from daemon.zoodata import check_dataset
+from daemon.zoodata import check_dataset, zoo_image_size
 from scheduler.admission import GpuPool
 from scheduler.errors import SchedulerError, UnknownJob
 from scheduler.messages import (
@@ -244,10 +244,13 @@ class Service:
     def request(self, record: JobRecord) -> JobRequest:
         """The one conversion of a stored job to what the core plans."""
         stored = self.store.job(record.id)
-        return record.settings.request(
+        settings = record.settings
+        dataset = settings.dataset or self.config.training.default_dataset
+        return settings.request(
             record.id,
             default_max_restarts=self.config.max_restarts,
             restarts=stored.restarts if stored is not None else 0,
+            image_size=zoo_image_size(self.config.training.image_size, dataset),
         )
 
     def job_user(self, job_id: str) -> UnixUser | None:

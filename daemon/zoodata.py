@@ -1,4 +1,5 @@
-"""A zoo job's dataset, checked when it is submitted (the built-in trainer reads it)."""
+"""A zoo job's dataset, checked when it is submitted (the built-in trainer reads it), and
+the size of the images the trainer feeds its model, which the job's FLOPs depend on."""
 
 import json
 from pathlib import Path
@@ -21,3 +22,20 @@ def check_dataset(dataset: Path, batch_size: int) -> None:
             f"{batch_size} is more than the {images} images of {dataset}; use at most "
             f"{images}, or make a larger dataset (`stoker dataset make --images N`)",
         )
+
+
+IMAGENET_SIZE = 224  # what the zoo's FLOPs are counted at when nothing else is known
+
+
+def zoo_image_size(configured: int | None, dataset: str | Path | None) -> int:
+    """The side of the images a zoo job's model sees: `training.image_size` when set, as
+    the trainer crops to it, else the dataset's own size (its index), as the trainer then
+    uses; 224 when neither is known (a dataset gone since the submission)."""
+    if configured:
+        return configured
+    if dataset is None:
+        return IMAGENET_SIZE
+    try:
+        return int(json.loads((Path(dataset) / "index.json").read_text())["size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return IMAGENET_SIZE

@@ -1,5 +1,6 @@
 """The model zoo by name, with the features the TPM needs: forward FLOPs per sample and
-parameters, counted analytically for 224 x 224 ImageNet inputs and 1,000 classes.
+parameters, counted analytically for 1,000 classes and square inputs of a given size
+(224 x 224, ImageNet's, unless told: a job on 32-pixel images does a fiftieth of the work).
 
 Names follow the paper (Sec. IV-A): `Resnet18`, `Resnet28`, `VGG13`, `VGG7`, and the 2x and
 4x narrower variants `mdResnet12`, `smResnet20`, `mdVGG13`, `smVGG7`. "FLOPs" are
@@ -90,14 +91,15 @@ def layout(name: str) -> Layout:
 
 
 @cache
-def model_features(name: str) -> ModelFeatures:
-    """FLOPs and parameters of a zoo model; UnknownModel names the accepted forms."""
+def model_features(name: str, image_size: int = 224) -> ModelFeatures:
+    """FLOPs and parameters of a zoo model on `image_size`-pixel inputs; UnknownModel
+    names the accepted forms."""
     shape = layout(name)
     counter = _Counter()
     if shape.family == "resnet":
-        _count_resnet(counter, shape.depth, shape.width)
+        _count_resnet(counter, shape.depth, shape.width, image_size)
     else:
-        _count_vgg(counter, shape.depth, shape.width)
+        _count_vgg(counter, shape.depth, shape.width, image_size)
     return ModelFeatures(name=name, flops=counter.flops, model_params=counter.params)
 
 
@@ -129,17 +131,24 @@ def vgg_stages(depth: int) -> tuple[int, ...]:
     return tuple(stages)
 
 
-def _count_resnet(counter: _Counter, depth: int, width: int) -> None:
+def _halved(size: int) -> int:
+    """The side after a stride-2 convolution or pooling padded to keep its centre (7x7
+    pad 3, 3x3 pad 1): 224 -> 112, 7 -> 4."""
+    return (size + 1) // 2
+
+
+def _count_resnet(counter: _Counter, depth: int, width: int, image_size: int) -> None:
     stages = resnet_stages(depth)
     bottleneck = depth in _BOTTLENECK_DEPTHS
     expansion = 4 if bottleneck else 1
-    counter.conv(3, width, 7, 112)  # stem, then max pooling to 56 x 56
-    channels, size = width, 56
+    stem = _halved(image_size)
+    counter.conv(3, width, 7, stem)  # stem, then max pooling (224: 112, then 56)
+    channels, size = width, _halved(stem)
     for stage, blocks in enumerate(stages):
         planes = width * 2**stage
         for block in range(blocks):
             if block == 0 and stage > 0:
-                size //= 2
+                size = _halved(size)
             out = planes * expansion
             if bottleneck:
                 counter.conv(channels, planes, 1, size)
@@ -154,8 +163,8 @@ def _count_resnet(counter: _Counter, depth: int, width: int) -> None:
     counter.linear(channels, CLASSES)
 
 
-def _count_vgg(counter: _Counter, depth: int, width: int) -> None:
-    channels, size = 3, 224
+def _count_vgg(counter: _Counter, depth: int, width: int, image_size: int) -> None:
+    channels, size = 3, image_size
     for stage, convolutions in enumerate(vgg_stages(depth)):
         planes = width * 2 ** min(stage, 3)
         for _ in range(convolutions):

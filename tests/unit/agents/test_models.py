@@ -21,6 +21,9 @@ def test_counted_on_the_network_as_the_tpm_counts_it(name: str) -> None:
     measured, analytic = measure(name), model_features(name)
     assert measured.model_params == analytic.model_params
     assert measured.flops == pytest.approx(analytic.flops, rel=1e-9)
+    for size in (32, 48, 64):  # what the zoo trainer feeds from a small dataset
+        small = model_features(name, image_size=size).flops
+        assert measure(name, image_size=size).flops == pytest.approx(small, rel=1e-9), size
 
 
 def test_the_papers_figures() -> None:

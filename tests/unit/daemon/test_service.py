@@ -138,21 +138,22 @@ def test_a_busy_heartbeat_becomes_a_training_sample_once_per_period(tmp_path: Pa
         driver = Driver(tmp_path, NOW, tpm_sample_every_s=5.0)
         driver.at(1.0).submit("a")
         driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
-        for second, iteration in ((2.0, 10), (4.0, 20), (8.0, 40)):
+        # Each heartbeat tells of the seconds since the one before: 1 % waiting, 99 % busy.
+        for second, since, iteration in ((2.0, 0.5, 10), (4.0, 2.0, 20), (8.0, 4.0, 40)):
             driver.at(second).agent(
                 HeartbeatMessage(
                     job="a",
                     gen=1,
                     iteration=iteration,
                     samples=iteration * 64,
-                    idle_s=0.01,
-                    step_s=0.99,
+                    idle_s=0.01 * since,
+                    step_s=0.99 * since,
                     samples_per_s=640.0,
                     workers=2,
                 )
             )
         (row,) = driver.service.store.samples("training")
-        assert float(row["step_time_s"]) == pytest.approx(1.0 / 30)  # busy 1 s over 30 steps
+        assert float(row["step_time_s"]) == pytest.approx(6.0 / 30)  # busy 6 s over 30 steps
         assert driver.service.snapshot().counts.telemetry_samples == 1
         measured = driver.service.snapshot().jobs["a"].heartbeat
         assert measured is not None and measured.idle_fraction == pytest.approx(0.01)
