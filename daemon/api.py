@@ -357,6 +357,7 @@ def _view(service: Service, record: JobRecord, node: NodeSnapshot | None = None)
         workers_per_gpu=allocation.workers_per_gpu if allocation is not None else None,
         predicted_samples_per_s=live.predicted_samples_per_s if live else None,
         measured_samples_per_s=live.measured_samples_per_s if live else None,
+        prediction_error=live.relative_error if live else None,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
         reason=service.store.reason(fresh.id),

@@ -191,6 +191,7 @@ def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, A
         "decode_mode": allocation.decode_mode if allocation else None,
         "predicted_samples_per_s": live.predicted_samples_per_s if live else None,
         "measured_samples_per_s": live.measured_samples_per_s if live else None,
+        "prediction_error": live.relative_error if live else None,
     }
 
 

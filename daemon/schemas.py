@@ -170,8 +170,13 @@ class JobView(BaseModel):
     iteration: int
     gpu_indices: list[int]
     workers_per_gpu: int | None
-    predicted_samples_per_s: float | None
-    measured_samples_per_s: float | None
+    predicted_samples_per_s: float | None = Field(
+        description="what the plan predicted for the job at its allocation"
+    )
+    measured_samples_per_s: float | None = Field(description="its newest heartbeat's rate")
+    prediction_error: float | None = Field(
+        None, description="measured / predicted - 1 (0.1: 10 % faster than predicted)"
+    )
     restarts: int
     submitted_at: float
     reason: str = Field(

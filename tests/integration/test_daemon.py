@@ -76,6 +76,8 @@ def test_a_job_arriving_shrinks_the_running_one_through_pause_and_resume(
         done = client.get(f"/v1/jobs/{first['id']}").json()
         assert done["iteration"] == 1500
         assert done["measured_samples_per_s"] > 0 and done["predicted_samples_per_s"] > 0
+        error = done["measured_samples_per_s"] / done["predicted_samples_per_s"] - 1
+        assert done["prediction_error"] == pytest.approx(error), "the error beside its parts"
         checkpoint = daemon.state_dir / "jobs" / first["id"] / "checkpoint.json"
         assert checkpoint.exists(), "the pause wrote a checkpoint"
 

@@ -4,6 +4,7 @@ Playwright is missing (`make test` tries to install both)."""
 
 import collections
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -93,6 +94,8 @@ def test_the_dashboard_shows_jobs_live_with_no_console_error(
         assert navigations == [], "the page updated without reloading"
         sync_api.expect(page.locator("#live")).to_have_text("live")
         sync_api.expect(page.locator("#workers .scatterlayer .trace").first).to_be_attached()
+        error = page.locator("#jobs tbody tr", has_text="resnet-a").locator("td").nth(8)
+        sync_api.expect(error).to_have_text(re.compile(r"^[+-]\d+ %$"), timeout=20_000)
         page.fill("#find", "vgg")
         sync_api.expect(page.locator("#jobs tbody tr:not(.hidden)")).to_have_count(1)
         page.fill("#find", "")

@@ -246,6 +246,10 @@ function number(value) {
   return value == null ? "" : Math.round(value).toLocaleString();
 }
 
+function signedPercent(value) {  // measured against predicted: +12 % is faster than predicted
+  return value == null ? "" : `${value >= 0 ? "+" : "-"}${Math.abs(100 * value).toFixed(0)} %`;
+}
+
 function drawJobs(data) {
   const wanted = query();
   const rows = data.jobs.map((job) => {
@@ -260,6 +264,7 @@ function drawJobs(data) {
     tr.append(name, cell(job.state, `state-${job.state}`), cell(job.model ?? "command"), cell(String(job.gpus)),
       cell(job.workers_per_gpu == null ? "" : String(job.workers_per_gpu)), cell(decoder),
       cell(number(job.predicted_samples_per_s)), cell(number(job.measured_samples_per_s)),
+      cell(signedPercent(job.prediction_error)),
       cell(job.iterations == null ? String(job.iteration) : `${job.iteration} / ${job.iterations}`));
     if (!matches(job)) tr.className = "hidden";
     else if (wanted) tr.className = "found";
