@@ -34,6 +34,9 @@ class SchedulerConfig:
     gate_hysteresis: float = 0.2  # the time saved must beat the pause cost by this much
     default_pause_cost_s: float = 16.0  # before a job has been paused once (paper Sec. IV-B)
     fair_floor: float = 0.8
+    # Plan each job on its own curve, learned from its heartbeats (scheduler/curves.py),
+    # rather than on the throughput model's prediction alone.
+    learn_curves: bool = True
     # A refitted throughput model is used only if its held-out R^2, training and loading,
     # reach this (scheduler/refit.py); below, it is refused and reported.
     min_refit_r2: float = 0.5

@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from allocator import AllocationPlan, AllocationRequest, InvalidRequest, JobSpec, NodeSpec, allocate
+from allocator.throughput import job_samples_per_s
 from scheduler.admission import Admission, GpuPool
 from scheduler.config import SchedulerConfig
+from scheduler.curves import JobCurve, Observation
 from scheduler.errors import RefitRejected, SchedulerError, UnknownJob
 from scheduler.gate import RunningJob, decide
 from scheduler.messages import (
@@ -64,7 +66,9 @@ class _Job:
     """The core's own mutable record of a job; never handed out."""
 
     request: JobRequest
-    spec: JobSpec
+    spec: JobSpec  # what plans use: the prior with the job's own heartbeats weighed in
+    prior: JobSpec  # what the throughput model predicts for it
+    curve: JobCurve = field(default_factory=JobCurve)  # what its heartbeats measured
     state: JobState = JobState.SUBMITTED
     allocation: Allocation | None = None  # what the job runs with
     planned: Allocation | None = None  # what the current round gives it
@@ -226,9 +230,11 @@ class Scheduler:
             raise SchedulerError(f"job {request.id!r} is known already")
         if self._admission is not None:
             self._admission.hold(request.id, gpu_indices)
+        spec = self._rates.job_spec(request)
         job = _Job(
             request=request,
-            spec=self._rates.job_spec(request),
+            spec=spec,
+            prior=spec,
             state=JobState.RUNNING,
             allocation=allocation,
             iteration=iteration,
@@ -271,7 +277,8 @@ class Scheduler:
             raise RefitRejected(str(error)) from None
         self._rates, self._node = rates, node
         for job_id, spec in specs.items():
-            self._live[job_id].spec = spec
+            job = self._live[job_id]
+            job.prior, job.spec = spec, job.curve.learned(spec)
 
     # ---- the one entry point -------------------------------------------------------------
 
@@ -311,6 +318,7 @@ class Scheduler:
         job = _Job(
             request=request,
             spec=spec,
+            prior=spec,
             last_heard=now,
             restarts=request.restarts,
             seq=len(self._jobs),
@@ -380,6 +388,33 @@ class Scheduler:
         job.iteration = max(job.iteration, event.iteration)
         job.reported = event.iteration
         job.measured_samples_per_s = event.samples_per_s
+        allocation = job.allocation
+        if (
+            job.state is JobState.RUNNING
+            and allocation is not None
+            and event.workers_per_gpu == allocation.workers_per_gpu  # not a stale one
+            and self._config.learn_curves
+        ):
+            self._learn(job, allocation, event)
+
+    def _learn(self, job: _Job, allocation: Allocation, event: Heartbeat) -> None:
+        """Weigh a heartbeat into the job's curve (scheduler/curves.py): later plans use
+        what it learned, and the prediction for the job's allocation now follows it."""
+        efficiency = self._node.contention.efficiency(self.loader_processes())
+        on_device = allocation.decode_mode == "device"
+        seen = Observation(
+            event.samples_per_s,
+            event.idle_fraction,
+            event.workers_per_gpu,
+            efficiency,
+            loaders=not on_device,
+        )
+        job.curve.observe(job.spec, seen)
+        job.spec = job.curve.learned(job.prior)
+        if not on_device:  # a device job's rate is its decoder share's: the plan's stands
+            job.predicted_samples_per_s = job_samples_per_s(
+                job.spec, allocation.workers_per_gpu, efficiency
+            )
 
     def _paused(self, event: Paused, now: float, out: list[Command]) -> None:
         job = self._job(event.job_id)

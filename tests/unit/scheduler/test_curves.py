@@ -1,0 +1,104 @@
+"""Each job's curve, learned from its own heartbeats: a known curve is recovered from noisy
+simulated telemetry however wrong the prior, a job that never waits bounds its loaders'
+cost, a device job's loaders are left alone, and the core plans with what it learned."""
+
+import math
+import random
+from dataclasses import replace
+
+import pytest
+
+from allocator import ContentionCurve, JobSpec, NodeSpec
+from allocator.throughput import job_samples_per_s
+from scheduler.config import SchedulerConfig
+from scheduler.curves import JobCurve, Observation
+from scheduler.messages import AgentHello, Heartbeat, JobSubmitted, Launch, Pause, Paused, Resume
+from scheduler.rates import RateModel
+from scheduler.scheduler import Scheduler
+from tests.unit.scheduler.builders import job, only
+
+TRUTH = JobSpec(
+    id="j", gpus=1, batch_size=64, model_params=1e6, step_time_s=0.1, sample_cost_s=0.02
+)
+EFFICIENCY = 0.9
+
+
+def heartbeat(
+    truth: JobSpec, workers: int, noise: float, efficiency: float = EFFICIENCY
+) -> Observation:
+    """What a job whose true curve is `truth` reports with `workers` per GPU."""
+    rate = job_samples_per_s(truth, workers, efficiency) * noise
+    iteration_s = truth.batch_size / rate
+    idle = max(0.0, 1.0 - truth.step_time_s / iteration_s)
+    return Observation(rate, idle, workers, efficiency)
+
+
+def test_a_known_curve_is_recovered_within_5_percent_from_noisy_heartbeats() -> None:
+    rng = random.Random(7)
+    for prior in (
+        replace(TRUTH, step_time_s=0.2, sample_cost_s=0.01),  # twice, and half, the truth
+        replace(TRUTH, step_time_s=0.05, sample_cost_s=0.05),
+    ):
+        curve = JobCurve()
+        for beat in range(60):  # starved with 2 workers, fed with 16, in turn
+            workers = 2 if beat % 2 else 16
+            curve.observe(prior, heartbeat(TRUTH, workers, math.exp(rng.gauss(0.0, 0.03))))
+        learned = curve.learned(prior)
+        assert learned.step_time_s == pytest.approx(TRUTH.step_time_s, rel=0.05)
+        assert learned.sample_cost_s == pytest.approx(TRUTH.sample_cost_s, rel=0.05)
+        for workers in range(1, 21):
+            truth = job_samples_per_s(TRUTH, workers, EFFICIENCY)
+            assert job_samples_per_s(learned, workers, EFFICIENCY) == pytest.approx(truth, rel=0.05)
+
+
+def test_the_prior_fades_as_measurements_come() -> None:
+    prior = replace(TRUTH, step_time_s=0.2)
+    curve = JobCurve()
+    errors = []
+    for _ in range(14):
+        curve.observe(prior, heartbeat(TRUTH, 16, 1.0))
+        errors.append(curve.learned(prior).step_time_s / TRUTH.step_time_s - 1)
+    assert errors == sorted(errors, reverse=True), "closer with each heartbeat"
+    assert errors[6] < 0.10 and errors[13] < 0.05, "as the module says: 7 and 14 heartbeats"
+    assert JobCurve().learned(prior) == prior, "no heartbeat, the prior"
+
+
+def test_a_job_that_never_waits_bounds_its_loaders_cost() -> None:
+    prior = replace(TRUTH, sample_cost_s=0.1)  # says 16 workers could not keep up
+    curve = JobCurve()
+    for _ in range(5):
+        curve.observe(prior, heartbeat(TRUTH, 16, 1.0))  # they did: never idle
+    learned = curve.learned(prior)
+    assert not curve.sample_costs and learned.sample_cost_s < prior.sample_cost_s
+    fed = job_samples_per_s(TRUTH, 16, EFFICIENCY)
+    assert job_samples_per_s(learned, 16, EFFICIENCY) == pytest.approx(fed, rel=0.01)
+
+
+def test_a_device_jobs_heartbeat_leaves_its_loaders_cost_alone() -> None:
+    curve = JobCurve()
+    starved = heartbeat(TRUTH, 2, 1.0)
+    curve.observe(TRUTH, replace(starved, loaders=False))
+    assert curve.learned(TRUTH).sample_cost_s == TRUTH.sample_cost_s
+    assert curve.step_seen == 1 and curve.cost_seen == 0
+
+
+def test_the_core_plans_with_what_a_jobs_heartbeats_taught_it() -> None:
+    node = NodeSpec(cpu_workers=40, contention=ContentionCurve.contention_free())
+    core = Scheduler(node, RateModel(), SchedulerConfig(arrival_window_s=0.0, gate=False))
+    # Its hints say 10 workers keep it fed; its loaders are twice as slow as that.
+    (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
+    assert launch.allocation.workers_per_gpu == 10
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    truth = JobSpec(
+        id="a", gpus=1, batch_size=100, model_params=1e6, step_time_s=0.1, sample_cost_s=0.02
+    )
+    for second in range(1, 21):
+        seen = heartbeat(truth, 10, 1.0, efficiency=1.0)  # the node has no contention
+        beat = Heartbeat("a", launch.gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10)
+        core.handle(beat, float(second))
+    status = core.status("a")
+    assert status.measured_samples_per_s == pytest.approx(500.0)
+    assert status.predicted_samples_per_s == pytest.approx(500.0, rel=0.05), "learned"
+    (pause,) = only(core.handle(JobSubmitted(job("b", step_time_s=10.0)), 21.0), Pause)
+    (resume,) = only(core.handle(Paused("a", pause.gen, 100), 21.5), Resume)
+    assert resume.allocation.workers_per_gpu in (19, 20, 21), "planned on its own curve: ~20"
