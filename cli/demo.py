@@ -204,7 +204,7 @@ def _summary(daemon: Daemon, ids: dict[str, str], seen: _Seen, where: Path) -> N
     typer.echo("\nsummary")
     typer.echo(
         f"  {'job':<10}{'state':<11}{'samples/s':>10}{'pauses':>8}{'pause gap':>11}"
-        f"{'measured vs TPM':>17}"
+        f"{'measured vs predicted':>23}"
     )
     for name, job_id in ids.items():
         job = seen.jobs[job_id]
@@ -218,10 +218,12 @@ def _summary(daemon: Daemon, ids: dict[str, str], seen: _Seen, where: Path) -> N
         gap = f"{statistics.median(gaps):.2f} s" if gaps else "-"
         errors = seen.errors.get(job_id)
         error = f"{statistics.median(errors):+.0%}" if errors else "-"
-        typer.echo(f"  {name:<10}{job['state']:<11}{rate:>10.0f}{pauses:>8}{gap:>11}{error:>17}")
+        typer.echo(f"  {name:<10}{job['state']:<11}{rate:>10.0f}{pauses:>8}{gap:>11}{error:>23}")
     typer.echo(
-        "\nmeasured vs TPM: the built-in model was fitted for the paper's GPU testbed, not this "
-        "CPU;\n  `stoker profile` and POST /v1/tpm/samples + /v1/tpm/fit teach it this node."
+        "\nmeasured vs predicted: the median, while it ran, of the job's measured rate against "
+        "the\n  prediction for its allocation, which starts at the built-in model (fitted for "
+        "the paper's\n  GPU testbed) and learns the job from its heartbeats (docs/daemon.md, "
+        '"The throughput model").'
     )
     typer.echo(
         f"\nwhere to look: {where / 'state' / 'jobs'} (each job's log, checkpoint, audit), "

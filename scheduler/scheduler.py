@@ -69,6 +69,7 @@ class _Job:
     spec: JobSpec  # what plans use: the prior with the job's own heartbeats weighed in
     prior: JobSpec  # what the throughput model predicts for it
     curve: JobCurve = field(default_factory=JobCurve)  # what its heartbeats measured
+    warming: bool = True  # its first heartbeat since it (re)started: loaders starting
     state: JobState = JobState.SUBMITTED
     allocation: Allocation | None = None  # what the job runs with
     planned: Allocation | None = None  # what the current round gives it
@@ -400,6 +401,9 @@ class Scheduler:
     def _learn(self, job: _Job, allocation: Allocation, event: Heartbeat) -> None:
         """Weigh a heartbeat into the job's curve (scheduler/curves.py): later plans use
         what it learned, and the prediction for the job's allocation now follows it."""
+        if job.warming:  # it waited for workers that were starting: not its steady rate
+            job.warming = False
+            return
         efficiency = self._node.contention.efficiency(self.loader_processes())
         on_device = allocation.decode_mode == "device"
         seen = Observation(
@@ -727,6 +731,8 @@ class Scheduler:
     def _move(self, job: _Job, new: JobState, out: list[Command], why: str = "") -> None:
         check_transition(job.request.id, job.state, new)
         out.append(StateChanged(job.request.id, job.state, new, why))
+        if new is JobState.RUNNING and job.state is not JobState.RUNNING:
+            job.warming = True  # a start or a resume: the next heartbeat times its loaders' start
         job.state = new
         if new in (JobState.STARTING, JobState.RUNNING):
             self._watched[job.request.id] = job
