@@ -105,6 +105,7 @@ class _Meter:
     idle_s: float = 0.0
     step_s: float = 0.0
     steps: int = 0
+    samples: int = 0  # handed to the script, all ranks
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,13 @@ class Control:
             self.resizable = False
             self.hello(iteration)
 
-    def on_batch(self) -> None:
-        """A batch went to the script: the wait for it was idle time."""
+    def on_batch(self, samples: int) -> None:
+        """A batch of `samples` (all ranks) went to the script: the wait for it was idle
+        time."""
         now = time.monotonic()
-        self._meter.idle_s += now - self._handed_out
+        meter = self._meter
+        meter.idle_s += now - self._handed_out
+        meter.samples += samples
         self._handed_out = now
 
     def at_boundary(self, iteration: int, samples: int) -> Decision:
@@ -293,7 +297,9 @@ class Control:
         busy = meter.idle_s + meter.step_s
         if self.link is None or busy < self.heartbeat_s:
             return
-        rate = samples / max(1, iteration) * meter.steps / busy if busy > 0 else 0.0
+        # The samples of this interval over its time (not this run's samples per step of
+        # every run: after a restart from a checkpoint that read a hundredth of the rate).
+        rate = meter.samples / busy if busy > 0 else 0.0
         heartbeat = functools.partial(
             HeartbeatMessage,
             job=self.job_id,

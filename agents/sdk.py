@@ -334,7 +334,7 @@ class Job:
         self.step += 1
         self._samples += samples
         if self._control is not None:
-            self._control.on_batch()
+            self._control.on_batch(samples)
 
     def at_boundary(self) -> None:
         """Between two batches: flush metrics, stop when asked (after a checkpoint), and

@@ -18,6 +18,7 @@ from agents.control import Allocation
 from agents.loader import Position, ResizableLoader
 from agents.protocol import (
     FinishedMessage,
+    HeartbeatMessage,
     Hello,
     PauseMessage,
     ResumeMessage,
@@ -306,5 +307,24 @@ def test_a_new_allocation_reaches_the_callbacks_and_a_resume_the_workers(tmp_pat
         assert 0 < switched < 40 and set(on_device[switched:]) == {1.0}, on_device
         assert indices == list(range(40)), "every sample once, in order, across the resize"
         router.expect(FinishedMessage)
+    finally:
+        router.close()
+
+
+def test_a_heartbeat_says_the_rate_of_its_interval_also_after_a_restart(tmp_path: Path) -> None:
+    first = job(tmp_path)
+    first.step = 1000  # as if it had trained that long before a crash
+    first.checkpoint()
+    router = Router(tmp_path / "agents.sock")
+    try:
+        again = job(
+            tmp_path, STOKER_JOB_ID="j", STOKER_CONTROL=router.endpoint, STOKER_HEARTBEAT_S="0.2"
+        )
+        assert again.step == 1000
+        for _ in again.epochs(1):
+            for _ in again.loader(Numbers(60), batch_size=4, shuffle=False, num_workers=0):
+                time.sleep(0.03)  # a step: 4 samples in 30 ms, about 130 a second
+        beat = router.expect(HeartbeatMessage, timeout_s=10)
+        assert 80 < beat.samples_per_s < 140, beat  # not this run's samples per step of all
     finally:
         router.close()
