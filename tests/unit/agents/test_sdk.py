@@ -325,6 +325,6 @@ def test_a_heartbeat_says_the_rate_of_its_interval_also_after_a_restart(tmp_path
             for _ in again.loader(Numbers(60), batch_size=4, shuffle=False, num_workers=0):
                 time.sleep(0.03)  # a step: 4 samples in 30 ms, about 130 a second
         beat = router.expect(HeartbeatMessage, timeout_s=10)
-        assert 80 < beat.samples_per_s < 140, beat  # not this run's samples per step of all
+        assert 50 < beat.samples_per_s < 140, beat  # not this run's samples per step of all
     finally:
         router.close()
