@@ -82,6 +82,10 @@ def test_a_tiny_share_is_still_served_and_a_share_changes_live(service: str, ima
     big = loader(service, "big", 0.98, images)
     try:
         assert big.stdout is not None and big.stdout.readline()
+        # Its line comes before its first command: give it time to fill the device, or on a
+        # loaded machine `tiny` finds the device idle and is served at full speed (the
+        # service gives capacity nobody asks for to whoever asks; seen in CI: 0.03 s).
+        time.sleep(1.0)
         with DecoderClient(service, "tiny", 0.02, max_batch=BATCH, size=SIZE) as tiny:
             started = time.monotonic()
             for batch in Reader(tiny, (paths(images) for _ in range(4)), depth=2):
