@@ -77,7 +77,10 @@ def _dataset(root: Path, images: int) -> Path:
     return root
 
 
-def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subprocess.Popen[bytes]":
+def _start(
+    where: Path, port: int, jobs: "Workload", dataset: Path, policy: str = "optimal"
+) -> "subprocess.Popen[bytes]":
+    """`stoker serve` on the demo's node, planning with `policy`; returns once it answers."""
     import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
     settings = {
@@ -88,7 +91,12 @@ def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subproce
         # GPUs if NVML finds any, else the workload's GPU count as CPU training slots.
         "node": {"cpu_slots": jobs.node.gpus, "cpu_workers": jobs.node.cpu_workers},
         # Short windows; the gate off, so that every change the plan makes shows.
-        "scheduler": {"arrival_window_s": 2.0, "completion_window_s": 2.0, "gate": False},
+        "scheduler": {
+            "arrival_window_s": 2.0,
+            "completion_window_s": 2.0,
+            "gate": False,
+            "policy": policy,
+        },
         "training": {"default_dataset": str(dataset), "image_size": 32},
     }
     config = where / "stoker.toml"
@@ -110,7 +118,7 @@ def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subproce
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                 url = f"http://127.0.0.1:{port}"
                 token = (where / "state" / "admin.token").read_text().strip()
-                typer.echo(f"daemon up: {url}/docs (policy optimal)")
+                typer.echo(f"daemon up: {url}/docs (policy {policy})")
                 typer.echo(f"dashboard: {dashboard_link(url, token)}")
                 return process
         except httpx.TransportError:
