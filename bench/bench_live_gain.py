@@ -21,9 +21,7 @@ gain is comparable.
 """
 
 import argparse
-import signal
 import statistics
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +31,7 @@ import psutil
 
 from bench.common import save
 from cli.client import Daemon
-from cli.demo import REPO_WORKLOAD, _dataset, _start
+from cli.demo import REPO_WORKLOAD, _dataset, _start, _stop
 from cli.workload_commands import FINAL, submit_on_schedule
 from workloads.simulator import simulate
 from workloads.spec import Workload, load_workload
@@ -58,12 +56,7 @@ def run_once(jobs: Workload, dataset: Path, policy: str, where: Path, port: int)
         events = client.call("GET", "/v1/events", params={"limit": 10_000})
         found = [client.call("GET", f"/v1/jobs/{job_id}") for job_id in ids.values()]
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        _stop(daemon)
     submitted = [e["at"] for e in events if e["kind"] == "submitted"]
     ended = [e["at"] for e in events if e["kind"] == "state" and e["data"].get("to") in FINAL]
     makespan = max(ended) - min(submitted)

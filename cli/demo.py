@@ -60,13 +60,18 @@ def demo_command(
     except KeyboardInterrupt:
         typer.echo("\ninterrupted: stopping the daemon and its agents", err=True)
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
+        _stop(daemon)
     typer.echo(f"daemon stopped; its log is {where / 'daemon.log'}")
+
+
+def _stop(daemon: "subprocess.Popen[bytes]") -> None:
+    """SIGTERM (it checkpoints and stops its agents), then a kill after 60 s."""
+    daemon.send_signal(signal.SIGTERM)
+    try:
+        daemon.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        daemon.kill()
+        daemon.wait()
 
 
 def _dataset(root: Path, images: int) -> Path:
