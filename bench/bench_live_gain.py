@@ -27,36 +27,63 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psutil
 
+from agents.data import make_dataset
 from bench.common import save
-from cli.client import Daemon
-from cli.demo import REPO_WORKLOAD, _dataset, _start, _stop
-from cli.workload_commands import FINAL, submit_on_schedule
+from bench.daemon_driver import Daemon, free_port
 from workloads.simulator import simulate
-from workloads.spec import Workload, load_workload
+from workloads.spec import Workload, WorkloadJob, load_workload
 
 DEFAULT_POLICY = "optimal"
+DEMO_WORKLOAD = Path(__file__).resolve().parents[1] / "configs" / "workloads" / "demo-cpu.toml"
+FINAL = ("completed", "failed", "cancelled")
 
 
-def run_once(jobs: Workload, dataset: Path, policy: str, where: Path, port: int) -> dict[str, Any]:
+def demo_settings(jobs: Workload, dataset: Path, policy: str) -> dict[str, Any]:
+    """The daemon `stoker demo` runs (cli/demo.py), planning with `policy`."""
+    return {
+        "agent_mode": "process",
+        "heartbeat_s": 0.5,
+        "node": {"cpu_slots": jobs.node.gpus, "cpu_workers": jobs.node.cpu_workers},
+        "scheduler": {
+            "arrival_window_s": 2.0,
+            "completion_window_s": 2.0,
+            "gate": False,
+            "policy": policy,
+        },
+        "training": {"default_dataset": str(dataset), "image_size": 32},
+    }
+
+
+def body(job: WorkloadJob) -> dict[str, Any]:
+    return {
+        "name": job.id,
+        "model": job.model,
+        "batch_size": job.batch_size,
+        "gpus": job.gpus,
+        "iterations": job.iterations,
+    }
+
+
+def run_once(jobs: Workload, dataset: Path, policy: str, where: Path) -> dict[str, Any]:
     """One run of the workload under `policy` on a fresh daemon: makespan and throughput."""
     where.mkdir(parents=True)
-    daemon = _start(where, port, jobs, dataset, policy)
+    daemon = Daemon(where / "state", free_port(), demo_settings(jobs, dataset, policy)).start()
     before = psutil.cpu_times()
     try:
-        token = (where / "state" / "admin.token").read_text().strip()
-        client = Daemon(f"http://127.0.0.1:{port}", token, None)
-        ids = submit_on_schedule(client, jobs, 1.0, progress=False).ids
-        while not all(
-            client.call("GET", f"/v1/jobs/{job_id}")["state"] in FINAL for job_id in ids.values()
-        ):
-            time.sleep(0.5)
-        after = psutil.cpu_times()
-        events = client.call("GET", "/v1/events", params={"limit": 10_000})
-        found = [client.call("GET", f"/v1/jobs/{job_id}") for job_id in ids.values()]
+        with daemon.client() as client:
+            ids = submit(client, jobs)
+            while not all(
+                client.get(f"/v1/jobs/{job_id}").json()["state"] in FINAL for job_id in ids
+            ):
+                time.sleep(0.5)
+            after = psutil.cpu_times()
+            events = client.get("/v1/events", params={"limit": 10_000}).json()
+            found = [client.get(f"/v1/jobs/{job_id}").json() for job_id in ids]
     finally:
-        _stop(daemon)
+        daemon.stop()
     submitted = [e["at"] for e in events if e["kind"] == "submitted"]
     ended = [e["at"] for e in events if e["kind"] == "state" and e["data"].get("to") in FINAL]
     makespan = max(ended) - min(submitted)
@@ -71,21 +98,34 @@ def run_once(jobs: Workload, dataset: Path, policy: str, where: Path, port: int)
     }
 
 
+def submit(client: httpx.Client, jobs: Workload) -> list[str]:
+    """Each job at its arrival time; their ids."""
+    started = time.monotonic()
+    first = min(job.arrival_s for job in jobs.jobs)
+    ids = []
+    for job in sorted(jobs.jobs, key=lambda job: job.arrival_s):
+        time.sleep(max(0.0, job.arrival_s - first - (time.monotonic() - started)))
+        reply = client.post("/v1/jobs", json=body(job))
+        reply.raise_for_status()
+        ids.append(reply.json()["id"])
+    return ids
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--workload", type=Path, default=REPO_WORKLOAD)
+    parser.add_argument("--workload", type=Path, default=DEMO_WORKLOAD)
     parser.add_argument("--images", type=int, default=256, help="JPEGs in the dataset")
-    parser.add_argument("--port", type=int, default=8473)
     args = parser.parse_args()
     jobs = load_workload(args.workload)
     policies = ("balance", DEFAULT_POLICY)
     scratch = Path(tempfile.mkdtemp(prefix="stoker-live-gain-"))
-    dataset = _dataset(scratch / "data", args.images)
+    dataset = scratch / "data"
+    make_dataset(dataset, images=args.images, size=48, classes=10)  # as the demo makes it
     measured: dict[str, list[dict[str, Any]]] = {policy: [] for policy in policies}
     for run in range(args.runs):
         for policy in policies if run % 2 == 0 else policies[::-1]:
-            found = run_once(jobs, dataset, policy, scratch / f"run{run}-{policy}", args.port)
+            found = run_once(jobs, dataset, policy, scratch / f"run{run}-{policy}")
             measured[policy].append(found)
             rate, busy = found["samples_per_s"], found["cpu_busy"]
             print(f"run {run + 1} {policy:<8} makespan {found['makespan_s']:6.1f} s, "

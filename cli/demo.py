@@ -82,10 +82,9 @@ def _dataset(root: Path, images: int) -> Path:
     return root
 
 
-def _start(
-    where: Path, port: int, jobs: "Workload", dataset: Path, policy: str = "optimal"
-) -> "subprocess.Popen[bytes]":
-    """`stoker serve` on the demo's node, planning with `policy`; returns once it answers."""
+def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subprocess.Popen[bytes]":
+    """`stoker serve` on the demo's node (bench/bench_live_gain.py runs the same); returns
+    once it answers."""
     import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
     settings = {
@@ -96,12 +95,7 @@ def _start(
         # GPUs if NVML finds any, else the workload's GPU count as CPU training slots.
         "node": {"cpu_slots": jobs.node.gpus, "cpu_workers": jobs.node.cpu_workers},
         # Short windows; the gate off, so that every change the plan makes shows.
-        "scheduler": {
-            "arrival_window_s": 2.0,
-            "completion_window_s": 2.0,
-            "gate": False,
-            "policy": policy,
-        },
+        "scheduler": {"arrival_window_s": 2.0, "completion_window_s": 2.0, "gate": False},
         "training": {"default_dataset": str(dataset), "image_size": 32},
     }
     config = where / "stoker.toml"
@@ -123,7 +117,7 @@ def _start(
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                 url = f"http://127.0.0.1:{port}"
                 token = (where / "state" / "admin.token").read_text().strip()
-                typer.echo(f"daemon up: {url}/docs (policy {policy})")
+                typer.echo(f"daemon up: {url}/docs (policy optimal)")
                 typer.echo(f"dashboard: {dashboard_link(url, token)}")
                 return process
         except httpx.TransportError:
