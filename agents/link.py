@@ -92,9 +92,7 @@ class DaemonLink:
         """The next command, waiting up to `timeout_s` (None: for ever); None if none came."""
         self._check()
         try:
-            return (
-                self._inbox.get(timeout=timeout_s) if timeout_s != 0 else self._inbox.get_nowait()
-            )
+            return self._inbox.get(timeout=timeout_s)
         except queue.Empty:
             self._check()
             return None
@@ -120,16 +118,15 @@ class DaemonLink:
         self, on_reconnect: Callable[[], None] | None = None
     ) -> ResumeMessage | None:
         """Block until resume (returned) or cancel (None). A daemon that restarts meanwhile
-        gets `on_reconnect()` (a hello, so that it knows the job is paused)."""
+        gets `on_reconnect()` (a hello, so that it knows the job is paused). A live share
+        that comes meanwhile is older than the resume's own, and is dropped."""
         while True:
             if self.reconnected() and on_reconnect is not None:
                 on_reconnect()
             message = self.receive(_WAIT_SLICE_S)
-            if isinstance(message, ShareMessage):
-                self._share = message.decoder_share
-            elif isinstance(message, CancelMessage):
+            if isinstance(message, CancelMessage):
                 return None
-            elif isinstance(message, ResumeMessage):
+            if isinstance(message, ResumeMessage):
                 return message
 
     def reconnected(self) -> bool:

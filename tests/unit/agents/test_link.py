@@ -115,6 +115,18 @@ def test_a_boundary_reads_one_flag_and_the_stop_share_and_resume_are_sorted(
     link.close()
 
 
+def test_a_live_share_during_a_pause_is_dropped_for_the_resumes_own(router: Router) -> None:
+    link = DaemonLink("j", router.endpoint)
+    link.send(hello(0))
+    router.expect(Hello, timeout_s=5)
+    router.send("j", ShareMessage(job="j", gen=1, decoder_share=0.25))  # sent while running
+    router.send("j", ResumeMessage(job="j", gen=2, workers_per_gpu=1, decoder_share=0.5))
+    resume = link.wait_for_resume()
+    assert resume is not None and resume.decoder_share == 0.5
+    assert link.take_share() is None, "the older live share does not undo the resume's"
+    link.close()
+
+
 def test_a_malformed_message_from_the_daemon_is_skipped(
     router: Router, capfd: pytest.CaptureFixture[str]
 ) -> None:
