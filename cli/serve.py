@@ -109,15 +109,13 @@ def node(
     """What this host gives a daemon started here (CPUs it may use, GPUs), and the node
     settings `stoker serve` would use: those the config sets, the rest chosen from the host."""
     from daemon.config import ConfigError, load_config  # noqa: PLC0415
-    from daemon.gpus import detect_gpus  # noqa: PLC0415
-    from daemon.host import cpu_limit, host_summary, plan_node  # noqa: PLC0415
+    from daemon.host import detect_node, host_summary  # noqa: PLC0415
 
     try:
         settings = load_config(config).node
     except ConfigError as error:
         fail(str(error))
-    gpus = detect_gpus() if settings.gpus is None else settings.gpus
-    found = host_summary(plan_node(settings, cpu_limit(), gpus))
+    found = host_summary(detect_node(settings))
     if json_output:
         print_json(found)
         return

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.config import NodeConfig
+from daemon.gpus import detect_gpus
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
@@ -105,6 +106,12 @@ class NodeResources:
     @property
     def uses_gpus(self) -> bool:
         return self.gpus > 0
+
+
+def detect_node(node: NodeConfig) -> NodeResources:
+    """The node on this host: `plan_node` with this process's CPUs, and NVML asked for the
+    GPUs only when `node.gpus` is unset. `stoker serve` and `stoker node` both use it."""
+    return plan_node(node, cpu_limit(), detect_gpus() if node.gpus is None else node.gpus)
 
 
 def plan_node(node: NodeConfig, cpus: CpuLimit, detected_gpus: int) -> NodeResources:

@@ -29,8 +29,7 @@ from allocator import InvalidRequest, ThroughputModel
 from daemon.actions import Actions
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
-from daemon.gpus import detect_gpus
-from daemon.host import cpu_limit, plan_node
+from daemon.host import detect_node
 from daemon.items import CancelCall, Fitted, FromAgent, Item, SamplesCall, SubmitCall, SubmitError
 from daemon.jobspec import JobSettings
 from daemon.launcher import Launcher
@@ -99,8 +98,7 @@ class Service:
             config.node.decoder_endpoint or f"ipc://{self.state_dir / 'decoder.sock'}"
         )
         self.launcher = launcher or Launcher(self.state_dir / "jobs")
-        gpus = detect_gpus() if config.node.gpus is None else config.node.gpus
-        self.node = plan_node(config.node, cpu_limit(), gpus)  # the unset from the host
+        self.node = detect_node(config.node)  # what the config leaves unset, from the host
         self.uses_gpus = self.node.uses_gpus
         self.slots = self.node.slots
         self.tpm = TpmKeeper(config, self.store, model, self.node.cpu_workers)

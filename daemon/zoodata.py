@@ -10,12 +10,11 @@ from daemon.items import SubmitError
 def check_dataset(dataset: Path, batch_size: int) -> None:
     """A zoo job's dataset exists and holds at least one global batch (the trainer would
     otherwise train on fewer samples per step than asked, without a word)."""
-    try:
-        images = int(json.loads((dataset / "index.json").read_text())["images"])
-    except (OSError, ValueError, KeyError, TypeError):
+    images = _index_number(dataset, "images")
+    if images is None:
         raise SubmitError(
             "dataset", f"{dataset} holds no dataset; make one with `stoker dataset make`"
-        ) from None
+        )
     if batch_size > images:
         raise SubmitError(
             "batch_size",
@@ -33,9 +32,13 @@ def zoo_image_size(configured: int | None, dataset: str | Path | None) -> int:
     uses; 224 when neither is known (a dataset gone since the submission)."""
     if configured:
         return configured
-    if dataset is None:
-        return IMAGENET_SIZE
+    size = _index_number(Path(dataset), "size") if dataset is not None else None
+    return size if size is not None else IMAGENET_SIZE
+
+
+def _index_number(dataset: Path, key: str) -> int | None:
+    """A number from the index `stoker dataset make` writes; None when there is none."""
     try:
-        return int(json.loads((Path(dataset) / "index.json").read_text())["size"])
+        return int(json.loads((dataset / "index.json").read_text())[key])
     except (OSError, ValueError, KeyError, TypeError):
-        return IMAGENET_SIZE
+        return None
