@@ -33,38 +33,12 @@ import psutil
 from agents.data import make_dataset
 from bench.common import save
 from bench.daemon_driver import Daemon, free_port
+from workloads.live import FINAL, demo_settings, job_body
 from workloads.simulator import simulate
-from workloads.spec import Workload, WorkloadJob, load_workload
+from workloads.spec import Workload, load_workload
 
 DEFAULT_POLICY = "optimal"
 DEMO_WORKLOAD = Path(__file__).resolve().parents[1] / "configs" / "workloads" / "demo-cpu.toml"
-FINAL = ("completed", "failed", "cancelled")
-
-
-def demo_settings(jobs: Workload, dataset: Path, policy: str) -> dict[str, Any]:
-    """The daemon `stoker demo` runs (cli/demo.py), planning with `policy`."""
-    return {
-        "agent_mode": "process",
-        "heartbeat_s": 0.5,
-        "node": {"cpu_slots": jobs.node.gpus, "cpu_workers": jobs.node.cpu_workers},
-        "scheduler": {
-            "arrival_window_s": 2.0,
-            "completion_window_s": 2.0,
-            "gate": False,
-            "policy": policy,
-        },
-        "training": {"default_dataset": str(dataset), "image_size": 32},
-    }
-
-
-def body(job: WorkloadJob) -> dict[str, Any]:
-    return {
-        "name": job.id,
-        "model": job.model,
-        "batch_size": job.batch_size,
-        "gpus": job.gpus,
-        "iterations": job.iterations,
-    }
 
 
 def run_once(jobs: Workload, dataset: Path, policy: str, where: Path) -> dict[str, Any]:
@@ -105,7 +79,7 @@ def submit(client: httpx.Client, jobs: Workload) -> list[str]:
     ids = []
     for job in sorted(jobs.jobs, key=lambda job: job.arrival_s):
         time.sleep(max(0.0, job.arrival_s - first - (time.monotonic() - started)))
-        reply = client.post("/v1/jobs", json=body(job))
+        reply = client.post("/v1/jobs", json=job_body(job))
         reply.raise_for_status()
         ids.append(reply.json()["id"])
     return ids

@@ -25,7 +25,8 @@ import typer
 
 from cli.client import Daemon, dashboard_link
 from cli.common import fail
-from cli.workload_commands import FINAL, submit_on_schedule
+from cli.workload_commands import submit_on_schedule
+from workloads.live import FINAL, demo_settings
 
 if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
     from workloads.spec import Workload
@@ -87,17 +88,7 @@ def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subproce
     once it answers."""
     import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
-    settings = {
-        "state_dir": str(where / "state"),
-        "port": port,
-        "agent_mode": "process",
-        "heartbeat_s": 0.5,
-        # GPUs if NVML finds any, else the workload's GPU count as CPU training slots.
-        "node": {"cpu_slots": jobs.node.gpus, "cpu_workers": jobs.node.cpu_workers},
-        # Short windows; the gate off, so that every change the plan makes shows.
-        "scheduler": {"arrival_window_s": 2.0, "completion_window_s": 2.0, "gate": False},
-        "training": {"default_dataset": str(dataset), "image_size": 32},
-    }
+    settings = {"state_dir": str(where / "state"), "port": port, **demo_settings(jobs, dataset)}
     config = where / "stoker.toml"
     config.write_text(tomli_w.dumps(settings))
     with (where / "daemon.log").open("ab") as log:

@@ -9,7 +9,7 @@ to --out through a temporary file renamed into place. docs/workloads.md has the 
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -29,7 +29,8 @@ from workloads.generator import (
     GeneratorOptions,
     generate_workload,
 )
-from workloads.spec import Workload, WorkloadJob, dump_workload, load_workload
+from workloads.live import FINAL, job_body
+from workloads.spec import Workload, dump_workload, load_workload
 from workloads.trace import (
     DEFAULT_ITERATION_SCALE,
     DEFAULT_LOAD,
@@ -42,7 +43,6 @@ if TYPE_CHECKING:  # imported when `run` runs
     from rich.progress import Progress
 
 Number = TypeVar("Number", int, float)
-FINAL = {"completed", "failed", "cancelled"}
 # Exit status of `run` when the daemon refused some jobs and ran the others.
 SOME_REFUSED = 1
 
@@ -246,7 +246,7 @@ def submit_on_schedule(
             delay = (job.arrival_s - first) / speed - (time.monotonic() - started)
             if delay > 0:
                 time.sleep(delay)
-            reply = daemon.request("POST", "/v1/jobs", _job_body(job))
+            reply = daemon.request("POST", "/v1/jobs", job_body(job))
             if reply.status_code == 422:
                 outcome.refused[job.id] = reason = detail(reply)
                 gpus = f"{job.gpus} GPU{'s' * (job.gpus > 1)}"
@@ -258,19 +258,6 @@ def submit_on_schedule(
                 outcome.ids[job.id] = reply.json()["id"]
             bar.advance(task)
     return outcome
-
-
-def _job_body(job: WorkloadJob) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "name": job.id,
-        "model": job.model,
-        "batch_size": job.batch_size,
-        "gpus": job.gpus,
-        "iterations": job.iterations,
-    }
-    if job.gpu_indices is not None:
-        body["gpu_indices"] = list(job.gpu_indices)
-    return body
 
 
 def _wait_for(daemon: Daemon, ids: dict[str, str]) -> None:

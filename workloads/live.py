@@ -1,0 +1,45 @@
+"""A workload run for real through a live daemon, as `stoker workload run`, `stoker demo`
+and bench/bench_live_gain.py run one: each job's body for `POST /v1/jobs`, the states in
+which a job has ended, and the daemon settings of the demo (its workload's node as CPU
+training slots, short windows, the gate off, real application masters on a dataset).
+Plain data: nothing here talks to a daemon."""
+
+from pathlib import Path
+from typing import Any
+
+from workloads.spec import Workload, WorkloadJob
+
+FINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def job_body(job: WorkloadJob) -> dict[str, Any]:
+    """What `POST /v1/jobs` takes for one of a workload's jobs."""
+    body: dict[str, Any] = {
+        "name": job.id,
+        "model": job.model,
+        "batch_size": job.batch_size,
+        "gpus": job.gpus,
+        "iterations": job.iterations,
+    }
+    if job.gpu_indices is not None:
+        body["gpu_indices"] = list(job.gpu_indices)
+    return body
+
+
+def demo_settings(jobs: Workload, dataset: Path, policy: str = "optimal") -> dict[str, Any]:
+    """The daemon `stoker demo` runs `jobs` on, planning with `policy` (its state dir and
+    port are the caller's)."""
+    return {
+        "agent_mode": "process",
+        "heartbeat_s": 0.5,
+        # GPUs if NVML finds any, else the workload's GPU count as CPU training slots.
+        "node": {"cpu_slots": jobs.node.gpus, "cpu_workers": jobs.node.cpu_workers},
+        # Short windows; the gate off, so that every change the plan makes shows.
+        "scheduler": {
+            "arrival_window_s": 2.0,
+            "completion_window_s": 2.0,
+            "gate": False,
+            "policy": policy,
+        },
+        "training": {"default_dataset": str(dataset), "image_size": 32},
+    }
