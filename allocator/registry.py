@@ -6,6 +6,7 @@ from types import MappingProxyType
 from allocator.baselines import balance, inverse, proportion
 from allocator.errors import UnknownPolicy
 from allocator.joint import joint
+from allocator.lookahead import lookahead
 from allocator.optimal import fair, optimal
 from allocator.types import AllocationPlan, AllocationRequest
 from allocator.waa import static, waa
@@ -22,6 +23,7 @@ POLICIES: Mapping[str, Policy] = MappingProxyType(
         "optimal": optimal,
         "fair": fair,
         "joint": joint,
+        "lookahead": lookahead,
     }
 )
 

@@ -14,10 +14,17 @@ from allocator.types import AllocationPlan, AllocationRequest, JobAllocation, Jo
 _CEIL_TOLERANCE = 1e-9
 
 
-def job_samples_per_s(job: JobSpec, workers_per_gpu: int, efficiency: float) -> float:
-    """T_i in samples per second for d workers per GPU at contention efficiency eta."""
+def job_samples_per_s(
+    job: JobSpec, workers_per_gpu: int, efficiency: float, knee_sharpness: float | None = None
+) -> float:
+    """T_i in samples per second for d workers per GPU at contention efficiency eta: formula
+    5's min of the GPU's rate and the loaders', or with `knee_sharpness` p the smooth
+    (G^-p + L^-p)^(-1/p) that `lookahead` plans on."""
     loading = job.gpus * workers_per_gpu * efficiency / job.sample_cost_s
-    return min(job.max_samples_per_s, loading)
+    if knee_sharpness is None:
+        return min(job.max_samples_per_s, loading)
+    power = -knee_sharpness
+    return float((loading**power + job.max_samples_per_s**power) ** (1.0 / power))
 
 
 def workers_to_keep_up(job: JobSpec, efficiency: float) -> float:
@@ -35,11 +42,14 @@ def loader_processes(request: AllocationRequest, workers: Sequence[int]) -> int:
     return sum(job.gpus * d for job, d in zip(request.jobs, workers, strict=True))
 
 
-def predicted_total(request: AllocationRequest, workers: Sequence[int]) -> float:
-    """Sum of T_i with eta taken at the split's own total D."""
+def predicted_total(
+    request: AllocationRequest, workers: Sequence[int], knee_sharpness: float | None = None
+) -> float:
+    """Sum of T_i with eta taken at the split's own total D (on the smooth knee if given)."""
     efficiency = request.node.contention.efficiency(loader_processes(request, workers))
     return sum(
-        job_samples_per_s(job, d, efficiency) for job, d in zip(request.jobs, workers, strict=True)
+        job_samples_per_s(job, d, efficiency, knee_sharpness)
+        for job, d in zip(request.jobs, workers, strict=True)
     )
 
 
@@ -49,16 +59,19 @@ def make_plan(
     workers: Sequence[int],
     notes: Sequence[str] = (),
     on_device: Mapping[str, JobAllocation] | None = None,
+    *,
+    knee_sharpness: float | None = None,
 ) -> AllocationPlan:
     """Wrap a split of workers per GPU (request order) into a plan with its predictions.
     `on_device` has the allocations of the jobs that decode on the device (`joint`); the
-    others decode on the CPU."""
+    others decode on the CPU. With `knee_sharpness` the predictions are on the smooth knee
+    (`job_samples_per_s`)."""
     processes = loader_processes(request, workers)
     efficiency = request.node.contention.efficiency(processes) if processes else 1.0
     # Positional arguments: this runs once per job of every plan, and keywords add about a
     # fifth to the cost of building a JobAllocation.
     allocations = {
-        job.id: JobAllocation(d, job_samples_per_s(job, d, efficiency))
+        job.id: JobAllocation(d, job_samples_per_s(job, d, efficiency, knee_sharpness))
         for job, d in zip(request.jobs, workers, strict=True)
     }
     if on_device:
@@ -80,4 +93,5 @@ def make_plan(
         predicted_total_samples_per_s=sum(a.predicted_samples_per_s for a in allocations.values()),
         over_capacity=over_capacity,
         notes=tuple(all_notes),
+        knee_sharpness=knee_sharpness,
     )

@@ -27,8 +27,12 @@ class JobSpec:
     sample_cost_s: float
     device_sample_cost_s: float | None = None  # augmentation-only cost when a decoder decodes
     current_workers_per_gpu: int | None = None  # what the job runs with now, if it runs
-    # Samples left to train; breaks ties in `optimal` (module docstring). None: unknown.
+    # Samples left to train; breaks ties in `optimal` (module docstring), and `lookahead`
+    # predicts the jobs' finishes from it. None: unknown.
     remaining_samples: float | None = None
+    # Seconds a change of workers stops the job (pause and resume, as measured); `lookahead`
+    # weighs it. None: not measured yet.
+    pause_cost_s: float | None = None
 
     def __post_init__(self) -> None:
         where = f"jobs[{self.id}]"
@@ -55,6 +59,10 @@ class JobSpec:
         if remaining is not None and not 0.0 <= remaining < float("inf"):
             raise InvalidRequest(
                 f"{where}.remaining_samples", f"must be 0 or more samples (got {remaining})"
+            )
+        if self.pause_cost_s is not None and not 0.0 <= self.pause_cost_s < float("inf"):
+            raise InvalidRequest(
+                f"{where}.pause_cost_s", f"must be 0 or more seconds (got {self.pause_cost_s})"
             )
         current = self.current_workers_per_gpu
         if current is not None and current < 1:
@@ -138,6 +146,8 @@ class AllocationPlan:
     predicted_total_samples_per_s: float
     over_capacity: bool = False  # the floor of one worker per GPU alone exceeds cpu_workers
     notes: tuple[str, ...] = ()
+    # The curve the predictions come from: None, formula 5's hard min; p, the smooth knee.
+    knee_sharpness: float | None = None
 
     def workers(self) -> dict[str, int]:
         """Workers per GPU by job id."""

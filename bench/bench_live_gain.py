@@ -33,11 +33,11 @@ import psutil
 from agents.data import make_dataset
 from bench.common import save
 from bench.daemon_driver import Daemon, free_port
+from scheduler.config import DEFAULT_POLICY
 from workloads.live import FINAL, demo_settings, job_body
 from workloads.simulator import simulate
 from workloads.spec import Workload, load_workload
 
-DEFAULT_POLICY = "optimal"
 DEMO_WORKLOAD = Path(__file__).resolve().parents[1] / "configs" / "workloads" / "demo-cpu.toml"
 
 

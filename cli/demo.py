@@ -26,6 +26,7 @@ import typer
 from cli.client import Daemon, dashboard_link
 from cli.common import fail
 from cli.workload_commands import submit_on_schedule
+from scheduler.config import DEFAULT_POLICY
 from workloads.live import FINAL, demo_settings
 
 if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
@@ -108,7 +109,7 @@ def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subproce
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                 url = f"http://127.0.0.1:{port}"
                 token = (where / "state" / "admin.token").read_text().strip()
-                typer.echo(f"daemon up: {url}/docs (policy optimal)")
+                typer.echo(f"daemon up: {url}/docs (policy {DEFAULT_POLICY})")
                 typer.echo(f"dashboard: {dashboard_link(url, token)}")
                 return process
         except httpx.TransportError:

@@ -7,6 +7,7 @@ import typer
 
 from allocator import POLICIES
 from cli.common import fail, print_json
+from scheduler.config import DEFAULT_POLICY
 from workloads import ORACLE
 
 CHOICES = (*POLICIES, ORACLE)
@@ -21,7 +22,7 @@ def simulate_command(
     workload_file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml", help="jobs and node")],
     policy: Annotated[
         str, typer.Option(help=f"one of: {', '.join(CHOICES)} (oracle plans with the truth)")
-    ] = "optimal",
+    ] = DEFAULT_POLICY,
     seed: Annotated[int, typer.Option(help="noise, profiling and cost draws")] = 0,
     json_output: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
     timeline: Annotated[

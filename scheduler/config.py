@@ -5,6 +5,9 @@ from typing import ClassVar
 
 from allocator import POLICIES, InvalidRequest
 
+# allocator/lookahead.py: plans for the jobs' finishes on the smooth knee, weighing pauses.
+DEFAULT_POLICY = "lookahead"
+
 
 @dataclass(frozen=True)
 class SchedulerConfig:
@@ -17,7 +20,7 @@ class SchedulerConfig:
     # pydantic (the daemon's config) reads this dataclass too: refuse misspelt keys there.
     __pydantic_config__: ClassVar[dict[str, str]] = {"extra": "forbid"}
 
-    policy: str = "optimal"
+    policy: str = DEFAULT_POLICY
     arrival_window_s: float = 30.0  # paper Sec. III-C: both buffers at 30 s
     completion_window_s: float = 30.0
     pause_timeout_s: float = 60.0  # then jobs still pausing keep their old allocation

@@ -40,7 +40,7 @@ def decide(
     kept: dict[str, RunningJob] = {}
     for job in changed:
         planned = plan.allocations[job.spec.id]
-        saved_s = _time_saved_s(job, planned.workers_per_gpu, plan.efficiency)
+        saved_s = _time_saved_s(job, planned.workers_per_gpu, plan)
         needed_s = job.pause_cost_s * (1.0 + hysteresis)
         if saved_s > needed_s:
             verdicts[job.spec.id] = GateVerdict(GateChoice.CHANGE, saved_s, needed_s)
@@ -71,9 +71,10 @@ def _shrink(plan: AllocationPlan, job: RunningJob) -> int:
     return job.spec.gpus * (job.current_workers_per_gpu - planned)
 
 
-def _time_saved_s(job: RunningJob, planned_workers: int, efficiency: float) -> float:
+def _time_saved_s(job: RunningJob, planned_workers: int, plan: AllocationPlan) -> float:
     """Seconds the planned allocation saves over the job's remaining samples (negative when
-    it slows the job down)."""
-    before = job_samples_per_s(job.spec, job.current_workers_per_gpu, efficiency)
-    after = job_samples_per_s(job.spec, planned_workers, efficiency)
+    it slows the job down), on the curve the plan was made on."""
+    knee = plan.knee_sharpness
+    before = job_samples_per_s(job.spec, job.current_workers_per_gpu, plan.efficiency, knee)
+    after = job_samples_per_s(job.spec, planned_workers, plan.efficiency, knee)
     return job.remaining_samples / before - job.remaining_samples / after

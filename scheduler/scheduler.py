@@ -573,7 +573,7 @@ class Scheduler:
     def _start_round(self, planned: list[_Job], now: float, out: list[Command]) -> None:
         request = AllocationRequest(
             node=self._node_left(),
-            jobs=tuple(_planned_spec(job, self._fixed(job)) for job in planned),
+            jobs=tuple(self._planned_spec(job) for job in planned),
             fair_floor=self._config.fair_floor,
         )
         plan = allocate(request, self._config.policy)
@@ -639,6 +639,15 @@ class Scheduler:
             return Allocation(requested)
         return None
 
+    def _planned_spec(self, job: _Job) -> JobSpec:
+        return _planned_spec(job, self._fixed(job), self._pause_cost_s(job))
+
+    def _pause_cost_s(self, job: _Job) -> float:
+        """What a pause costs the job: as measured, or the default before its first."""
+        if job.pause_cost_s is None:
+            return self._config.default_pause_cost_s
+        return job.pause_cost_s
+
     def _gate(self, plan: AllocationPlan, changed: list[_Job], out: list[Command]) -> set[str]:
         if not self._config.gate or not changed:
             return set()
@@ -649,11 +658,7 @@ class Scheduler:
                     spec=job.spec,
                     current_workers_per_gpu=_workers(job.allocation),
                     remaining_samples=_remaining_samples(job),
-                    pause_cost_s=(
-                        job.pause_cost_s
-                        if job.pause_cost_s is not None
-                        else self._config.default_pause_cost_s
-                    ),
+                    pause_cost_s=self._pause_cost_s(job),
                 )
                 for job in changed
             ],
@@ -693,7 +698,7 @@ class Scheduler:
             # the fairness floor.
             request = AllocationRequest(
                 node=self._node_left(also_fixed=(JobState.RUNNING,)),
-                jobs=tuple(_planned_spec(job, self._fixed(job)) for job in flexible),
+                jobs=tuple(self._planned_spec(job) for job in flexible),
                 fair_floor=self._config.fair_floor,
             )
             replan = allocate(request, self._config.policy)
@@ -777,11 +782,13 @@ def _needs_pause(now: Allocation | None, target: Allocation) -> bool:
     )
 
 
-def _planned_spec(job: _Job, fixed: Allocation | None) -> JobSpec:
-    """The job as a policy sees it: its work left (which `optimal` weighs among splits of
-    equal total), and the allocation it must keep, if any."""
+def _planned_spec(job: _Job, fixed: Allocation | None, pause_cost_s: float) -> JobSpec:
+    """The job as a policy sees it: its work left (which `lookahead` plans for and `optimal`
+    weighs among splits of equal total), the allocation it must keep, if any, and what a
+    pause costs it, as measured."""
     return replace(
         job.spec,
         remaining_samples=float(_remaining_samples(job)),
         current_workers_per_gpu=fixed.workers_per_gpu if fixed is not None else None,
+        pause_cost_s=pause_cost_s,
     )

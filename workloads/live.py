@@ -7,6 +7,7 @@ Plain data: nothing here talks to a daemon."""
 from pathlib import Path
 from typing import Any
 
+from scheduler.config import DEFAULT_POLICY
 from workloads.spec import Workload, WorkloadJob
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
@@ -26,7 +27,7 @@ def job_body(job: WorkloadJob) -> dict[str, Any]:
     return body
 
 
-def demo_settings(jobs: Workload, dataset: Path, policy: str = "optimal") -> dict[str, Any]:
+def demo_settings(jobs: Workload, dataset: Path, policy: str = DEFAULT_POLICY) -> dict[str, Any]:
     """The daemon `stoker demo` runs `jobs` on, planning with `policy` (its state dir and
     port are the caller's)."""
     return {

@@ -23,7 +23,7 @@ def test_capacity_floor_and_determinism(policy: str, request: AllocationRequest)
         assert set(plan.workers().values()) == {1}
     assert allocate(request, policy) == plan
     assert plan.predicted_total_samples_per_s == pytest.approx(
-        predicted_total(request, list(plan.workers().values()))
+        predicted_total(request, list(plan.workers().values()), plan.knee_sharpness)
     )
 
 

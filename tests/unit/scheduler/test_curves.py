@@ -90,7 +90,8 @@ def test_a_device_jobs_heartbeat_leaves_its_loaders_cost_alone() -> None:
 
 def test_the_core_plans_with_what_a_jobs_heartbeats_taught_it() -> None:
     node = NodeSpec(cpu_workers=40, contention=ContentionCurve.contention_free())
-    core = Scheduler(node, RateModel(), SchedulerConfig(arrival_window_s=0.0, gate=False))
+    config = SchedulerConfig(policy="optimal", arrival_window_s=0.0, gate=False)  # a hard knee
+    core = Scheduler(node, RateModel(), config)
     # Its hints say 10 workers keep it fed; its loaders are twice as slow as that.
     (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
     assert launch.allocation.workers_per_gpu == 10

@@ -253,7 +253,9 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_is_planned_around() -> Non
     core = Scheduler(
         NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
         RateModel(),
-        SchedulerConfig(arrival_window_s=0.0, completion_window_s=0.0, unmanaged_after_s=5.0),
+        SchedulerConfig(
+            policy="optimal", arrival_window_s=0.0, completion_window_s=0.0, unmanaged_after_s=5.0
+        ),
     )
     plain = replace(job("plain"), command=True, max_restarts=3)
     (launch,) = only(core.handle(JobSubmitted(plain), 0.0), Launch)
@@ -418,7 +420,9 @@ class FlatModel:
 
 def test_a_new_model_repredicts_live_jobs_for_the_next_round() -> None:
     node = NodeSpec(cpu_workers=64, contention=ContentionCurve.contention_free())
-    core = Scheduler(node, RateModel(FlatModel(0.1)), SchedulerConfig(arrival_window_s=0.0))
+    # `optimal`: formula 5's hard knee, so the workers that just feed the GPU are exact.
+    config = SchedulerConfig(policy="optimal", arrival_window_s=0.0)
+    core = Scheduler(node, RateModel(FlatModel(0.1)), config)
     predicted = replace(job("a"), step_time_s=None, sample_cost_s=None, flops=1e9)
     (launch,) = only(core.handle(JobSubmitted(predicted), 0.0), Launch)
     assert launch.allocation.workers_per_gpu == 10  # 100 * 0.01 / 0.1
@@ -433,7 +437,7 @@ def test_a_new_model_repredicts_live_jobs_for_the_next_round() -> None:
 
 def test_a_refit_below_the_r2_threshold_is_refused_and_one_above_is_taken() -> None:
     node = NodeSpec(cpu_workers=64, contention=ContentionCurve.contention_free())
-    config = SchedulerConfig(arrival_window_s=0.0, min_refit_r2=0.6)
+    config = SchedulerConfig(policy="optimal", arrival_window_s=0.0, min_refit_r2=0.6)
     core = Scheduler(node, RateModel(FlatModel(0.1)), config)
     predicted = replace(job("a"), step_time_s=None, sample_cost_s=None, flops=1e9)
     (launch,) = only(core.handle(JobSubmitted(predicted), 0.0), Launch)

@@ -1,0 +1,98 @@
+"""Does the default policy ever lose to `balance` or `static`? (issue 16, item 5)
+
+Run: .venv/bin/python -m bench.bench_never_lose [--workloads 100] [--skip-trace]
+Simulates paper-dynamic, the Gavel trace replayed onto the paper's node, and generated
+workloads of 12 jobs (seeds 1..N) under the default policy, `optimal`, `balance` and
+`static`, with the simulator's pause costs (drawn around 9 s pause and 7 s resume; the core
+plans with each job's measured cost once it has paused, 16 s before). Prints every workload
+where the default's makespan or average JCT is more than 0.5 % above `balance`'s or
+`static`'s, the count, and the geometric means; saves bench/out/never_lose.json. About a
+minute, most of it the trace.
+"""
+
+import argparse
+import math
+import statistics
+from pathlib import Path
+
+from bench.common import save
+from scheduler.config import DEFAULT_POLICY
+from workloads.generator import GeneratorOptions, generate_workload
+from workloads.simulator import simulate
+from workloads.spec import Workload, load_workload
+from workloads.trace import ReplayOptions, replay_trace
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "workloads"
+POLICIES = (DEFAULT_POLICY, "optimal", "balance", "static")
+BASELINES = ("balance", "static")
+TIE = 0.005  # the issue's allowance for ties
+
+
+def geometric_mean(values: list[float]) -> float:
+    return math.exp(statistics.mean(math.log(value) for value in values))
+
+
+def losses(row: dict[str, list[float]]) -> list[str]:
+    """What the default loses on this workload, beyond the tie allowance."""
+    ours = row[DEFAULT_POLICY]
+    found = []
+    for baseline in BASELINES:
+        for index, metric in enumerate(("makespan", "average JCT")):
+            if ours[index] > row[baseline][index] * (1.0 + TIE):
+                change = ours[index] / row[baseline][index] - 1.0
+                found.append(f"{metric} {change:+.1%} against {baseline}")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", type=int, default=100, help="generated, seeds 1..N")
+    parser.add_argument("--skip-trace", action="store_true")
+    args = parser.parse_args()
+    workloads: list[tuple[str, Workload]] = [
+        ("paper-dynamic", load_workload(CONFIGS / "paper-dynamic.toml"))
+    ]
+    if not args.skip_trace:
+        workloads.append(("gavel-trace", replay_trace(options=ReplayOptions())))
+    workloads += [
+        (f"generated-seed{seed}", generate_workload(GeneratorOptions(jobs=12, seed=seed)))
+        for seed in range(1, args.workloads + 1)
+    ]
+    rows: dict[str, dict[str, list[float]]] = {}
+    lost: dict[str, list[str]] = {}
+    for name, workload in workloads:
+        results = {policy: simulate(workload, policy) for policy in POLICIES}
+        rows[name] = {p: [r.makespan_s, r.avg_jct_s] for p, r in results.items()}
+        if found := losses(rows[name]):
+            lost[name] = found
+            print(f"{name:<22} {'; '.join(found)}", flush=True)
+    generated = [name for name in rows if name.startswith("generated")]
+    means = {
+        policy: [
+            geometric_mean([rows[name][policy][index] for name in generated]) for index in (0, 1)
+        ]
+        for policy in POLICIES
+    }
+    print(f"\n{DEFAULT_POLICY} loses on {len(lost)} of {len(rows)} workloads (beyond {TIE:.1%})")
+    for name in ("paper-dynamic", "gavel-trace"):
+        if name in rows:
+            cells = "  ".join(f"{p}: {m:,.0f} / {j:,.0f}" for p, (m, j) in rows[name].items())
+            print(f"{name}: {cells}")
+    print(f"geometric means over {len(generated)} generated workloads (makespan / average JCT, s):")
+    for policy, (makespan, jct) in means.items():
+        print(f"  {policy:<10} {makespan:8.1f} / {jct:6.1f}")
+    path = save(
+        "never_lose",
+        {
+            "default_policy": DEFAULT_POLICY,
+            "tie": TIE,
+            "workloads": rows,
+            "losses": lost,
+            "geometric_means_generated": means,
+        },
+    )
+    print(f"saved {path}")
+
+
+if __name__ == "__main__":
+    main()

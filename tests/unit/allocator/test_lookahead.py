@@ -1,0 +1,107 @@
+"""`lookahead`: plans on the smooth knee for the jobs' finishes, weighing pause costs."""
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from allocator import AllocationRequest, allocate
+from allocator.lookahead import KNEE_SHARPNESS, lookahead
+from allocator.throughput import job_samples_per_s
+from tests.unit.allocator.builders import make_job, make_request
+
+FREE = ((1.0, 1.0), (64.0, 1.0))  # no contention: each worker adds its full rate
+
+
+def test_a_job_alone_gets_headroom_past_its_hard_knee() -> None:
+    # 13 workers just match the GPU (1,280 samples/s) under the paper's contention: formula 5
+    # stops there, the smooth knee gives 8 % less at that point, so `lookahead` goes on.
+    alone = make_job("a", remaining_samples=1e6)
+    request = make_request(alone, cpu_workers=40)
+    hard = allocate(request, "optimal").workers()["a"]
+    plan = lookahead(request)
+    assert plan.workers()["a"] > hard
+    smooth_at_hard_knee = job_samples_per_s(
+        alone, hard, request.node.contention.efficiency(hard), KNEE_SHARPNESS
+    )
+    assert smooth_at_hard_knee < 0.95 * alone.max_samples_per_s
+    assert plan.allocations["a"].predicted_samples_per_s > 0.99 * alone.max_samples_per_s
+
+
+def test_a_loader_hungry_job_beside_a_gpu_bound_one_gets_the_workers_it_can_use() -> None:
+    # The long job's one worker per GPU already delivers 1.6 times what its GPUs take; the
+    # short one needs 7 per GPU. Both run near their GPUs' rates.
+    long = make_job("long", gpus=2, step_time_s=0.5, sample_cost_s=0.005, remaining_samples=2e5)
+    short = make_job("short", gpus=2, step_time_s=0.05, sample_cost_s=0.005, remaining_samples=2e4)
+    plan = lookahead(make_request(long, short, cpu_workers=18, contention=FREE))
+    assert plan.workers()["long"] <= 2
+    for job in (long, short):
+        assert plan.allocations[job.id].predicted_samples_per_s > 0.95 * job.max_samples_per_s
+
+
+def test_a_running_job_keeps_its_workers_when_a_move_would_not_pay_its_pause() -> None:
+    # The running job has 30 s of work left; a pause of 60 s would cost more than any gain,
+    # and the new job can be fed from the processes that are free.
+    running = make_job("running", current_workers_per_gpu=6, remaining_samples=38_000)
+    running = replace(running, pause_cost_s=60.0)
+    new = make_job("new", remaining_samples=1e6)
+    plan = lookahead(make_request(running, new, cpu_workers=18, contention=FREE))
+    assert plan.workers()["running"] == 6
+    assert "keep" in plan.notes[-1]
+
+
+def test_the_same_move_is_made_when_the_pause_is_cheap_and_the_job_has_long_to_go() -> None:
+    running = make_job("running", current_workers_per_gpu=2, remaining_samples=5e6)
+    running = replace(running, pause_cost_s=1.0)
+    plan = lookahead(make_request(running, cpu_workers=18, contention=FREE))
+    assert plan.workers()["running"] > 2, "2 workers feed 20 % of its GPU: worth a pause"
+
+
+def test_without_the_work_left_it_plans_on_marginal_gains_and_says_so() -> None:
+    plan = lookahead(make_request(make_job("a"), make_job("b"), cpu_workers=18))
+    assert plan.policy == "lookahead"
+    assert "remaining samples unknown" in plan.notes[-1]
+    assert plan.loader_processes <= 18
+
+
+def test_over_capacity_every_gpu_keeps_one_worker() -> None:
+    plan = allocate(
+        make_request(make_job("a", gpus=4), make_job("b", gpus=4), cpu_workers=6), "lookahead"
+    )
+    assert plan.over_capacity and set(plan.workers().values()) == {1}
+
+
+@st.composite
+def jobs_with_work_left(draw: st.DrawFn) -> AllocationRequest:
+    count = draw(st.integers(1, 5))
+    jobs = [
+        make_job(
+            f"j{index}",
+            gpus=draw(st.sampled_from((1, 2, 4))),
+            step_time_s=draw(st.floats(0.02, 0.5)),
+            sample_cost_s=draw(st.floats(0.002, 0.05)),
+            remaining_samples=draw(st.floats(1e3, 1e6)),
+            current_workers_per_gpu=draw(st.none() | st.integers(1, 4)),
+        )
+        for index in range(count)
+    ]
+    return make_request(*jobs, cpu_workers=draw(st.integers(4, 40)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(request=jobs_with_work_left())
+def test_plans_fit_the_node_and_predict_on_the_curve_they_were_made_on(
+    request: AllocationRequest,
+) -> None:
+    plan = lookahead(request)
+    if plan.over_capacity:
+        return
+    assert plan.loader_processes <= request.node.cpu_workers
+    assert plan.knee_sharpness == KNEE_SHARPNESS
+    for job in request.jobs:
+        allocation = plan.allocations[job.id]
+        expected = job_samples_per_s(
+            job, allocation.workers_per_gpu, plan.efficiency, KNEE_SHARPNESS
+        )
+        assert allocation.predicted_samples_per_s == pytest.approx(expected)
