@@ -1,13 +1,14 @@
 """Does the default policy ever lose to `balance` or `static`? (issue 16, item 5)
 
-Run: .venv/bin/python -m bench.bench_never_lose [--workloads 100] [--skip-trace]
+Run: .venv/bin/python -m bench.bench_never_lose [--workloads 100] [--skip-trace] [--window S]
 Simulates paper-dynamic, the Gavel trace replayed onto the paper's node, and generated
 workloads of 12 jobs (seeds 1..N) under the default policy, `optimal`, `balance` and
 `static`, with the simulator's pause costs (drawn around 9 s pause and 7 s resume; the core
 plans with each job's measured cost once it has paused, 16 s before). Prints every workload
 where the default's makespan or average JCT is more than 0.5 % above `balance`'s or
 `static`'s, the count, and the geometric means; saves bench/out/never_lose.json. About a
-minute, most of it the trace.
+minute, most of it the trace. `--window S` sets both the arrival and the completion window
+(paper: 30 s, the default) on every workload, and saves never_lose_windowS.json.
 """
 
 import argparse
@@ -48,6 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", type=int, default=100, help="generated, seeds 1..N")
     parser.add_argument("--skip-trace", action="store_true")
+    parser.add_argument("--window", type=float, help="arrival and completion windows, s")
     args = parser.parse_args()
     workloads: list[tuple[str, Workload]] = [
         ("paper-dynamic", load_workload(CONFIGS / "paper-dynamic.toml"))
@@ -58,6 +60,12 @@ def main() -> None:
         (f"generated-seed{seed}", generate_workload(GeneratorOptions(jobs=12, seed=seed)))
         for seed in range(1, args.workloads + 1)
     ]
+    if args.window is not None:
+        windows = {"arrival_window_s": args.window, "completion_window_s": args.window}
+        workloads = [
+            (name, w.model_copy(update={"scheduler": {**w.scheduler, **windows}}))
+            for name, w in workloads
+        ]
     rows: dict[str, dict[str, list[float]]] = {}
     lost: dict[str, list[str]] = {}
     for name, workload in workloads:
@@ -81,11 +89,13 @@ def main() -> None:
     print(f"geometric means over {len(generated)} generated workloads (makespan / average JCT, s):")
     for policy, (makespan, jct) in means.items():
         print(f"  {policy:<10} {makespan:8.1f} / {jct:6.1f}")
+    suffix = "" if args.window is None else f"_window{args.window:g}"
     path = save(
-        "never_lose",
+        f"never_lose{suffix}",
         {
             "default_policy": DEFAULT_POLICY,
             "tie": TIE,
+            "window_s": args.window,
             "workloads": rows,
             "losses": lost,
             "geometric_means_generated": means,
