@@ -40,6 +40,9 @@ class SchedulerConfig:
     # Plan each job on its own curve, learned from its heartbeats (scheduler/curves.py),
     # rather than on the throughput model's prediction alone.
     learn_curves: bool = True
+    # A running job whose learned curve moves its predicted rate by more than this fraction
+    # from what the last plan assumed asks for a new round (after the completion window).
+    replan_error: float = 0.25
     # A refitted throughput model is used only if its held-out R^2, training and loading,
     # reach this (scheduler/refit.py); below, it is refused and reported.
     min_refit_r2: float = 0.5
@@ -53,6 +56,7 @@ class SchedulerConfig:
             "arrival_window_s",
             "completion_window_s",
             "gate_hysteresis",
+            "replan_error",
             "default_pause_cost_s",
             "restart_backoff_s",
             "restart_backoff_max_s",

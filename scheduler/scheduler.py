@@ -78,6 +78,9 @@ class _Job:
     pause_cost_s: float | None = None
     measured_samples_per_s: float | None = None
     predicted_samples_per_s: float | None = None
+    # What its curve predicted for its allocation when last planned or re-planned for: a
+    # learned curve that moves far from it asks for a new round (`_learn`).
+    replan_basis: float | None = None
     checkpoint: str = ""
     restarts: int = 0
     gpu_indices: tuple[int, ...] = ()
@@ -396,9 +399,9 @@ class Scheduler:
             and event.workers_per_gpu == allocation.workers_per_gpu  # not a stale one
             and self._config.learn_curves
         ):
-            self._learn(job, allocation, event)
+            self._learn(job, allocation, event, now)
 
-    def _learn(self, job: _Job, allocation: Allocation, event: Heartbeat) -> None:
+    def _learn(self, job: _Job, allocation: Allocation, event: Heartbeat, now: float) -> None:
         """Weigh a heartbeat into the job's curve (scheduler/curves.py): later plans use
         what it learned, and the prediction for the job's allocation now follows it."""
         if job.warming:  # it waited for workers that were starting: not its steady rate
@@ -413,12 +416,25 @@ class Scheduler:
             efficiency,
             loaders=not on_device,
         )
+        workers = allocation.workers_per_gpu
+        if job.replan_basis is None:
+            job.replan_basis = job_samples_per_s(job.spec, workers, efficiency)
         job.curve.observe(job.spec, seen)
         job.spec = job.curve.learned(job.prior)
         if not on_device:  # a device job's rate is its decoder share's: the plan's stands
-            job.predicted_samples_per_s = job_samples_per_s(
-                job.spec, allocation.workers_per_gpu, efficiency
-            )
+            job.predicted_samples_per_s = job_samples_per_s(job.spec, workers, efficiency)
+            self._replan_if_off(job, job.predicted_samples_per_s, now)
+
+    def _replan_if_off(self, job: _Job, learned: float, now: float) -> None:
+        """Ask for a round (as a completion does) when the job's learned curve predicts its
+        allocation more than `replan_error` away from what the last plan assumed: a prior
+        that was far off should not hold until the next arrival or finish."""
+        basis = job.replan_basis
+        if basis is None or abs(learned / basis - 1.0) <= self._config.replan_error:
+            return
+        job.replan_basis = learned
+        if self._completions_due is None:
+            self._completions_due = now + self._config.completion_window_s
 
     def _paused(self, event: Paused, now: float, out: list[Command]) -> None:
         job = self._job(event.job_id)
@@ -580,6 +596,7 @@ class Scheduler:
         self._generation += 1
         for job in planned:
             job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s
+            job.replan_basis = None  # re-based on its next heartbeat, on what it then runs
         current = _Round(gen=self._generation, deadline=now + self._config.pause_timeout_s)
         self._round = current
         targets = {job.request.id: _allocation(plan, job.request.id) for job in planned}

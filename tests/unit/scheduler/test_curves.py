@@ -113,3 +113,35 @@ def test_the_core_plans_with_what_a_jobs_heartbeats_taught_it() -> None:
     (pause,) = only(core.handle(JobSubmitted(job("b", step_time_s=10.0)), 21.0), Pause)
     (resume,) = only(core.handle(Paused("a", pause.gen, 100), 21.5), Resume)
     assert resume.allocation.workers_per_gpu in (19, 20, 21), "planned on its own curve: ~20"
+
+
+def _beats_until_paused(config: SchedulerConfig) -> list[Pause]:
+    """One job whose hints say 10 workers keep it fed and whose loaders are twice as slow,
+    alone on a node of 40 processes, sending 20 heartbeats; the pauses the core ordered."""
+    node = NodeSpec(cpu_workers=40, contention=ContentionCurve.contention_free())
+    core = Scheduler(node, RateModel(), config)
+    (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
+    assert launch.allocation.workers_per_gpu == 10
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    truth = JobSpec(
+        id="a", gpus=1, batch_size=100, model_params=1e6, step_time_s=0.1, sample_cost_s=0.02
+    )
+    pauses: list[Pause] = []
+    for second in range(1, 21):
+        seen = heartbeat(truth, 10, 1.0, efficiency=1.0)
+        beat = Heartbeat("a", launch.gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10)
+        pauses += [c for c in core.handle(beat, float(second)) if isinstance(c, Pause)]
+        if pauses:
+            (resume,) = only(core.handle(Paused("a", pauses[0].gen, 100), second + 0.5), Resume)
+            assert resume.allocation.workers_per_gpu in (19, 20, 21), "its own curve: ~20"
+            break
+    return pauses
+
+
+def test_a_curve_learned_far_from_the_plan_asks_for_a_new_round_without_an_arrival() -> None:
+    config = SchedulerConfig(
+        policy="optimal", arrival_window_s=0.0, completion_window_s=0.0, gate=False
+    )
+    assert len(_beats_until_paused(config)) == 1, "re-planned on what it learned"
+    patient = replace(config, replan_error=0.6)  # learned 0.5x the plan: within this
+    assert _beats_until_paused(patient) == [], "within replan_error: the plan stands"
