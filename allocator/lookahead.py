@@ -14,12 +14,13 @@ the simulator's timelines:
 - It moves running jobs whose pause costs more than the move buys over their remaining work.
 
 `lookahead` plans on each job's smooth curve, T = (G^-p + L^-p)^(-1/p) with G = B*mu the rate
-its GPUs allow and L = n*d*eta/c what its loaders deliver (p = `KNEE_SHARPNESS`; formula 5's
-hard min as p grows). T is concave in d, so a worker's marginal gain falls smoothly past the
-knee and the plan keeps headroom there. It builds a few candidate splits (`_candidates`) and
-predicts, for each, when every job finishes (`predict_finishes`): a fluid model of the
-samples each job has left, in which a running job whose workers change first pauses for its
-measured pause cost, and the processes a finished job frees go to the jobs still running,
+its GPUs allow and L = n*d*eta/c what its loaders deliver (p is the job's own
+`knee_sharpness` where it has one, else `KNEE_SHARPNESS`; formula 5's hard min as p
+grows). T is concave in d, so a worker's marginal gain falls smoothly past the knee and the
+plan keeps headroom there. It builds a few candidate splits (`_candidates`) and predicts,
+for each, when every job finishes (`predict_finishes`): a fluid model of the samples each
+job has left, in which a running job whose workers change first pauses for its measured
+pause cost, and the processes a finished job frees go to the jobs still running,
 each growth made only if it pays its pause over the job's remaining work (the gate's rule).
 It keeps the candidate with the least score: the GPU-weighted mean finish (when GPUs come
 free for the jobs queued behind them, the average JCT) plus the last finish (the makespan of
@@ -97,6 +98,7 @@ class _Jobs:
     remaining: FloatArray  # samples left (1 where unknown: only `greedy` is used then)
     current: IntArray  # workers per GPU now; 0 for a job not running
     pause_cost: FloatArray  # seconds a change of workers stops the job
+    sharpness: FloatArray  # p of each job's knee: its own where known, else KNEE_SHARPNESS
     capacity: int
     contention: ContentionCurve
 
@@ -115,6 +117,7 @@ class _Jobs:
                     for job in jobs
                 ]
             ),
+            sharpness=np.array([job.knee_sharpness or KNEE_SHARPNESS for job in jobs]),
             capacity=request.node.cpu_workers,
             contention=request.node.contention,
         )
@@ -126,9 +129,8 @@ class _Jobs:
         processes = (splits_2d * alive) @ self.gpus
         efficiency = self.contention.efficiencies(np.maximum(processes, 1))[:, None]
         loading = np.maximum(self.gpus * splits_2d * efficiency / self.cost, 1e-12)
-        rates: FloatArray = (loading**-KNEE_SHARPNESS + self.peak**-KNEE_SHARPNESS) ** (
-            -1.0 / KNEE_SHARPNESS
-        )
+        power = -self.sharpness
+        rates: FloatArray = (loading**power + self.peak**power) ** (1.0 / power)
         return rates if splits.ndim == 2 else rates[0]
 
 

@@ -19,11 +19,11 @@ def job_samples_per_s(
 ) -> float:
     """T_i in samples per second for d workers per GPU at contention efficiency eta: formula
     5's min of the GPU's rate and the loaders', or with `knee_sharpness` p the smooth
-    (G^-p + L^-p)^(-1/p) that `lookahead` plans on."""
+    (G^-p + L^-p)^(-1/p) that `lookahead` plans on (the job's own p where it has one)."""
     loading = job.gpus * workers_per_gpu * efficiency / job.sample_cost_s
     if knee_sharpness is None:
         return min(job.max_samples_per_s, loading)
-    power = -knee_sharpness
+    power = -(job.knee_sharpness or knee_sharpness)
     return float((loading**power + job.max_samples_per_s**power) ** (1.0 / power))
 
 

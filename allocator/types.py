@@ -33,6 +33,9 @@ class JobSpec:
     # Seconds a change of workers stops the job (pause and resume, as measured); `lookahead`
     # weighs it. None: not measured yet.
     pause_cost_s: float | None = None
+    # The sharpness p of this job's own knee, where it is known (a curve fitted to its
+    # measurements); plans on the smooth knee use it instead of their default. None: unknown.
+    knee_sharpness: float | None = None
 
     def __post_init__(self) -> None:
         where = f"jobs[{self.id}]"
@@ -63,6 +66,11 @@ class JobSpec:
         if self.pause_cost_s is not None and not 0.0 <= self.pause_cost_s < float("inf"):
             raise InvalidRequest(
                 f"{where}.pause_cost_s", f"must be 0 or more seconds (got {self.pause_cost_s})"
+            )
+        sharpness = self.knee_sharpness
+        if sharpness is not None and not 0.0 < sharpness < float("inf"):
+            raise InvalidRequest(
+                f"{where}.knee_sharpness", f"must be a positive number (got {sharpness})"
             )
         current = self.current_workers_per_gpu
         if current is not None and current < 1:

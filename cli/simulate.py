@@ -8,9 +8,9 @@ import typer
 from allocator import POLICIES
 from cli.common import fail, print_json
 from scheduler.config import DEFAULT_POLICY
-from workloads import ORACLE
+from workloads import ORACLE, ORACLE_OF
 
-CHOICES = (*POLICIES, ORACLE)
+CHOICES = (*POLICIES, ORACLE, *(ORACLE_OF + policy for policy in POLICIES))
 
 
 def register_simulate(app: typer.Typer) -> None:
@@ -21,7 +21,11 @@ def register_simulate(app: typer.Typer) -> None:
 def simulate_command(
     workload_file: Annotated[Path, typer.Argument(metavar="WORKLOAD.toml", help="jobs and node")],
     policy: Annotated[
-        str, typer.Option(help=f"one of: {', '.join(CHOICES)} (oracle plans with the truth)")
+        str,
+        typer.Option(
+            help=f"one of: {', '.join(POLICIES)}, {ORACLE} (optimal on the truth's rates), "
+            f"{ORACLE_OF}<policy> (that policy on the truth's rates)"
+        ),
     ] = DEFAULT_POLICY,
     seed: Annotated[int, typer.Option(help="noise, profiling and cost draws")] = 0,
     json_output: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
@@ -31,7 +35,10 @@ def simulate_command(
 ) -> None:
     """Simulate the workload on a virtual GPU node driving the real scheduler core."""
     if policy not in CHOICES:
-        fail(f"--policy: unknown policy {policy!r}; one of {', '.join(CHOICES)}")
+        fail(
+            f"--policy: unknown policy {policy!r}; one of {', '.join(POLICIES)}, {ORACLE}, "
+            f"or {ORACLE_OF}<one of those policies>"
+        )
     from workloads.errors import WorkloadError  # noqa: PLC0415 (the CLI imports lazily)
     from workloads.simulator import simulate  # noqa: PLC0415
     from workloads.spec import load_workload  # noqa: PLC0415

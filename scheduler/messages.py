@@ -36,6 +36,9 @@ class JobRequest:
     # Augment-only cost when the node's decoder decodes (c'); None: the TPM's fit of the
     # pipeline's device variant (`device_pipeline`), if it has one; else cpu mode only.
     device_sample_cost_s: float | None = None
+    # The sharpness of the job's own knee where it is known (a simulation's truth); None:
+    # the plan's default.
+    knee_sharpness: float | None = None
     max_restarts: int = 0
     restarts: int = 0  # already used: a job restored after the daemon restarted
     # What the user asked for; only the `static` policy honours it (paper Table III).

@@ -2,7 +2,7 @@
 predicted by a throughput model. The daemon's jobs, the simulator's and `stoker allocate`'s
 request files all go through `job_spec`."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
@@ -84,6 +84,9 @@ class RateModel:
 
     def job_spec(self, request: JobRequest) -> JobSpec:
         """The job's predicted step time and sample cost, as the allocator wants them."""
-        return job_spec(
+        spec = job_spec(
             request, self.model, where=f"jobs[{request.id}]", no_model="load a throughput model"
         )
+        if request.knee_sharpness is None:
+            return spec
+        return replace(spec, knee_sharpness=request.knee_sharpness)

@@ -9,7 +9,8 @@ they tell a reader whether a goal is out of reach before any policy is blamed:
 - Loading floor: the node's D loader processes deliver capacity(D) worker-equivalents, at
   most capacity(cpu_workers) since capacity grows with D. A sample of pipeline p takes c_p
   of them, so the jobs that arrive at or after t cannot all be loaded before
-  t + sum(samples x c_p) / capacity(cpu_workers), for every arrival time t. A decoder of K
+  t + sum(samples x c_p) / capacity(cpu_workers), for every arrival time t. A job with
+  its own measured curve counts its cheapest point's worker-seconds per sample. A decoder of K
   samples/s saves at most K x (c_p - c'_p) worker-seconds a second (the decode part of the
   dearest pipeline), which the floor adds to the node's loading capacity.
 
@@ -63,7 +64,7 @@ def run_bounds(
         per_s += truth.decoder_capacity(DEFAULT_PIPELINE) * decode
     load_end, later_work = -math.inf, 0.0  # worker-seconds of the jobs arriving from then on
     for job in sorted(jobs, key=lambda job: job.arrival_s, reverse=True):
-        later_work += job.iterations * job.batch_size * truth.cost(job.pipeline)
+        later_work += job.iterations * job.batch_size * job.cheapest_cost_s(truth)
         load_end = max(load_end, job.arrival_s + later_work / per_s)
     floor = max(gpu_end, load_end) - first
     samples = sum(job.iterations * job.batch_size for job in jobs)

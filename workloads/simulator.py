@@ -4,7 +4,8 @@ Discrete events: arrivals, agents' hello / heartbeat / paused / resumed / finish
 core's deadlines (window closes, pause timeouts). Between events every running job trains
 at the constant rate the node's truth gives for the current set of running jobs, so a job's
 end is computed, not stepped to. The core plans with a TPM fitted from simulated profiling
-(`workloads.profiling`), or in `oracle` mode with the truth itself.
+(`workloads.profiling`), or in `oracle` mode with the truth itself (`oracle`: `optimal` on
+the truth; `oracle:<policy>`: that policy on the truth).
 
 Admission is the core's too (`scheduler/admission.py`, the daemon's rule): a job takes its
 `gpu_indices`, or else the least loaded GPUs, once they hold fewer than
@@ -47,13 +48,13 @@ from scheduler.messages import (
 )
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
-from workloads import ORACLE
+from workloads import ORACLE, ORACLE_OF
 from workloads.bounds import run_bounds
 from workloads.errors import SimulationError, WorkloadError
 from workloads.profiling import profile_node
 from workloads.results import JobResult, SimulationResult
-from workloads.spec import Workload, WorkloadJob
-from workloads.truth import NodeTruth, RunningJob, iteration_rates
+from workloads.spec import Knee, Workload, WorkloadJob
+from workloads.truth import MeasuredCurve, NodeTruth, RunningJob, iteration_rates
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,8 @@ class _Job:
     flops: float
     model_params: float
     step_time_s: float  # true, unshared, noise included
+    curve: MeasuredCurve | None = None  # the job's own measured curve, when it brings one
+    knee: Knee | None = None  # that curve as the planner's knee (what `oracle` plans with)
     gpu_indices: tuple[int, ...] = ()
     phase: _Phase = _Phase.WAITING
     workers_per_gpu: int = 0
@@ -109,8 +112,9 @@ class Simulation:
         self._workload = workload
         self._options = options
         self._truth: NodeTruth = workload.node_truth()
-        self._oracle = options.policy == ORACLE
-        config = workload.scheduler_config("optimal" if self._oracle else options.policy)
+        self._oracle = options.policy == ORACLE or options.policy.startswith(ORACLE_OF)
+        planner = options.policy.removeprefix(ORACLE_OF)
+        config = workload.scheduler_config("optimal" if planner == ORACLE else planner)
         # Three missed heartbeats make a job lost, whatever the period.
         timeout = max(config.heartbeat_timeout_s, 3 * options.heartbeat_s)
         self._config = replace(config, heartbeat_timeout_s=timeout)
@@ -169,6 +173,10 @@ class Simulation:
 
     def _new_job(self, spec: WorkloadJob) -> _Job:
         flops, params = spec.features
+        if spec.curve is not None:  # measured: no formula, no noise
+            curve, knee = spec.curve.measured(), spec.curve.knee()
+            step = spec.step_time_s(self._truth)
+            return _Job(spec, flops, params, step_time_s=step, curve=curve, knee=knee)
         # This job's own speed against the formula, for reasons no feature explains.
         deviation = float(np.exp(self._rng.gauss(0.0, self._truth.step_noise)))
         step_time_s = deviation * spec.step_time_s(self._truth)
@@ -233,8 +241,12 @@ class Simulation:
         self._deliver(JobSubmitted(self._request(job)))
 
     def _request(self, job: _Job) -> JobRequest:
-        step_time_s = sample_cost_s = device_sample_cost_s = None
-        if self._oracle:
+        step_time_s = sample_cost_s = device_sample_cost_s = knee_sharpness = None
+        if self._oracle and job.knee is not None:
+            step_time_s = job.batch_size_per_gpu / job.knee.peak_samples_per_s
+            step_time_s *= self._sharing_factor(job)
+            sample_cost_s, knee_sharpness = job.knee.sample_cost_s, job.knee.sharpness
+        elif self._oracle:
             step_time_s = job.step_time_s * self._sharing_factor(job)
             sample_cost_s = self._truth.cost(job.spec.pipeline)
             if self._truth.decoder_cores > 0:
@@ -250,6 +262,7 @@ class Simulation:
             step_time_s=step_time_s,
             sample_cost_s=sample_cost_s,
             device_sample_cost_s=device_sample_cost_s,
+            knee_sharpness=knee_sharpness,
             workers_per_gpu=job.spec.workers_per_gpu,
             gpu_indices=job.spec.gpu_indices,
         )
@@ -417,9 +430,10 @@ class Simulation:
                     sample_cost_s=(
                         self._truth.device_cost(job.spec.pipeline)
                         if job.decoder_share > 0.0
-                        else self._truth.cost(job.spec.pipeline)
+                        else job.spec.sample_cost_s(self._truth)
                     ),
                     decoder_share=job.decoder_share,
+                    curve=job.curve,
                 )
                 for job in running
             ],

@@ -18,6 +18,10 @@ iterations = 500
 arrival_s = 0
 gpu_indices = [0, 1]   # optional; otherwise the least loaded GPUs when the job is admitted
 workers_per_gpu = 3    # optional: what the `static` policy gives it (paper Table III)
+[jobs.curve]           # optional: the job's measured profile, the truth instead of formulas
+workers_per_gpu = [1, 2, 3, 6, 12]
+samples_per_s = [300, 590, 820, 1400, 1700]   # per GPU, the job alone
+source = "where the points come from"
 ```
 
 Files are read with tomllib and checked by pydantic (unknown keys refused); every problem
@@ -25,17 +29,22 @@ comes back as a WorkloadError naming the file and the field.
 """
 
 import dataclasses
+import itertools
+import math
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from scipy.optimize import least_squares
 
 from scheduler.config import SchedulerConfig
 from tpm.zoo import model_features
 from workloads.errors import WorkloadError
-from workloads.truth import NodeTruth
+from workloads.truth import MeasuredCurve, NodeTruth
 
 
 class _Strict(BaseModel):
@@ -58,6 +67,73 @@ def check_node_options(gpus: int, cpu_workers: int) -> None:
         raise WorkloadError("--cpu-workers", f"must be at least 1, got {cpu_workers}")
 
 
+@dataclass(frozen=True)
+class Knee:
+    """A measured curve as the planner's smooth knee, T = (G^-p + (d/c)^-p)^(-1/p) per GPU:
+    what `oracle` plans with for a job that brings its own curve."""
+
+    sample_cost_s: float  # c: one worker's seconds per sample
+    peak_samples_per_s: float  # G, per GPU
+    sharpness: float  # p
+    worst_error: float  # the largest |fit / measured - 1| over the points
+
+
+class JobCurve(_Strict):
+    """A job's samples/s per GPU at each count of loader workers per GPU, measured alone on
+    its GPU (a published profile, or `stoker profile`'s)."""
+
+    workers_per_gpu: tuple[float, ...] = Field(min_length=2)
+    samples_per_s: tuple[float, ...] = Field(min_length=2, description="per GPU")
+    source: str = Field("", description="where the points come from")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "JobCurve":
+        if len(self.workers_per_gpu) != len(self.samples_per_s):
+            raise ValueError(
+                f"workers_per_gpu has {len(self.workers_per_gpu)} points and samples_per_s "
+                f"{len(self.samples_per_s)}: give one rate per worker count"
+            )
+        if not all(0 < a < b for a, b in itertools.pairwise(self.workers_per_gpu)):
+            raise ValueError("workers_per_gpu must be positive and increasing")
+        if not all(math.isfinite(r) and r > 0 for r in self.samples_per_s):
+            raise ValueError("samples_per_s must be positive numbers")
+        if any(b < a for a, b in itertools.pairwise(self.samples_per_s)):
+            raise ValueError(
+                "samples_per_s must not fall as workers grow (a job alone never loads slower "
+                "with more workers); average repeated measurements first"
+            )
+        return self
+
+    def measured(self) -> MeasuredCurve:
+        return MeasuredCurve(self.workers_per_gpu, self.samples_per_s)
+
+    def knee(self) -> Knee:
+        """The least-squares fit (relative errors) of the planner's smooth knee to the curve
+        the truth runs: its points, and its values at every whole worker count up to the
+        last point (the planner's choices, below the first point included)."""
+        measured = self.measured()
+        whole = np.arange(1.0, np.ceil(self.workers_per_gpu[-1]) + 1.0)
+        workers = np.concatenate([np.array(self.workers_per_gpu), whole])
+        rates = np.array([measured.rate(w) for w in workers])
+
+        def curve(params: np.ndarray, at: np.ndarray) -> np.ndarray:
+            per_worker, peak, power = params
+            result: np.ndarray = (peak**-power + (per_worker * at) ** -power) ** (-1.0 / power)
+            return result
+
+        first = self.samples_per_s[0] / self.workers_per_gpu[0]
+        top = measured.peak
+        fit = least_squares(
+            lambda params: np.log(curve(params, workers) / rates),
+            np.array([first, top, 4.0]),
+            bounds=([0.2 * first, 0.8 * top, 0.5], [5.0 * first, 2.0 * top, 40.0]),
+        )
+        per_worker, peak, power = (float(x) for x in fit.x)
+        points = np.array(self.workers_per_gpu)
+        worst = float(np.max(np.abs(curve(fit.x, points) / np.array(self.samples_per_s) - 1.0)))
+        return Knee(1.0 / per_worker, peak, power, worst)
+
+
 class WorkloadJob(_Strict):
     id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     model: str
@@ -70,6 +146,7 @@ class WorkloadJob(_Strict):
     workers_per_gpu: int | None = Field(None, ge=1)
     flops: float | None = Field(None, gt=0.0)
     model_params: float | None = Field(None, gt=0.0)
+    curve: JobCurve | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "WorkloadJob":
@@ -90,8 +167,10 @@ class WorkloadJob(_Strict):
         return self.flops or zoo.flops, self.model_params or zoo.model_params
 
     def step_time_s(self, truth: NodeTruth) -> float:
-        """Seconds per iteration on unshared GPUs with loading removed, by `truth`, before
-        the job's own noise."""
+        """Seconds per iteration on unshared GPUs with loading removed: the batch over its
+        curve's peak, or by `truth`'s formula before the job's own noise."""
+        if self.curve is not None:
+            return self.batch_size / self.gpus / self.curve.measured().peak
         flops, params = self.features
         return truth.step_time_s(
             batch_size_per_gpu=self.batch_size / self.gpus,
@@ -99,6 +178,19 @@ class WorkloadJob(_Strict):
             model_params=params,
             gpus=self.gpus,
         )
+
+    def sample_cost_s(self, truth: NodeTruth) -> float:
+        """c: one worker's seconds per sample alone, from its pipeline (the fitted knee's for
+        a job with its own curve)."""
+        if self.curve is not None:
+            return self.curve.knee().sample_cost_s
+        return truth.cost(self.pipeline)
+
+    def cheapest_cost_s(self, truth: NodeTruth) -> float:
+        """The fewest worker-seconds a sample of this job can ever take: a floor's input."""
+        if self.curve is not None:
+            return self.curve.measured().cheapest_cost_s
+        return truth.cost(self.pipeline)
 
 
 class Workload(_Strict):
@@ -123,6 +215,11 @@ class Workload(_Strict):
             for gpu in job.gpu_indices or ():
                 if not 0 <= gpu < self.node.gpus:
                     raise ValueError(f"jobs[{index}].gpu_indices: no GPU {gpu} on the node")
+        if self.truth.get("decoder_cores") and any(job.curve for job in self.jobs):
+            raise ValueError(
+                "a job with its own curve decodes on the CPU only: drop [truth] decoder_cores "
+                "or the jobs' curves"
+            )
         _overrides(NodeTruth, self.truth, "truth")
         _overrides(SchedulerConfig, self.scheduler, "scheduler")
         return self

@@ -24,12 +24,18 @@ measurements come from, and it deliberately differs from the model's form:
   augment, at (1 - decode_fraction) x c a sample.
 - Pausing (finish the iteration, checkpoint), resuming (restart workers) and launching cost
   seconds drawn around their means; measured rates carry `rate_noise`.
+- A job may bring its own measured curve instead (`MeasuredCurve`: a published profile of
+  its samples/s per GPU at 1, 2, ... loader workers per GPU, measured alone). Its rate is
+  then that curve at its workers times eta, linear between the points and flat past the
+  last; its step time is its batch over the curve's peak. No formula, no noise.
 """
 
 import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from scheduler.messages import DEFAULT_PIPELINE
 from workloads.errors import WorkloadError
@@ -154,6 +160,32 @@ class NodeTruth:
 
 
 @dataclass(frozen=True)
+class MeasuredCurve:
+    """A job's samples/s per GPU against its loader workers per GPU, measured alone on its
+    GPU (`workloads.spec.JobCurve` checks the points): linear between the points, through
+    (0, 0), flat past the last."""
+
+    workers_per_gpu: tuple[float, ...]  # increasing
+    samples_per_s: tuple[float, ...]  # per GPU, never falling
+
+    def rate(self, workers_per_gpu: float) -> float:
+        """Samples/s per GPU at this many (effective) workers per GPU."""
+        return float(
+            np.interp(workers_per_gpu, (0.0, *self.workers_per_gpu), (0.0, *self.samples_per_s))
+        )
+
+    @property
+    def peak(self) -> float:
+        """Samples/s per GPU once loading keeps up."""
+        return max(self.samples_per_s)
+
+    @property
+    def cheapest_cost_s(self) -> float:
+        """The fewest worker-seconds a sample ever takes on this curve (its best point)."""
+        return min(w / s for w, s in zip(self.workers_per_gpu, self.samples_per_s, strict=True))
+
+
+@dataclass(frozen=True)
 class RunningJob:
     """What the truth needs of a job that is running: its own rates and its GPUs."""
 
@@ -164,6 +196,7 @@ class RunningJob:
     workers_per_gpu: int
     sample_cost_s: float  # per worker: c, or c' in device mode
     decoder_share: float = 0.0  # > 0: device mode
+    curve: MeasuredCurve | None = None  # its own measured curve: loading and GPU at once
 
 
 def iteration_rates(
@@ -187,7 +220,14 @@ def iteration_rates(
         for job in jobs
     }
     _share_decoder(truth, jobs, loading, cost)
-    rates = {job.job_id: _soft_min(loading[job.job_id], 1.0 / cost[job.job_id]) for job in jobs}
+    rates = {
+        job.job_id: (
+            job.curve.rate(job.workers_per_gpu * efficiency) / job.batch_size_per_gpu
+            if job.curve is not None
+            else _soft_min(loading[job.job_id], 1.0 / cost[job.job_id])
+        )
+        for job in jobs
+    }
     for _ in range(_SHARING_PASSES if shared else 0):
         limits: dict[str, float] = {}
         for held in shared.values():

@@ -105,3 +105,23 @@ def test_plans_fit_the_node_and_predict_on_the_curve_they_were_made_on(
             job, allocation.workers_per_gpu, plan.efficiency, KNEE_SHARPNESS
         )
         assert allocation.predicted_samples_per_s == pytest.approx(expected)
+
+
+def test_a_job_with_a_gentle_knee_of_its_own_is_planned_on_it() -> None:
+    # Two equal jobs but one bends early (p = 2, about what Synergy's AlexNet profile fits):
+    # at the hard knee (13 workers) it runs at 71 % of its GPU's rate. With workers to spare
+    # it gets more than its twin, which is near its peak at 16.
+    sharp = make_job("sharp", remaining_samples=1e6)
+    gentle = replace(make_job("gentle", remaining_samples=1e6), knee_sharpness=2.0)
+    request = make_request(sharp, gentle, cpu_workers=40, contention=FREE)
+    plan = lookahead(request)
+    assert plan.workers()["gentle"] > plan.workers()["sharp"]
+    d = plan.workers()["gentle"]
+    assert plan.allocations["gentle"].predicted_samples_per_s == pytest.approx(
+        job_samples_per_s(gentle, d, 1.0, 2.0)
+    )
+    assert job_samples_per_s(gentle, d, 1.0, KNEE_SHARPNESS) == job_samples_per_s(
+        gentle, d, 1.0, 2.0
+    ), "a job's own sharpness wins over the plan's"
+    with pytest.raises(ValueError, match="knee_sharpness"):
+        replace(gentle, knee_sharpness=0.0)
