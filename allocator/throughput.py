@@ -18,12 +18,14 @@ def job_samples_per_s(
     job: JobSpec, workers_per_gpu: int, efficiency: float, knee_sharpness: float | None = None
 ) -> float:
     """T_i in samples per second for d workers per GPU at contention efficiency eta: formula
-    5's min of the GPU's rate and the loaders', or with `knee_sharpness` p the smooth
-    (G^-p + L^-p)^(-1/p) that `lookahead` plans on (the job's own p where it has one)."""
+    5's min of the GPU's rate and the loaders', or with a sharpness p the smooth
+    (G^-p + L^-p)^(-1/p) that `lookahead` plans on: the job's own p where it has one (its
+    measurements say how it bends), else `knee_sharpness`."""
     loading = job.gpus * workers_per_gpu * efficiency / job.sample_cost_s
-    if knee_sharpness is None:
+    sharpness = job.knee_sharpness or knee_sharpness
+    if sharpness is None:
         return min(job.max_samples_per_s, loading)
-    power = -(job.knee_sharpness or knee_sharpness)
+    power = -sharpness
     return float((loading**power + job.max_samples_per_s**power) ** (1.0 / power))
 
 

@@ -51,6 +51,25 @@ def test_a_known_curve_is_recovered_within_5_percent_from_noisy_heartbeats() -> 
             assert job_samples_per_s(learned, workers, EFFICIENCY) == pytest.approx(truth, rel=0.05)
 
 
+def test_a_curve_that_bends_early_is_recovered_from_two_operating_points() -> None:
+    # Synergy's AlexNet profile fits p = 2.5: at its hard knee (6 workers here) it runs at
+    # 76 % of its GPU's rate. One operating point cannot tell that from a slower loader.
+    bends = replace(TRUTH, knee_sharpness=2.5)
+    prior = replace(TRUTH, step_time_s=0.2, sample_cost_s=0.01)
+    rng = random.Random(11)
+    curve = JobCurve()
+    for _ in range(20):
+        curve.observe(prior, heartbeat(bends, 4, math.exp(rng.gauss(0.0, 0.03))))
+    assert curve.learned(prior).knee_sharpness is None, "one point: the plan's default"
+    for _ in range(20):
+        curve.observe(prior, heartbeat(bends, 8, math.exp(rng.gauss(0.0, 0.03))))
+    learned = curve.learned(prior)
+    assert learned.knee_sharpness == pytest.approx(2.5, abs=0.6)
+    for workers in range(1, 25):
+        truth = job_samples_per_s(bends, workers, EFFICIENCY)
+        assert job_samples_per_s(learned, workers, EFFICIENCY) == pytest.approx(truth, rel=0.05)
+
+
 def test_the_prior_fades_as_measurements_come_and_an_odd_heartbeat_is_outvoted() -> None:
     for factor, within in ((2.0, (0.10, 0.05)), (10.0, (None, None, 0.10))):
         prior = replace(TRUTH, step_time_s=TRUTH.step_time_s * factor)
