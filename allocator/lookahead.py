@@ -134,11 +134,19 @@ class _Jobs:
         return rates if splits.ndim == 2 else rates[0]
 
 
-def _fill(jobs: _Jobs, split: IntArray, alive: BoolArray, growable: BoolArray) -> IntArray:
+def _fill(
+    jobs: _Jobs,
+    split: IntArray,
+    alive: BoolArray,
+    growable: BoolArray,
+    weight: FloatArray | None = None,
+) -> IntArray:
     """Hand the processes the alive jobs leave free to the `growable` ones, one worker per GPU
-    at a time, the most total samples/s per process first, while the worker buys at least
-    `KNEE_GAIN` of its job's rate and the total rises."""
+    at a time, the most total samples/s per process first (each job's samples/s times its
+    `weight`, where given), while the worker buys at least `KNEE_GAIN` of its job's rate and
+    the total rises."""
     split = split.copy()
+    weight = np.ones(len(split)) if weight is None else weight
     indices = np.flatnonzero(growable)
     if not len(indices):
         return split
@@ -152,7 +160,8 @@ def _fill(jobs: _Jobs, split: IntArray, alive: BoolArray, growable: BoolArray) -
         now = jobs.rates(split, alive)
         trials = jobs.rates(split + steps, alive)
         own = trials[np.arange(len(indices)), indices] - now[indices]
-        total = (trials[:, alive].sum(axis=1) - now[alive].sum()) / jobs.gpus[indices]
+        gains = (trials[:, alive] - now[alive]) @ weight[alive]
+        total = gains / jobs.gpus[indices]
         worth = fits & (own >= KNEE_GAIN * now[indices]) & (total > 0.0)
         if not worth.any():
             return split
@@ -171,6 +180,10 @@ def _candidates(jobs: _Jobs) -> dict[str, IntArray]:
         # Running jobs keep their workers (no pause); new jobs share what is free.
         out["keep"] = _fill(jobs, kept, everyone, ~running)
     out["greedy"] = _fill(jobs, ones, everyone, everyone)
+    # Samples of different models are not worth the same: a speech job's 27 samples/s may be
+    # its GPU's whole rate. This split grows the jobs by the share of their GPUs' rate a
+    # process buys them (their speedup), which no job's sample size tips.
+    out["by speedup"] = _fill(jobs, ones, everyone, everyone, 1.0 / jobs.peak)
     # Shortest (longest) first: each job in turn up to its knee, leaving one worker per GPU
     # to the jobs after it; what is left goes by marginal gain.
     at_peak = jobs.remaining / jobs.peak

@@ -42,7 +42,7 @@ class SchedulerConfig:
     learn_curves: bool = True
     # A running job whose learned curve moves its predicted rate by more than this fraction
     # from what the last plan assumed asks for a new round (after the completion window).
-    replan_error: float = 0.25
+    replan_error: float = 0.2
     # A refitted throughput model is used only if its held-out R^2, training and loading,
     # reach this (scheduler/refit.py); below, it is refused and reported.
     min_refit_r2: float = 0.5

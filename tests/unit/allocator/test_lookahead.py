@@ -125,3 +125,27 @@ def test_a_job_with_a_gentle_knee_of_its_own_is_planned_on_it() -> None:
     ), "a job's own sharpness wins over the plan's"
     with pytest.raises(ValueError, match="knee_sharpness"):
         replace(gentle, knee_sharpness=0.0)
+
+
+def test_a_job_of_few_large_samples_is_not_starved_for_one_of_many_small_ones() -> None:
+    # Speech at 27 samples/s (its GPU's whole rate) needs 6.4 workers; two vision jobs at
+    # 5,000 samples/s need 18.5 each. Per worker the vision jobs gain 270 samples/s and
+    # the speech job 4, so a split by samples/s gives speech 1 worker and a 6-fold slower
+    # finish. By the share of its GPU's rate a worker buys, speech gets its knee.
+    speech = make_job(
+        "speech", batch_size=20, step_time_s=20 / 27, sample_cost_s=0.237, remaining_samples=16_200
+    )
+    vision = [
+        make_job(
+            name, batch_size=256, step_time_s=256 / 5000, sample_cost_s=0.0037,
+            remaining_samples=3e6,
+        )
+        for name in ("vision-a", "vision-b")
+    ]  # fmt: skip
+    request = make_request(speech, *vision, cpu_workers=40, contention=FREE)
+    assert allocate(request, "optimal").workers()["speech"] <= 2, "samples/s starve it"
+    plan = lookahead(request)
+    assert plan.workers()["speech"] >= 6
+    assert plan.allocations["speech"].predicted_samples_per_s > 0.9 * speech.max_samples_per_s
+    # ... and neither vision job is starved for it (shortest first would leave one 9).
+    assert min(plan.workers()["vision-a"], plan.workers()["vision-b"]) >= 15
