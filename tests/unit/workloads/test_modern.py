@@ -1,5 +1,6 @@
 """Jobs that bring their own measured curves, and the modern node built from published ones."""
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +15,10 @@ from workloads.modern import (
     mix_workload,
 )
 from workloads.simulator import simulate
-from workloads.spec import JobCurve, parse_workload
+from workloads.spec import JobCurve, load_workload, parse_workload
 from workloads.truth import NodeTruth, RunningJob, iteration_rates
 
+REPO = Path(__file__).resolve().parents[3]
 CURVE = {"workers_per_gpu": [1, 2, 4], "samples_per_s": [100, 180, 200], "source": "test"}
 
 
@@ -90,3 +92,8 @@ def test_splitting_by_the_curves_beats_an_even_split_where_loading_matters() -> 
     mixed = mix_workload("vision+sequence")
     even = simulate(mixed, "balance", seed=0).throughput_samples_per_s
     assert simulate(mixed, "oracle", seed=0).throughput_samples_per_s > 1.1 * even
+
+
+def test_the_shipped_modern_workload_is_the_mix_it_says() -> None:
+    shipped = load_workload(REPO / "configs" / "workloads" / "modern-a100.toml")
+    assert shipped == mix_workload("vision+sequence")
