@@ -41,10 +41,15 @@ from workloads.spec import Workload, load_workload
 DEMO_WORKLOAD = Path(__file__).resolve().parents[1] / "configs" / "workloads" / "demo-cpu.toml"
 
 
-def run_once(jobs: Workload, dataset: Path, policy: str, where: Path) -> dict[str, Any]:
-    """One run of the workload under `policy` on a fresh daemon: makespan and throughput."""
+def run_once(
+    jobs: Workload, dataset: Path, policy: str, where: Path, *, cpu_sets: bool = False
+) -> dict[str, Any]:
+    """One run of the workload under `policy` on a fresh daemon: makespan and throughput.
+    `cpu_sets`: each job pinned to its slot's CPUs (`node.cpu_sets`)."""
     where.mkdir(parents=True)
-    daemon = Daemon(where / "state", free_port(), demo_settings(jobs, dataset, policy)).start()
+    settings = demo_settings(jobs, dataset, policy)
+    settings["node"]["cpu_sets"] = cpu_sets
+    daemon = Daemon(where / "state", free_port(), settings).start()
     before = psutil.cpu_times()
     try:
         with daemon.client() as client:

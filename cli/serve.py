@@ -142,4 +142,9 @@ def node(
         + ("the host (usable CPUs less training's)" if "cpu_workers" in chosen else "the config"),
         f"threads_per_slot  {found['threads_per_slot']:>5}  the host (a job's intra-op threads)",
     ]
+    if found["cpu_sets"]:  # node.cpu_sets: each slot's CPUs while every slot holds a job
+        groups = "  ".join(
+            f"{slot}: {','.join(map(str, cpus))}" for slot, cpus in enumerate(found["cpu_sets"])
+        )
+        lines.append(f"cpu_sets          {groups}  (each slot's CPUs when all are busy)")
     typer.echo("\n".join(lines))

@@ -130,6 +130,7 @@ class Actions:
         self._resume_from: dict[str, str] = {}  # restored job -> its stored checkpoint
         self._cancelled_at: dict[str, float] = {}  # job told to stop -> when
         self._cold_pauses: dict[str, float] = {}  # cold-resize job paused -> when (epoch s)
+        self._pinned: dict[str, tuple[int, ...]] = {}  # `node.cpu_sets`: job -> its CPUs
 
     def carry_out_all(self, commands: Sequence[Command]) -> None:
         """Every command, even when one fails: a launch that fails is the job's failure."""
@@ -265,6 +266,7 @@ class Actions:
             service.launcher.stop(job_id, grace_s=2.0)
         simulated = service.config.agent_mode == "simulate" and not settings.is_command
         stored = service.store.job(job_id)
+        placed = service.scheduler.status(job_id).gpu_indices
         launch = AgentLaunch(
             job_id=job_id,
             settings=settings,
@@ -276,11 +278,14 @@ class Actions:
             predicted=service.tpm.rates.job_spec(service.request(record)) if simulated else None,
             paused_at=paused_at,
             attempt=stored.restarts if stored is not None else 0,
-            gpu_indices=service.scheduler.status(job_id).gpu_indices,
+            gpu_indices=placed,
             uses_gpus=service.uses_gpus,
             threads=service.node.threads_per_slot,
             user=service.job_user(job_id),
+            cpus=service.node.job_cpus(placed, self._occupied()),
         )
+        if launch.cpus:
+            self._pinned[job_id] = launch.cpus
         if simulated:
             argv = agent_argv(
                 service.config, launch, service.link.endpoint, service.decoder_endpoint
@@ -334,6 +339,36 @@ class Actions:
             if service.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]
                 service.launcher.stop(job_id, grace_s=0.5)
+
+    def pin_cpus(self) -> None:
+        """With `node.cpu_sets`, keep each running job on its share of the CPUs as jobs
+        come and go (`NodeResources.job_cpus`): moved only when its share changes."""
+        service = self._service
+        if not service.node.cpu_sets:
+            return
+        placed = {
+            job_id: service.scheduler.status(job_id).gpu_indices
+            for job_id in service.launcher.job_ids()
+        }
+        occupied = self._occupied()
+        for job_id in set(self._pinned) - set(placed):
+            del self._pinned[job_id]
+        for job_id, slots in placed.items():
+            cpus = service.node.job_cpus(slots, occupied)
+            if self._pinned.get(job_id) != cpus:
+                service.launcher.pin(job_id, cpus)
+                self._pinned[job_id] = cpus
+
+    def _occupied(self) -> list[int]:
+        """The slots of the jobs whose processes run."""
+        service = self._service
+        return sorted(
+            {
+                slot
+                for job_id in service.launcher.job_ids()
+                for slot in service.scheduler.status(job_id).gpu_indices
+            }
+        )
 
     def _without_sdk(self, job_id: str, state: JobState, unmanaged: bool) -> bool:
         """Whether a job's process ran without the SDK: a command run unmanaged, or one that

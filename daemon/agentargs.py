@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from allocator import JobSpec
-from daemon.config import DaemonConfig
+from daemon.config import TASKSET, DaemonConfig
 from daemon.jobspec import JobSettings
 from daemon.launcher import RankProcess
 from daemon.tenants import UnixUser
@@ -42,6 +42,7 @@ class AgentLaunch:
     uses_gpus: bool = False
     threads: int = 1  # intra-op threads of each rank: its slot's share of the node's cores
     user: UnixUser | None = None  # the tenant's unix user, which the job runs as
+    cpus: tuple[int, ...] = ()  # `node.cpu_sets`: the CPUs its ranks run on; (): any
 
 
 def command_ranks(
@@ -56,6 +57,8 @@ def command_ranks(
     environment only `PASSED_ON`. `decoder` is the node's decoder service, if any."""
     settings = launch.settings
     command = settings.command if settings.command is not None else zoo_command(config, launch)
+    if launch.cpus:  # its loader workers inherit the set from the rank that starts them
+        command = (TASKSET, "--cpu-list", ",".join(map(str, launch.cpus)), *command)
     job_dir = launch.job_dir
     placed = ",".join(str(index) for index in launch.gpu_indices)
     common = {

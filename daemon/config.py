@@ -8,6 +8,7 @@ value fails start-up with a message naming it (`load_config`).
 
 import os
 import pwd
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -21,6 +22,8 @@ from pydantic_settings import (
 )
 
 from scheduler.config import SchedulerConfig
+
+TASKSET = "taskset"  # util-linux: starts a command on a set of CPUs (`node.cpu_sets`)
 
 
 class ConfigError(ValueError):
@@ -44,6 +47,12 @@ class NodeConfig(BaseModel):
         "use (affinity, cgroup quota) less those its training processes need",
     )
     max_jobs_per_gpu: int = Field(2, ge=1, description="jobs that may share one GPU")
+    cpu_sets: bool = Field(
+        False,
+        description="pin each job (its ranks and their loader workers) to its slots' share of "
+        "the CPUs, so jobs stop sharing cores (`taskset`, from util-linux); off = the kernel "
+        "spreads every job over all of them",
+    )
     decoder_capacity: float = Field(
         0.0, ge=0.0, description="samples/s of the node's JPEG decoder device; 0 = none"
     )
@@ -52,6 +61,16 @@ class NodeConfig(BaseModel):
         description="the decoder service (`stoker decoder serve`); unset = "
         "ipc://<state_dir>/decoder.sock",
     )
+
+    @field_validator("cpu_sets")
+    @classmethod
+    def _taskset_found(cls, cpu_sets: bool) -> bool:
+        if cpu_sets and shutil.which(TASKSET) is None:
+            raise ValueError(
+                f"needs `{TASKSET}` on the PATH (util-linux: apt-get install util-linux); "
+                "install it, or set node.cpu_sets = false"
+            )
+        return cpu_sets
 
 
 class SimulatedAgents(BaseModel):

@@ -9,6 +9,7 @@ these (`plan_node`), and `stoker node` prints both.
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,17 @@ def _v1_quota(group: Path) -> float | None:
     return None if quota <= 0 or period <= 0 else quota / period
 
 
+def slot_cpus(allowed: Sequence[int], slots: int) -> tuple[tuple[int, ...], ...]:
+    """Each slot's share of the `allowed` CPUs for `node.cpu_sets`: contiguous groups in
+    CPU order, as even as they divide (with fewer CPUs than slots, slots share them in
+    turn)."""
+    cpus = sorted(allowed)
+    if len(cpus) < slots:
+        return tuple((cpus[slot % len(cpus)],) for slot in range(slots))
+    bounds = [round(slot * len(cpus) / slots) for slot in range(slots + 1)]
+    return tuple(tuple(cpus[bounds[slot] : bounds[slot + 1]]) for slot in range(slots))
+
+
 @dataclass(frozen=True)
 class NodeResources:
     """The node as the daemon runs it: the settings given, and the rest chosen from the
@@ -102,6 +114,20 @@ class NodeResources:
     threads_per_slot: int
     cpus: CpuLimit
     chosen: tuple[str, ...]  # the settings that came from the host, not from the config
+    # With `node.cpu_sets`, each slot's CPUs while every slot holds a job (`slot_cpus`);
+    # empty: jobs are not pinned.
+    cpu_sets: tuple[tuple[int, ...], ...] = ()
+
+    def job_cpus(self, slots: Sequence[int], occupied: Sequence[int]) -> tuple[int, ...]:
+        """The CPUs a job on `slots` is pinned to while the `occupied` slots hold jobs: the
+        node's CPUs split among the occupied slots only, so a job alone has them all and
+        jobs side by side stop sharing cores; () when jobs are not pinned."""
+        if not self.cpu_sets:
+            return ()
+        busy = sorted(set(occupied) | set(slots))
+        allowed = sorted({cpu for group in self.cpu_sets for cpu in group})
+        groups = dict(zip(busy, slot_cpus(allowed, len(busy)), strict=True))
+        return tuple(sorted({cpu for slot in slots for cpu in groups[slot]}))
 
     @property
     def uses_gpus(self) -> bool:
@@ -111,12 +137,16 @@ class NodeResources:
 def detect_node(node: NodeConfig) -> NodeResources:
     """The node on this host: `plan_node` with this process's CPUs, and NVML asked for the
     GPUs only when `node.gpus` is unset. `stoker serve` and `stoker node` both use it."""
-    return plan_node(node, cpu_limit(), detect_gpus() if node.gpus is None else node.gpus)
+    gpus = detect_gpus() if node.gpus is None else node.gpus
+    return plan_node(node, cpu_limit(), gpus, tuple(os.sched_getaffinity(0)))
 
 
-def plan_node(node: NodeConfig, cpus: CpuLimit, detected_gpus: int) -> NodeResources:
+def plan_node(
+    node: NodeConfig, cpus: CpuLimit, detected_gpus: int, allowed: Sequence[int] = ()
+) -> NodeResources:
     """The node's resources: what `node` sets, and for what it leaves unset, defaults
-    from the host.
+    from the host (`allowed`: the CPUs this process may run on, which `node.cpu_sets`
+    shares out among the slots).
 
     - With GPUs, each rank's host thread needs a CPU: the loaders get the rest, at least
       one. Training threads: one per rank (the GPU computes).
@@ -140,7 +170,10 @@ def plan_node(node: NodeConfig, cpus: CpuLimit, detected_gpus: int) -> NodeResou
         workers = max(1, cpus.usable - training)
         chosen.append("cpu_workers")
     threads = 1 if gpus > 0 else max(1, training // slots)
-    return NodeResources(gpus, slots, workers, threads, cpus, tuple(chosen))
+    sets = slot_cpus(allowed, slots) if node.cpu_sets and allowed else ()
+    if sets:  # a training process's threads never outnumber its slot's CPUs
+        threads = max(1, min(threads, *(len(group) for group in sets)))
+    return NodeResources(gpus, slots, workers, threads, cpus, tuple(chosen), sets)
 
 
 def host_summary(node: NodeResources) -> dict[str, Any]:
@@ -157,5 +190,6 @@ def host_summary(node: NodeResources) -> dict[str, Any]:
         "slots": node.slots,
         "cpu_workers": node.cpu_workers,
         "threads_per_slot": node.threads_per_slot,
+        "cpu_sets": [list(group) for group in node.cpu_sets],
         "chosen_from_host": list(node.chosen),
     }

@@ -163,6 +163,38 @@ class Launcher:
             return None
         return (failures[0][1] if failures else 0), failures
 
+    def pin(self, job_id: str, cpus: Sequence[int]) -> None:
+        """Move every thread of the job's processes (its ranks and their loader workers) to
+        `cpus`; new threads and workers inherit it. A process that ended meanwhile, or one
+        this daemon may not change, is left as it is."""
+        roots = [process.pid for process in self._ranks(job_id)]
+        if job_id in self._adopted:
+            roots.append(self._adopted[job_id])
+        for root in roots:
+            try:
+                tree = psutil.Process(root)
+                processes = [tree, *tree.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for process in processes:
+                try:
+                    threads = [thread.id for thread in process.threads()]
+                except psutil.Error:
+                    continue
+                for thread in threads:
+                    try:
+                        os.sched_setaffinity(thread, cpus)
+                    except OSError as error:  # ended meanwhile, or not ours to move
+                        log.debug("job %s: thread %d not pinned: %s", job_id, thread, error)
+
+    def job_ids(self) -> list[str]:
+        """The jobs whose processes run (launched or adopted)."""
+        return [*self._processes, *self._adopted]
+
+    def _ranks(self, job_id: str) -> list[subprocess.Popen[bytes]]:
+        first = self._processes.get(job_id)
+        return [] if first is None else [first, *self._other_ranks.get(job_id, [])]
+
     def running(self, job_id: str) -> bool:
         return job_id in self._processes or job_id in self._adopted
 

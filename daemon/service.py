@@ -291,6 +291,7 @@ class Service:
                 self._apply(item)
             self.feed(Tick())
             self.actions.reap()
+            self.actions.pin_cpus()
         except Exception:  # a bug in one item must not stop the daemon
             log.exception("error applying %r", item)
             if not isinstance(item, FromAgent | None) and not item.done.done():

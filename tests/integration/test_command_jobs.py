@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from daemon.host import slot_cpus
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import (
     FAST,
@@ -320,3 +321,30 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
     assert jobs["broken"]["state"] == "failed" and jobs["broken"]["restarts"] == 0
     assert "exited with code 3" in failed["why"] and "giving up with 3" in failed["why"]
     assert jobs["broken"]["reason"] == failed["why"], "the job says why it failed"
+
+
+def test_with_cpu_sets_jobs_side_by_side_split_the_cpus_and_one_alone_has_them_all(
+    serve: Callable[..., Daemon],
+) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    node = {"cpu_slots": 2, "cpu_workers": 2, "cpu_sets": True}
+    daemon = serve(agent_mode="process", node=node)
+    halves = [list(group) for group in slot_cpus(allowed, 2)]
+    with daemon.client() as client:
+        assert client.get("/v1/node").json()["host"]["cpu_sets"] == halves
+        long = client.post("/v1/jobs", json=command_job("long", "show_cpus.py", "8", "0.25"))
+        short = client.post("/v1/jobs", json=command_job("short", "show_cpus.py", "2", "0.25"))
+        outs = {}
+        for reply in (long, short):
+            assert reply.status_code == 201, reply.text
+            job_id: str = reply.json()["id"]
+            done = wait_for("the job to end", partial(ended, client, job_id), 90)
+            assert done["state"] == "completed", done
+            logs = client.get(f"/v1/jobs/{job_id}/logs", params={"stream": "stdout"})
+            outs[reply.json()["name"]] = logs.text
+    # Side by side, each had its half, its loader worker too; alone at the end, all of them.
+    for half in halves:
+        assert f"loader cpus {half}" in outs["long"] + outs["short"], outs
+    assert f"rank cpus {allowed}" in outs["long"], outs["long"]
+    seen = {line.split("cpus ", 1)[1] for line in outs["short"].splitlines() if "cpus " in line}
+    assert len(seen) == 1 and seen.pop() in map(str, halves), outs["short"]

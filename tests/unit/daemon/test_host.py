@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config import NodeConfig
-from daemon.host import CpuLimit, cgroup_quota, cpu_limit, plan_node
+from daemon.host import CpuLimit, cgroup_quota, cpu_limit, plan_node, slot_cpus
 
 
 def write(path: Path, text: str) -> None:
@@ -87,3 +87,30 @@ def test_stoker_node_under_taskset_sees_the_restricted_mask(tmp_path: Path) -> N
     assert found["cpus_online"] == os.cpu_count()
     assert found["cpus_limited_by"].startswith("affinity mask (1 of")
     assert found["cpu_workers"] == 1 and found["slots"] >= 1
+
+
+def test_cpu_sets_share_the_allowed_cpus_among_the_slots() -> None:
+    assert slot_cpus([3, 0, 1, 2], 2) == ((0, 1), (2, 3))
+    assert slot_cpus(range(8), 3) == ((0, 1, 2), (3, 4), (5, 6, 7))  # as even as they divide
+    assert slot_cpus([5], 2) == ((5,), (5,)), "fewer CPUs than slots: they share"
+    eight = CpuLimit(usable=8, affinity=8, online=8, quota=None)
+    pinned = plan_node(NodeConfig(cpu_slots=4, cpu_sets=True), eight, 0, tuple(range(8)))
+    assert pinned.cpu_sets == ((0, 1), (2, 3), (4, 5), (6, 7))
+    assert pinned.job_cpus((1, 3), occupied=(0, 1, 2, 3)) == (2, 3, 6, 7), "a full node"
+    assert pinned.job_cpus((1,), occupied=()) == tuple(range(8)), "alone: every CPU"
+    assert pinned.job_cpus((2,), occupied=(0, 2)) == (4, 5, 6, 7), "beside one: half"
+    assert pinned.threads_per_slot == 1, "4 slots, 4 training CPUs: one thread each"
+    two = plan_node(NodeConfig(cpu_slots=1, cpu_sets=True), eight, 0, (0, 1))
+    assert two.threads_per_slot == 2, "at most its slot's 2 CPUs"
+    loose = plan_node(NodeConfig(cpu_slots=4), eight, 0, tuple(range(8)))
+    assert loose.cpu_sets == () and loose.job_cpus((0,), (0, 1)) == (), "off by default"
+
+
+def test_cpu_sets_without_taskset_is_refused_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no taskset on it
+    with pytest.raises(ValueError, match="cpu_sets") as error:
+        NodeConfig(cpu_sets=True)
+    assert "util-linux" in str(error.value)
+    assert NodeConfig(cpu_sets=False).cpu_sets is False
