@@ -68,8 +68,8 @@ class Published:
 
 # Vision models: the 62.5 GB column, except AlexNet and ShuffleNet whose profiles rise
 # further with the memory Synergy gives them (the 125 GB column, their `mem`). FLOPs and
-# parameters are torchvision's published figures (224 px); M5 and the sequence models'
-# are rough, used only by the prior the scheduler starts from.
+# parameters are close to torchvision's published figures (224 px); M5's and the sequence
+# models' are rough. Only the prior the scheduler starts from uses them.
 PUBLISHED = {
     "resnet18": Published(
         "Resnet18", "res18_1.py", (0.37, 0.72, 1, 1.3, 1.53, 1.75, 2.4, 2.4, 2.4),
