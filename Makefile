@@ -23,10 +23,10 @@ demo: install  # ends with `stoker demo`, about a minute of real training
 	@echo "== the same request, machine-readable, with the exact optimum =="
 	$(BIN)/stoker allocate configs/requests/paper-static.json --policy optimal
 	@echo
-	@echo "== the paper's dynamic workload (Table III) on the simulated node, static vs optimal =="
+	@echo "== the paper's dynamic workload (Table III) on the simulated node, static vs the default policy =="
 	$(BIN)/stoker simulate configs/workloads/paper-dynamic.toml --policy static
 	@echo
-	$(BIN)/stoker simulate configs/workloads/paper-dynamic.toml --policy optimal --timeline paper-dynamic-optimal.png
+	$(BIN)/stoker simulate configs/workloads/paper-dynamic.toml --timeline paper-dynamic.png
 	@echo
 	@echo "== the live daemon: real PyTorch jobs on this machine, resized as they arrive and finish =="
 	$(BIN)/stoker demo
