@@ -22,6 +22,7 @@ from agents.protocol import (
 )
 from daemon.agentargs import AgentLaunch, agent_argv, command_ranks
 from daemon.launcher import log_file
+from scheduler.errors import UnknownJob
 from scheduler.messages import (
     Allocation,
     Cancel,
@@ -346,10 +347,7 @@ class Actions:
         service = self._service
         if not service.node.cpu_sets:
             return
-        placed = {
-            job_id: service.scheduler.status(job_id).gpu_indices
-            for job_id in service.launcher.job_ids()
-        }
+        placed = {job_id: self._slots(job_id) for job_id in service.launcher.job_ids()}
         occupied = self._occupied()
         for job_id in set(self._pinned) - set(placed):
             del self._pinned[job_id]
@@ -361,14 +359,15 @@ class Actions:
 
     def _occupied(self) -> list[int]:
         """The slots of the jobs whose processes run."""
-        service = self._service
-        return sorted(
-            {
-                slot
-                for job_id in service.launcher.job_ids()
-                for slot in service.scheduler.status(job_id).gpu_indices
-            }
-        )
+        jobs = self._service.launcher.job_ids()
+        return sorted({slot for job_id in jobs for slot in self._slots(job_id)})
+
+    def _slots(self, job_id: str) -> tuple[int, ...]:
+        """The job's GPUs (or CPU slots); none for a process the core does not know."""
+        try:
+            return self._service.scheduler.status(job_id).gpu_indices
+        except UnknownJob:
+            return ()
 
     def _without_sdk(self, job_id: str, state: JobState, unmanaged: bool) -> bool:
         """Whether a job's process ran without the SDK: a command run unmanaged, or one that
