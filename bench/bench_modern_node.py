@@ -8,7 +8,7 @@ run under every policy, `oracle` (`optimal` on the truth's best fit in the plann
 and `oracle:<default>` (the default policy on it), beside the bound of workloads/bounds.py.
 Aggregate throughput is all samples over the makespan (workloads/results.py). The goal:
 the default within 3 % of `oracle` and at least 10 % above `balance`, on the workloads where
-the bound allows 10 %. Prints the table and saves bench/out/modern_node.json. About 30 s.
+the bound allows 10 %. Prints the table and saves bench/out/modern_node.json. About 40 s.
 """
 
 import argparse

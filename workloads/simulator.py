@@ -430,7 +430,9 @@ class Simulation:
                     sample_cost_s=(
                         self._truth.device_cost(job.spec.pipeline)
                         if job.decoder_share > 0.0
-                        else job.spec.sample_cost_s(self._truth)
+                        else job.knee.sample_cost_s
+                        if job.knee is not None  # fitted once, at the job's start
+                        else self._truth.cost(job.spec.pipeline)
                     ),
                     decoder_share=job.decoder_share,
                     curve=job.curve,

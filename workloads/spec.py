@@ -80,7 +80,7 @@ class Knee:
 
 class JobCurve(_Strict):
     """A job's samples/s per GPU at each count of loader workers per GPU, measured alone on
-    its GPU (a published profile, or `stoker profile`'s)."""
+    its GPU (a published profile, for example)."""
 
     workers_per_gpu: tuple[float, ...] = Field(min_length=2)
     samples_per_s: tuple[float, ...] = Field(min_length=2, description="per GPU")
@@ -178,13 +178,6 @@ class WorkloadJob(_Strict):
             model_params=params,
             gpus=self.gpus,
         )
-
-    def sample_cost_s(self, truth: NodeTruth) -> float:
-        """c: one worker's seconds per sample alone, from its pipeline (the fitted knee's for
-        a job with its own curve)."""
-        if self.curve is not None:
-            return self.curve.knee().sample_cost_s
-        return truth.cost(self.pipeline)
 
     def cheapest_cost_s(self, truth: NodeTruth) -> float:
         """The fewest worker-seconds a sample of this job can ever take: a floor's input."""
