@@ -6,7 +6,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -283,7 +283,7 @@ class Actions:
             uses_gpus=service.uses_gpus,
             threads=service.node.threads_per_slot,
             user=service.job_user(job_id),
-            cpus=service.node.job_cpus(placed, self._occupied()),
+            cpus=service.node.job_cpus(placed, _occupied(self._placed())),
         )
         if launch.cpus:
             self._pinned[job_id] = launch.cpus
@@ -347,8 +347,8 @@ class Actions:
         service = self._service
         if not service.node.cpu_sets:
             return
-        placed = {job_id: self._slots(job_id) for job_id in service.launcher.job_ids()}
-        occupied = self._occupied()
+        placed = self._placed()
+        occupied = _occupied(placed)
         for job_id in set(self._pinned) - set(placed):
             del self._pinned[job_id]
         for job_id, slots in placed.items():
@@ -357,10 +357,9 @@ class Actions:
                 service.launcher.pin(job_id, cpus)
                 self._pinned[job_id] = cpus
 
-    def _occupied(self) -> list[int]:
-        """The slots of the jobs whose processes run."""
-        jobs = self._service.launcher.job_ids()
-        return sorted({slot for job_id in jobs for slot in self._slots(job_id)})
+    def _placed(self) -> dict[str, tuple[int, ...]]:
+        """The slots of each job whose processes run."""
+        return {job_id: self._slots(job_id) for job_id in self._service.launcher.job_ids()}
 
     def _slots(self, job_id: str) -> tuple[int, ...]:
         """The job's GPUs (or CPU slots); none for a process the core does not know."""
@@ -405,3 +404,8 @@ class Actions:
                         checkpoint=message.checkpoint,
                         iteration=message.iteration,
                     )
+
+
+def _occupied(placed: Mapping[str, Sequence[int]]) -> list[int]:
+    """The slots that hold a running job."""
+    return sorted({slot for slots in placed.values() for slot in slots})
