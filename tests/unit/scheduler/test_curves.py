@@ -107,24 +107,33 @@ def test_a_device_jobs_heartbeat_leaves_its_loaders_cost_alone() -> None:
     assert curve.step_seen == 1 and curve.cost_seen == 0
 
 
-def test_the_core_plans_with_what_a_jobs_heartbeats_taught_it() -> None:
+# A job whose loaders are twice as slow as its hints say: 20 workers keep it fed, not 10.
+SLOW_LOADERS = JobSpec(
+    id="a", gpus=1, batch_size=100, model_params=1e6, step_time_s=0.1, sample_cost_s=0.02
+)
+
+
+def launched_alone(config: SchedulerConfig) -> tuple[Scheduler, int]:
+    """A core on a node of 40 processes that launched job "a" (its hints: 10 workers keep
+    it fed) and heard its hello; the core and the launch's generation."""
     node = NodeSpec(cpu_workers=40, contention=ContentionCurve.contention_free())
-    config = SchedulerConfig(policy="optimal", arrival_window_s=0.0, gate=False)  # a hard knee
     core = Scheduler(node, RateModel(), config)
-    # Its hints say 10 workers keep it fed; its loaders are twice as slow as that.
     (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
     assert launch.allocation.workers_per_gpu == 10
     core.handle(AgentHello("a", launch.gen, 0), 0.0)
-    truth = JobSpec(
-        id="a", gpus=1, batch_size=100, model_params=1e6, step_time_s=0.1, sample_cost_s=0.02
-    )
+    return core, launch.gen
+
+
+def test_the_core_plans_with_what_a_jobs_heartbeats_taught_it() -> None:
+    config = SchedulerConfig(policy="optimal", arrival_window_s=0.0, gate=False)  # a hard knee
+    core, gen = launched_alone(config)
     planned = core.status("a").predicted_samples_per_s
-    warm_up = Heartbeat("a", launch.gen, 1, 5.0, 0.99, 10)  # the loaders were starting
+    warm_up = Heartbeat("a", gen, 1, 5.0, 0.99, 10)  # the loaders were starting
     core.handle(warm_up, 0.5)
     assert core.status("a").predicted_samples_per_s == planned, "a start's heartbeat: left out"
     for second in range(1, 21):
-        seen = heartbeat(truth, 10, 1.0, efficiency=1.0)  # the node has no contention
-        beat = Heartbeat("a", launch.gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10)
+        seen = heartbeat(SLOW_LOADERS, 10, 1.0, efficiency=1.0)  # no contention
+        beat = Heartbeat("a", gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10)
         core.handle(beat, float(second))
     status = core.status("a")
     assert status.measured_samples_per_s == pytest.approx(500.0)
@@ -135,20 +144,13 @@ def test_the_core_plans_with_what_a_jobs_heartbeats_taught_it() -> None:
 
 
 def _beats_until_paused(config: SchedulerConfig) -> list[Pause]:
-    """One job whose hints say 10 workers keep it fed and whose loaders are twice as slow,
-    alone on a node of 40 processes, sending 20 heartbeats; the pauses the core ordered."""
-    node = NodeSpec(cpu_workers=40, contention=ContentionCurve.contention_free())
-    core = Scheduler(node, RateModel(), config)
-    (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
-    assert launch.allocation.workers_per_gpu == 10
-    core.handle(AgentHello("a", launch.gen, 0), 0.0)
-    truth = JobSpec(
-        id="a", gpus=1, batch_size=100, model_params=1e6, step_time_s=0.1, sample_cost_s=0.02
-    )
+    """`launched_alone`'s job, with loaders twice as slow as its hints, sending 20
+    heartbeats; the pauses the core ordered."""
+    core, gen = launched_alone(config)
     pauses: list[Pause] = []
     for second in range(1, 21):
-        seen = heartbeat(truth, 10, 1.0, efficiency=1.0)
-        beat = Heartbeat("a", launch.gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10)
+        seen = heartbeat(SLOW_LOADERS, 10, 1.0, efficiency=1.0)
+        beat = Heartbeat("a", gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10)
         pauses += [c for c in core.handle(beat, float(second)) if isinstance(c, Pause)]
         if pauses:
             (resume,) = only(core.handle(Paused("a", pauses[0].gen, 100), second + 0.5), Resume)
