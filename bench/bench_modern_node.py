@@ -1,6 +1,6 @@
 """A node of today: every policy on 8 A100s and 120 loader processes (issue 16, item 6).
 
-Run: .venv/bin/python -m bench.bench_modern_node [--arrivals 5]
+Run: .venv/bin/python -m bench.bench_modern_node [--arrivals 5] [--knee-sharpness P]
 The jobs' curves are Synergy's published profiles stretched to an A100 (workloads/modern.py,
 docs/simulator.md). Three mixes of eight single-GPU jobs arriving at once (each 10 minutes
 at its peak) and `--arrivals` workloads of 24 jobs arriving as a Poisson process (seeds 1..N)
@@ -8,7 +8,9 @@ run under every policy, `oracle` (`optimal` on the truth's best fit in the plann
 and `oracle:<default>` (the default policy on it), beside the bound of workloads/bounds.py.
 Aggregate throughput is all samples over the makespan (workloads/results.py). The goal:
 the default within 3 % of `oracle` and at least 10 % above `balance`, on the workloads where
-the bound allows 10 %. Prints the table and saves bench/out/modern_node.json. About 40 s.
+the bound allows 10 %. `--knee-sharpness P` plans every job on the bend p = P until its
+own heartbeats measure one (`scheduler.knee_sharpness`: an operator's prior; the default is
+the policy's). Prints the table and saves bench/out/modern_node[_pP].json. About 40 s.
 """
 
 import argparse
@@ -36,9 +38,21 @@ NEAR = 0.03  # of `oracle`
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--arrivals", type=int, default=5, help="Poisson workloads, seeds 1..N")
+    parser.add_argument(
+        "--knee-sharpness",
+        type=float,
+        default=None,
+        metavar="P",
+        help="the scheduler's prior bend of a job's curve (scheduler.knee_sharpness)",
+    )
     args = parser.parse_args()
     workloads: list[Workload] = [mix_workload(mix) for mix in MIXES]
     workloads += [arrivals_workload(seed) for seed in range(1, args.arrivals + 1)]
+    if args.knee_sharpness is not None:
+        workloads = [
+            workload.model_copy(update={"scheduler": {"knee_sharpness": args.knee_sharpness}})
+            for workload in workloads
+        ]
     table: dict[str, dict[str, object]] = {}
     for workload in workloads:
         runs = {policy: simulate(workload, policy, seed=0) for policy in POLICIES}
@@ -85,7 +99,13 @@ def main() -> None:
     met = sum(1 for row in table.values() if row["met"] is True)
     held = sum(1 for row in table.values() if row["met"] is not None)
     print(f"\ngoal met on {met} of the {held} workloads where the bound allows it")
-    path = save("modern_node", {"default_policy": DEFAULT_POLICY, "workloads": table})
+    name = "modern_node" if args.knee_sharpness is None else f"modern_node_p{args.knee_sharpness:g}"
+    summary = {
+        "default_policy": DEFAULT_POLICY,
+        "knee_sharpness": args.knee_sharpness,
+        "workloads": table,
+    }
+    path = save(name, summary)
     print(f"saved {path}")
 
 

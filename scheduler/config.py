@@ -46,6 +46,11 @@ class SchedulerConfig:
     # A refitted throughput model is used only if its held-out R^2, training and loading,
     # reach this (scheduler/refit.py); below, it is refused and reported.
     min_refit_r2: float = 0.5
+    # How a job's curve bends (p of the smooth knee, scheduler/curves.py) until two of its
+    # own operating points measure it. None: the policy's own (lookahead's 8, the paper
+    # formula's near-hard knee). Published profiles of real loaders bend at 2.5 to 3.5
+    # (docs/simulator.md, the node of today): an operator whose jobs are like those sets 3.
+    knee_sharpness: float | None = None
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -77,5 +82,9 @@ class SchedulerConfig:
             )
         if not 0.0 <= self.fair_floor <= 1.0:
             raise InvalidRequest("scheduler.fair_floor", "must lie in [0, 1]")
+        if self.knee_sharpness is not None and not self.knee_sharpness > 0:
+            raise InvalidRequest(
+                "scheduler.knee_sharpness", "must be a positive number (or left out: the policy's)"
+            )
         if not self.min_refit_r2 <= 1.0:
             raise InvalidRequest("scheduler.min_refit_r2", "must be at most 1 (a perfect fit)")

@@ -234,7 +234,7 @@ class Scheduler:
             raise SchedulerError(f"job {request.id!r} is known already")
         if self._admission is not None:
             self._admission.hold(request.id, gpu_indices)
-        spec = self._rates.job_spec(request)
+        spec = self._prior(self._rates, request)
         job = _Job(
             request=request,
             spec=spec,
@@ -276,7 +276,7 @@ class Scheduler:
         try:
             if rates.model is not None:
                 rates.model.predict_sample_cost_s(DEFAULT_PIPELINE)
-            specs = {job_id: rates.job_spec(job.request) for job_id, job in self._live.items()}
+            specs = {job_id: self._prior(rates, job.request) for job_id, job in self._live.items()}
         except (TpmError, InvalidRequest) as error:
             raise RefitRejected(str(error)) from None
         self._rates, self._node = rates, node
@@ -315,10 +315,18 @@ class Scheduler:
 
     # ---- events ----------------------------------------------------------------------------
 
+    def _prior(self, rates: RateModel, request: JobRequest) -> JobSpec:
+        """What the job is expected to do before its heartbeats say: the model's prediction,
+        on the config's bend where the job states none."""
+        spec = rates.job_spec(request)
+        if spec.knee_sharpness is None and self._config.knee_sharpness is not None:
+            return replace(spec, knee_sharpness=self._config.knee_sharpness)
+        return spec
+
     def _submit(self, request: JobRequest, now: float, out: list[Command]) -> None:
         if request.id in self._jobs:
             raise SchedulerError(f"job {request.id!r} was submitted already")
-        spec = self._rates.job_spec(request)
+        spec = self._prior(self._rates, request)
         job = _Job(
             request=request,
             spec=spec,

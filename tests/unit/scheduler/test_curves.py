@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from allocator import ContentionCurve, JobSpec, NodeSpec
+from allocator import ContentionCurve, InvalidRequest, JobSpec, NodeSpec
 from allocator.throughput import job_samples_per_s
 from scheduler.config import SchedulerConfig
 from scheduler.curves import JobCurve, Observation
@@ -166,3 +166,22 @@ def test_a_curve_learned_far_from_the_plan_asks_for_a_new_round_without_an_arriv
     assert len(_beats_until_paused(config)) == 1, "re-planned on what it learned"
     patient = replace(config, replan_error=0.6)  # learned 0.5x the plan: within this
     assert _beats_until_paused(patient) == [], "within replan_error: the plan stands"
+
+
+@pytest.mark.parametrize("sharpness", [None, 2.0])
+def test_the_configs_bend_is_the_prior_of_a_job_that_states_none(sharpness: float | None) -> None:
+    config = SchedulerConfig(arrival_window_s=0.0, knee_sharpness=sharpness)  # the default policy
+    node = NodeSpec(cpu_workers=40, contention=ContentionCurve.contention_free())
+    core = Scheduler(node, RateModel(), config)
+    (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
+    workers = launch.allocation.workers_per_gpu
+    hinted = RateModel().job_spec(job("a"))
+    expected = job_samples_per_s(replace(hinted, knee_sharpness=sharpness or 8.0), workers, 1.0)
+    assert core.status("a").predicted_samples_per_s == pytest.approx(expected)
+    if sharpness is not None:  # a softer knee: the plan buys more headroom past it
+        assert workers > 10
+
+
+def test_a_bend_that_is_not_positive_is_refused_naming_the_setting() -> None:
+    with pytest.raises(InvalidRequest, match=r"scheduler\.knee_sharpness"):
+        SchedulerConfig(knee_sharpness=0.0)
