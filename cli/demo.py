@@ -27,7 +27,7 @@ from cli.client import Daemon, dashboard_link
 from cli.common import fail
 from cli.workload_commands import submit_on_schedule
 from scheduler.config import DEFAULT_POLICY
-from workloads.live import FINAL, demo_settings
+from workloads.live import FINAL, demo_settings, image_sizes
 
 if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
     from workloads.spec import Workload
@@ -55,10 +55,11 @@ def demo_command(
     where = state_dir or Path(tempfile.mkdtemp(prefix="stoker-demo-"))
     typer.echo(f"demo state, logs and checkpoints: {where}")
     dataset = _dataset(where / "data", images)
+    own = {side: _dataset(where / f"data-{side}px", images, side) for side in image_sizes(jobs)}
     daemon = _start(where, port, jobs, dataset)
     try:
         token = (where / "state" / "admin.token").read_text().strip()
-        _run(Daemon(f"http://127.0.0.1:{port}", token, None), jobs, where)
+        _run(Daemon(f"http://127.0.0.1:{port}", token, None), jobs, where, own)
     except KeyboardInterrupt:
         typer.echo("\ninterrupted: stopping the daemon and its agents", err=True)
     finally:
@@ -76,11 +77,11 @@ def _stop(daemon: "subprocess.Popen[bytes]") -> None:
         daemon.wait()
 
 
-def _dataset(root: Path, images: int) -> Path:
+def _dataset(root: Path, images: int, side: int = 48) -> Path:
     from agents.data import make_dataset  # noqa: PLC0415 (torch stays out of `stoker serve`)
 
-    make_dataset(root, images=images, size=48, classes=10)
-    typer.echo(f"made {images} JPEG images in {root}")
+    make_dataset(root, images=images, size=side, classes=10)
+    typer.echo(f"made {images} JPEG images of {side} px in {root}")
     return root
 
 
@@ -118,11 +119,14 @@ def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subproce
     fail(f"the daemon did not answer within 60 s; see {where / 'daemon.log'}")
 
 
-def _run(daemon: Daemon, jobs: "Workload", where: Path) -> None:
-    """Submit on schedule in a thread while this one tells what happens, as it happens."""
+def _run(daemon: Daemon, jobs: "Workload", where: Path, datasets: dict[int, Path]) -> None:
+    """Submit on schedule in a thread while this one tells what happens, as it happens;
+    `datasets`: the jobs' own images by side."""
     ids: dict[str, str] = {}
     submitter = threading.Thread(
-        target=lambda: ids.update(submit_on_schedule(daemon, jobs, 1.0, progress=False).ids),
+        target=lambda: ids.update(
+            submit_on_schedule(daemon, jobs, 1.0, progress=False, datasets=datasets).ids
+        ),
         daemon=True,
     )
     submitter.start()
@@ -201,8 +205,9 @@ class _Seen:
 
 def _summary(daemon: Daemon, ids: dict[str, str], seen: _Seen, where: Path) -> None:
     typer.echo("\nsummary")
+    wide = max(len(name) for name in [*ids, "job"]) + 2
     typer.echo(
-        f"  {'job':<10}{'state':<11}{'samples/s':>10}{'pauses':>8}{'pause gap':>11}"
+        f"  {'job':<{wide}}{'state':<11}{'samples/s':>10}{'pauses':>8}{'pause gap':>11}"
         f"{'measured vs predicted':>23}"
     )
     for name, job_id in ids.items():
@@ -217,7 +222,9 @@ def _summary(daemon: Daemon, ids: dict[str, str], seen: _Seen, where: Path) -> N
         gap = f"{statistics.median(gaps):.2f} s" if gaps else "-"
         errors = seen.errors.get(job_id)
         error = f"{statistics.median(errors):+.0%}" if errors else "-"
-        typer.echo(f"  {name:<10}{job['state']:<11}{rate:>10.0f}{pauses:>8}{gap:>11}{error:>23}")
+        typer.echo(
+            f"  {name:<{wide}}{job['state']:<11}{rate:>10.0f}{pauses:>8}{gap:>11}{error:>23}"
+        )
     typer.echo(
         "\nmeasured vs predicted: the median, while it ran, of the job's measured rate against "
         "the\n  prediction for its allocation, which starts at the built-in model (fitted for "

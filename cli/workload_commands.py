@@ -7,6 +7,7 @@ to --out through a temporary file renamed into place. docs/workloads.md has the 
 """
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeVar
@@ -232,11 +233,22 @@ class Submissions:
 
 
 def submit_on_schedule(
-    daemon: Daemon, workload: Workload, speed: float, *, progress: bool = True
+    daemon: Daemon,
+    workload: Workload,
+    speed: float,
+    *,
+    progress: bool = True,
+    datasets: Mapping[int, Path] | None = None,
 ) -> Submissions:
     """Submit each job at its arrival time divided by `speed`. A job the daemon refuses
     (422: the job itself is wrong for this node) is said at once and the next one goes on;
-    any other error stops the run, as it would stop every later job too."""
+    any other error stops the run, as it would stop every later job too. `datasets`: the
+    folders of the jobs' own images (`image_px`), by side; without, such a job stops the
+    run before anything is submitted."""
+    try:
+        bodies = {job.id: job_body(job, datasets) for job in workload.jobs}
+    except WorkloadError as error:
+        fail(str(error))
     outcome = Submissions()
     started = time.monotonic()
     first = min(job.arrival_s for job in workload.jobs)
@@ -246,7 +258,7 @@ def submit_on_schedule(
             delay = (job.arrival_s - first) / speed - (time.monotonic() - started)
             if delay > 0:
                 time.sleep(delay)
-            reply = daemon.request("POST", "/v1/jobs", job_body(job))
+            reply = daemon.request("POST", "/v1/jobs", bodies[job.id])
             if reply.status_code == 422:
                 outcome.refused[job.id] = reason = detail(reply)
                 gpus = f"{job.gpus} GPU{'s' * (job.gpus > 1)}"

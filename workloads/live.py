@@ -4,17 +4,25 @@ which a job has ended, and the daemon settings of the demo (its workload's node 
 training slots, short windows, the gate off, real application masters on a dataset).
 Plain data: nothing here talks to a daemon."""
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from scheduler.config import DEFAULT_POLICY
+from workloads.errors import WorkloadError
 from workloads.spec import Workload, WorkloadJob
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
 
 
-def job_body(job: WorkloadJob) -> dict[str, Any]:
-    """What `POST /v1/jobs` takes for one of a workload's jobs."""
+def image_sizes(workload: Workload) -> list[int]:
+    """The sides of the JPEGs the workload's jobs bring (`image_px`), each once."""
+    return sorted({job.image_px for job in workload.jobs if job.image_px is not None})
+
+
+def job_body(job: WorkloadJob, datasets: Mapping[int, Path] | None = None) -> dict[str, Any]:
+    """What `POST /v1/jobs` takes for one of a workload's jobs; `datasets`: the folders
+    made for the jobs' own images, by side (`image_sizes`)."""
     body: dict[str, Any] = {
         "name": job.id,
         "model": job.model,
@@ -24,6 +32,14 @@ def job_body(job: WorkloadJob) -> dict[str, Any]:
     }
     if job.gpu_indices is not None:
         body["gpu_indices"] = list(job.gpu_indices)
+    if job.image_px is not None:
+        if datasets is None or job.image_px not in datasets:
+            raise WorkloadError(
+                f"jobs[{job.id}].image_px",
+                "only `stoker demo --workload` and bench/bench_live_gain.py make a job's own"
+                " images; leave image_px out to run on the daemon's default dataset",
+            )
+        body["dataset"] = str(datasets[job.image_px])
     return body
 
 

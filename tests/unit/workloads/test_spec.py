@@ -4,12 +4,15 @@ import pytest
 
 from tests.unit.workloads.builders import job, workload
 from workloads.errors import WorkloadError
+from workloads.live import image_sizes, job_body
 from workloads.spec import dump_workload, load_workload, parse_workload
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("name", ["paper-static", "paper-dynamic"])
+@pytest.mark.parametrize(
+    "name", [path.stem for path in sorted((REPO / "configs" / "workloads").glob("*.toml"))]
+)
 def test_shipped_workloads_round_trip(name: str, tmp_path: Path) -> None:
     original = load_workload(REPO / "configs" / "workloads" / f"{name}.toml")
     copy = tmp_path / "copy.toml"
@@ -62,3 +65,15 @@ def test_unreadable_files_say_so(tmp_path: Path) -> None:
         load_workload(broken)
     with pytest.raises(WorkloadError, match="jobs"):
         parse_workload({"name": "empty", "jobs": []}, "empty")
+
+
+def test_a_job_with_its_own_images_gets_their_folder_or_a_clear_error(tmp_path: Path) -> None:
+    jobs = workload(job("plain"), job("heavy", image_px=768), job("also", image_px=768))
+    assert image_sizes(jobs) == [768]
+    plain, heavy, _ = jobs.jobs
+    assert "dataset" not in job_body(plain), "the daemon's default dataset"
+    assert job_body(heavy, {768: tmp_path})["dataset"] == str(tmp_path)
+    with pytest.raises(WorkloadError, match=r"jobs\[heavy\]\.image_px"):
+        job_body(heavy)
+    with pytest.raises(WorkloadError, match=r"jobs\.0\.image_px"):
+        workload(job("tiny", image_px=8))
