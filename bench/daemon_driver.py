@@ -47,6 +47,12 @@ class Daemon:
     settings: dict[str, Any]
     process: subprocess.Popen[bytes] | None = None
     tokens: dict[str, str] = field(default_factory=dict)
+    log_level: str = "warning"  # `stoker serve --log-level`; "info" logs every request
+
+    @property
+    def log_path(self) -> Path:
+        """Where its stdout and stderr go."""
+        return self.state_dir.parent / f"{self.state_dir.name}.log"
 
     @property
     def url(self) -> str:
@@ -55,7 +61,7 @@ class Daemon:
     def start(self) -> "Daemon":
         config = self.state_dir.parent / f"{self.state_dir.name}.toml"
         config.write_text(tomli_w.dumps(self.settings))
-        with (self.state_dir.parent / f"{self.state_dir.name}.log").open("ab") as log:
+        with self.log_path.open("ab") as log:
             self.process = self._spawn(config, log)
         wait_for("the daemon to answer /healthz", self._healthy, timeout_s=30)
         if not self.settings.get("tokens"):
@@ -71,7 +77,7 @@ class Daemon:
                 "--config", str(config),
                 "--state-dir", str(self.state_dir),
                 "--port", str(self.port),
-                "--log-level", "warning",
+                "--log-level", self.log_level,
             ],
             stdout=log,
             stderr=log,

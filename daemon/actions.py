@@ -20,7 +20,7 @@ from agents.protocol import (
     ShareMessage,
     read_finished_marker,
 )
-from daemon.agentargs import AgentLaunch, agent_argv, command_ranks
+from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks
 from daemon.launcher import log_file
 from scheduler.errors import UnknownJob
 from scheduler.messages import (
@@ -293,7 +293,7 @@ class Actions:
             )
             indices = ",".join(str(index) for index in launch.gpu_indices)
             slot = "CUDA_VISIBLE_DEVICES" if service.uses_gpus else "STOKER_CPU_SLOTS"
-            pid = service.launcher.launch(job_id, argv, {slot: indices})
+            pid = service.launcher.launch(job_id, argv, agent_env(os.environ, {slot: indices}))
         else:  # a command, or a zoo job's command: the built-in trainer on the SDK
             endpoint = service.link.endpoint_for(service.job_user_name(job_id))
             decoder = service.decoder_endpoint

@@ -141,6 +141,13 @@ def _free_port() -> int:
         return port
 
 
+def agent_env(daemon_env: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+    """A simulated agent's whole environment: of the daemon's only `PASSED_ON`, the
+    daemon's code on the path, and `own`."""
+    passed = {name: daemon_env[name] for name in PASSED_ON if name in daemon_env}
+    return {**passed, "PYTHONPATH": str(SOURCE_ROOT), **own}
+
+
 def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder: str) -> list[str]:
     """A zoo job's simulated agent (`simulate` mode): the protocol, no training."""
     settings = launch.settings

@@ -23,7 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from allocator import InvalidRequest, ThroughputModel
 from daemon import apidocs
-from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens
+from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens, redact_tokens_in_access_log
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
 from daemon.host import host_summary
@@ -248,6 +248,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        redact_tokens_in_access_log()  # uvicorn's logging is set up by now
         service = Service(config, model)
         service.link.bind()
         app.state.service = service

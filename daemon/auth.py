@@ -6,11 +6,15 @@ carries it in the HttpOnly cookie `stoker_token` instead, which it got by exchan
 HEAD), so a page on another site cannot make a browser cancel or submit jobs with it.
 Tokens map to tenants in the config; with none configured, the first start writes an admin
 token to `<state dir>/admin.token` (mode 0600).
+
+A token in a query string (the link's `?token=`) never reaches a log: the access log's
+lines carry `token=[redacted]` instead (`RedactTokens`).
 """
 
 import hmac
 import logging
 import os
+import re
 import secrets
 from pathlib import Path
 from typing import Annotated
@@ -25,6 +29,31 @@ log = logging.getLogger(__name__)
 ADMIN = "admin"
 COOKIE = "stoker_token"
 _READS = frozenset({"GET", "HEAD"})
+ACCESS_LOG = "uvicorn.access"
+_TOKEN_IN_QUERY = re.compile(r"((?:^|[?&])token=)[^&#\s]*", re.IGNORECASE)
+
+
+class RedactTokens(logging.Filter):
+    """Rewrites a record's `token=` query values to `[redacted]`: in its arguments (uvicorn
+    logs the request's path and query as one) and in a message given without them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                _TOKEN_IN_QUERY.sub(r"\1[redacted]", arg) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        elif isinstance(record.msg, str) and not record.args:
+            record.msg = _TOKEN_IN_QUERY.sub(r"\1[redacted]", record.msg)
+        return True
+
+
+def redact_tokens_in_access_log() -> None:
+    """Install `RedactTokens` on the access log, once (call it after uvicorn set its
+    logging up: a dictConfig may replace the logger's filters)."""
+    access = logging.getLogger(ACCESS_LOG)
+    if not any(isinstance(existing, RedactTokens) for existing in access.filters):
+        access.addFilter(RedactTokens())
 
 
 def tenant_of(tokens: dict[str, str], token: str) -> str | None:

@@ -72,7 +72,8 @@ class Launcher:
         return path
 
     def launch(self, job_id: str, argv: Sequence[str], env: Mapping[str, str]) -> int:
-        """Start the agent; its pid."""
+        """Start the agent with exactly the environment `env` (nothing of the daemon's is
+        added: its tokens stay with it); its pid."""
         directory = self.job_dir(job_id)
         with (
             (directory / "stdout.log").open("ab") as out,
@@ -85,7 +86,7 @@ class Launcher:
                 stdout=out,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, **env},
+                env=dict(env),
                 start_new_session=True,  # its own process group: signals reach its workers too
             )
         self._processes[job_id] = process

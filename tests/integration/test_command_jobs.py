@@ -155,18 +155,37 @@ def test_the_daemons_own_environment_stays_with_the_daemon(
     serve: Callable[..., Daemon], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DAEMON_ONLY_SECRET", "do-not-leak")
-    daemon = serve()
+    # A tenant's token, configured the documented way (docs/daemon.md): issue 17, finding 1.
+    monkeypatch.setenv("STOKER_TOKENS__ALICE", "alice-token-must-stay-0123456789")
+    daemon = serve(tokens={"admin": "admin-token-must-stay-0123456789"})
     with daemon.client() as client:
         body = command_job("env", "show_env.py", env={"MY_SETTING": "7"})
         job = client.post("/v1/jobs", json=body).json()
         done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
     assert done["state"] == "completed", done
-    seen = (daemon.state_dir / "jobs" / job["id"] / "output" / "env.json").read_text()
+    output = daemon.state_dir / "jobs" / job["id"] / "output"
+    seen = (output / "env.json").read_text()
+    in_worker = (output / "env_worker.json").read_text()  # a DataLoader worker's
     env = json.loads(seen)
-    assert "DAEMON_ONLY_SECRET" not in env and "do-not-leak" not in seen
+    for text in (seen, in_worker):
+        assert "do-not-leak" not in text and "must-stay" not in text
+        assert "STOKER_TOKENS" not in text and "DAEMON_ONLY_SECRET" not in text
     assert env["MY_SETTING"] == "7" and env["STOKER_JOB_ID"] == job["id"]
     assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"]) == ("0", "1", "0")
     assert {"MASTER_ADDR", "MASTER_PORT", "OMP_NUM_THREADS", "STOKER_CPU_SLOTS"} <= set(env)
+
+
+def test_a_simulated_agent_gets_no_token_either(
+    serve: Callable[..., Daemon], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STOKER_TOKENS__ALICE", "alice-token-must-stay-0123456789")
+    daemon = serve(agent_mode="simulate", tokens={"admin": "admin-token-0123456789abcdef"})
+    with daemon.client() as client:
+        job = client.post("/v1/jobs", json=job_body("sim", iterations=100_000)).json()
+        wait_for("the job to run", lambda: running(client, job["id"]), timeout_s=30)
+        environ = Path(f"/proc/{daemon_pid_of(daemon, job['id'])}/environ").read_bytes()
+        client.delete(f"/v1/jobs/{job['id']}")
+    assert environ and b"must-stay" not in environ and b"STOKER_TOKENS" not in environ
 
 
 @pytest.mark.parametrize(
