@@ -9,6 +9,7 @@ batches after the checkpoint's position, which it trains (and writes) again, so 
 number of stops and restarts every sample of an epoch has one line, on one rank.
 """
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ class Audit:
     def resume(cls, directory: Path, rank: int, epoch: int, consumed: int) -> "Audit":
         """This rank's audit, with the lines of batches at or after (`epoch`, `consumed`),
         the position the job goes on from, dropped."""
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         audit = cls(directory / f"rank{rank}.txt")
         if audit.path.exists():
             lines = audit.path.read_text().splitlines(keepends=True)
@@ -34,7 +35,8 @@ class Audit:
 
     def record(self, epoch: int, offset: int, indices: list[int]) -> None:
         """This rank's samples of the global batch at `offset` of `epoch`."""
-        with self.path.open("a") as out:
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(descriptor, "a") as out:
             out.write("".join(f"{epoch} {index} {offset}\n" for index in indices))
 
 

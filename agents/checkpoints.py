@@ -31,13 +31,17 @@ def latest(directory: Path) -> Path | None:
 
 
 def write(directory: Path, state: dict[str, Any]) -> Path:
-    """Write `state` as the next checkpoint and drop all but the newest `KEEP`; its path."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write `state` as the next checkpoint (mode 0600) and drop all but the newest `KEEP`;
+    its path."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     newest = latest(directory)
     number = int(_NAME.match(newest.name).group(1)) + 1 if newest is not None else 1  # type: ignore[union-attr]
     path = directory / f"checkpoint-{number:08d}.pt"
     temporary = directory / f".{path.name}.tmp"
-    with temporary.open("wb") as handle:
+    # The model and optimizer are the job owner's alone (0600), whatever the umask.
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)  # a leftover temporary keeps its mode through O_CREAT
+    with os.fdopen(descriptor, "wb") as handle:
         torch.save(state, handle)
         handle.flush()
         os.fsync(handle.fileno())

@@ -8,6 +8,7 @@ Readers never touch this object's insides: they read `snapshot()` and the store.
 
 import asyncio
 import logging
+import os
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from agents.protocol import (
     ResumedMessage,
 )
 from allocator import InvalidRequest, ThroughputModel
+from daemon import private
 from daemon.actions import Actions
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
@@ -84,10 +86,14 @@ class Service:
         # Absolute: agents and command jobs run in other directories (a job's workdir) and
         # must reach the same socket and write to the same job folders.
         self.state_dir = config.state_dir.resolve()
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        os.umask(private.UMASK)  # what it and its jobs write is their owner's alone
+        self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._lock = StateDirLock(self.state_dir)  # before touching anything in it
-        self.store = Store(self.state_dir / "stoker.db")
         self.users = unix_users(config)
+        opened = private.tighten(self.state_dir, passable=bool(self.users))
+        if opened:
+            log.warning("%d paths in %s were open to others: now 0600/0700", opened, self.state_dir)
+        self.store = Store(self.state_dir / "stoker.db")
         self.link = AgentLink(
             self.state_dir / "agents.sock", list(self.users.values()), self.job_user_name
         )

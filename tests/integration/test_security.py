@@ -3,13 +3,16 @@ bounded in time. docs/security.md states the threat model these tests hold it to
 
 import os
 import stat
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
+from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+
+SCRIPTS = Path(__file__).parent / "scripts"
 
 ADMIN = "admin-token-never-logged-0123456789"
 ALICE = "alice-token-never-logged-0123456789"
@@ -42,3 +45,64 @@ def test_a_token_in_a_query_string_never_reaches_the_log(serve: Callable[..., Da
 def _access_lines(daemon: Daemon) -> str | None:
     text = daemon.log_path.read_text()
     return text if text.count("token=[redacted]") + text.count("Token=[redacted]") >= 3 else None
+
+
+def _modes(root: Path) -> dict[str, int]:
+    """Every path under `root` (itself as "."), by its relative name: its permission bits."""
+    found = {".": stat.S_IMODE(root.stat().st_mode)}
+    for path in root.rglob("*"):
+        if not path.is_symlink() and not path.is_socket():
+            found[str(path.relative_to(root))] = stat.S_IMODE(path.lstat().st_mode)
+    return found
+
+
+def test_the_state_dir_and_everything_a_job_leaves_are_their_owners_alone(
+    serve: Callable[..., Daemon],
+) -> None:
+    """Finding 3: the state dir and job folders were 755, logs, checkpoints and audits 644,
+    so any local user read any tenant's model and optimizer."""
+    daemon = serve()
+    with daemon.client() as client:
+        body = {
+            "name": "private",
+            "command": [sys.executable, str(SCRIPTS / "show_env.py")],
+            "batch_size": 2,
+            "gpus": 1,
+            "audit_samples": True,
+        }
+        job = client.post("/v1/jobs", json=body).json()
+        done = wait_for("the job to end", lambda: _ended(client, job["id"]), timeout_s=60)
+    assert done["state"] == "completed", done
+    modes = _modes(daemon.state_dir)
+    job_dir = f"jobs/{job['id']}"
+    written = {  # what the daemon and the job wrote, one of each kind
+        "stoker.db", job_dir, f"{job_dir}/stderr.log", f"{job_dir}/output/env.json",
+        f"{job_dir}/audit/rank0.txt",
+    }  # fmt: skip
+    assert written <= set(modes), sorted(modes)
+    assert any(name.startswith(f"{job_dir}/checkpoints/checkpoint-") for name in modes)
+    open_to_others = {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
+    assert open_to_others == {}, "group or others may read or enter these"
+
+
+def test_an_older_state_dir_is_closed_at_start(serve: Callable[..., Daemon]) -> None:
+    daemon = serve()
+    daemon.stop()
+    loose = daemon.state_dir / "jobs" / "old-job"
+    loose.mkdir(parents=True, exist_ok=True)
+    (loose / "checkpoint.pt").write_bytes(b"weights")
+    for path, mode in ((daemon.state_dir, 0o755), (loose, 0o755), (loose / "checkpoint.pt", 0o644)):
+        os.chmod(path, mode)
+    daemon.start()
+    modes = _modes(daemon.state_dir)
+    assert (modes["."], modes["jobs/old-job"], modes["jobs/old-job/checkpoint.pt"]) == (
+        0o700,
+        0o700,
+        0o600,
+    )
+    assert "were open to others: now 0600/0700" in daemon.log_path.read_text()
+
+
+def _ended(client: httpx.Client, job_id: str) -> dict[str, object] | None:
+    job: dict[str, object] = client.get(f"/v1/jobs/{job_id}").json()
+    return job if job["state"] in ("completed", "failed", "cancelled") else None

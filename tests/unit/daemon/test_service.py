@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents.protocol import HeartbeatMessage, Hello, write_finished_marker
+from daemon.agentargs import PASSED_ON
 from daemon.config import NodeConfig
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
@@ -25,7 +26,8 @@ def test_a_submitted_job_is_placed_launched_and_recorded(tmp_path: Path) -> None
         assert stored is not None and stored.placement == (0, 1) and stored.pid == 40_001
         ((job_id, argv, env),) = driver.launcher.launches
         assert job_id == "a" and argv[argv.index("--job") + 1] == "a"
-        assert env == {"CUDA_VISIBLE_DEVICES": "0,1"}
+        assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and "PYTHONPATH" in env
+        assert set(env) <= {*PASSED_ON, "PYTHONPATH", "CUDA_VISIBLE_DEVICES"}, "no token"
         moves = [(e["from"], e["to"]) for e in driver.events("a", "state")]
         assert moves == [("submitted", "pending"), ("pending", "starting")]
         driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
