@@ -223,13 +223,28 @@ class Actions:
 
     # ---- agents' messages that need more than the core ----------------------------------
 
-    def paused(self, message: PausedMessage) -> None:
+    def paused(self, message: PausedMessage) -> str:
+        """Record a pause; the checkpoint kept (`own_checkpoint`), "" if none."""
         if self._cold(message.job):  # its process exits now; Resume relaunches it
             self._cold_pauses[message.job] = message.ts or time.time()
-        if message.checkpoint:
+        checkpoint = self.own_checkpoint(message.job, message.checkpoint)
+        if checkpoint:
             self._service.store.update_job(
-                message.job, time.time(), checkpoint=message.checkpoint, iteration=message.iteration
+                message.job, time.time(), checkpoint=checkpoint, iteration=message.iteration
             )
+        return checkpoint
+
+    def own_checkpoint(self, job_id: str, path: str) -> str:
+        """`path` if it lies in the job's own folder (links resolved), else "" and a
+        warning: the daemon never keeps, nor starts a job from, a file that another process
+        chose for it (issue 17, finding 4: a forged `paused` named /tmp/evil.pt)."""
+        if not path:
+            return ""
+        own = self._service.launcher.job_dir(job_id).resolve()
+        if Path(path).resolve().is_relative_to(own):
+            return path
+        log.warning("job %s: checkpoint %r is outside %s: ignored", job_id, path[:200], own)
+        return ""
 
     def resumed(self, message: ResumedMessage) -> None:
         service = self._service
@@ -273,7 +288,7 @@ class Actions:
             settings=settings,
             gen=gen,
             allocation=allocation,
-            resume_from=resume_from,
+            resume_from=self.own_checkpoint(job_id, resume_from),  # a state dir's older rows too
             job_dir=service.launcher.job_dir(job_id),
             dataset=None if simulated or settings.is_command else service.dataset(settings),
             predicted=service.tpm.rates.job_spec(service.request(record)) if simulated else None,
@@ -397,12 +412,10 @@ class Actions:
             message = await service.link.receive(timeout_s=deadline - service.now())
             if isinstance(message, PausedMessage) and message.job in waiting:
                 waiting.discard(message.job)
-                if message.checkpoint:
+                checkpoint = self.own_checkpoint(message.job, message.checkpoint)
+                if checkpoint:
                     service.store.update_job(
-                        message.job,
-                        time.time(),
-                        checkpoint=message.checkpoint,
-                        iteration=message.iteration,
+                        message.job, time.time(), checkpoint=checkpoint, iteration=message.iteration
                     )
 
 

@@ -368,8 +368,8 @@ class Service:
                     message.workers,
                 )
             case PausedMessage():
-                self.actions.paused(message)
-                event = Paused(message.job, message.gen, message.iteration, message.checkpoint)
+                kept = self.actions.paused(message)  # only a file in the job's own folder
+                event = Paused(message.job, message.gen, message.iteration, kept)
             case ResumedMessage():
                 self.actions.resumed(message)
                 event = Resumed(message.job, message.gen, message.workers, message.gap_s)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.protocol import HeartbeatMessage, Hello, write_finished_marker
+from agents.protocol import HeartbeatMessage, Hello, PausedMessage, write_finished_marker
 from daemon.agentargs import PASSED_ON
 from daemon.config import NodeConfig
 from scheduler.config import SchedulerConfig
@@ -203,5 +203,34 @@ def test_a_node_configured_smaller_keeps_what_it_cannot_place_waiting(tmp_path: 
         await driver.close()
         db = sqlite3.connect(tmp_path / "state" / "stoker.db")
         assert db.execute("SELECT placement FROM jobs WHERE id = 'b'").fetchone() == ("[]",)
+
+    asyncio.run(scenario())
+
+
+def test_a_checkpoint_outside_the_jobs_folder_is_never_kept_nor_started_from(
+    tmp_path: Path,
+) -> None:
+    """Issue 17, finding 4: a forged `paused` naming /tmp/evil.pt was stored, and the next
+    launch started from it."""
+    evil = tmp_path / "evil.pt"
+    evil.write_text('{"iteration": 999999}')
+
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        job_dir = driver.service.launcher.job_dir("a")
+        link = job_dir / "link.json"
+        link.symlink_to(evil)  # inside by its name, outside where it leads
+        for forged in (str(evil), str(job_dir / ".." / ".." / "evil.pt"), str(link)):
+            driver.at(2.0).agent(PausedMessage(job="a", gen=1, iteration=5, checkpoint=forged))
+            stored = driver.service.store.job("a")
+            assert stored is not None and stored.checkpoint == "", forged
+        own = job_dir / "checkpoint.json"
+        own.write_text('{"iteration": 5}')
+        driver.at(2.5).agent(PausedMessage(job="a", gen=1, iteration=5, checkpoint=str(own)))
+        stored = driver.service.store.job("a")
+        assert stored is not None and stored.checkpoint == str(own), "its own: kept"
+        await driver.close()
 
     asyncio.run(scenario())
