@@ -31,7 +31,7 @@ def serve(
     window: Annotated[
         float | None, typer.Option(help="arrival and completion windows, seconds [30]")
     ] = None,
-    policy: Annotated[str | None, typer.Option(help="allocation policy [optimal]")] = None,
+    policy: Annotated[str | None, typer.Option(help="allocation policy [lookahead]")] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run the daemon: REST API, agent link, scheduler. Stops cleanly on SIGTERM or Ctrl-C."""
@@ -40,6 +40,7 @@ def serve(
     from daemon.api import create_app, load_model  # noqa: PLC0415
     from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
     from daemon.statelock import StateDirLock, StoreError  # noqa: PLC0415
+    from daemon.store import Store  # noqa: PLC0415
     from tpm import TpmError  # noqa: PLC0415
 
     logging.basicConfig(
@@ -63,7 +64,11 @@ def serve(
     except ValueError as error:
         fail(f"--policy or --window: {error}")
     try:  # a clear refusal now, rather than a traceback from uvicorn's start-up
-        StateDirLock(settings.state_dir).release()
+        lock = StateDirLock(settings.state_dir)
+        try:
+            Store(settings.state_dir / "stoker.db").close()  # lost, corrupt or unreadable
+        finally:
+            lock.release()
     except StoreError as error:
         fail(str(error))
     try:

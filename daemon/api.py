@@ -65,6 +65,9 @@ async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
     """Submit a job; it is committed to the state file before this returns."""
     if not service.accepting:
         raise HTTPException(503, "the daemon is shutting down")
+    lost = service.state_lost()
+    if lost is not None:  # acknowledged now, it would be gone at the next start
+        raise HTTPException(503, lost)
     now = time.time()
     record = JobRecord(
         id=new_job_id(body.name),
@@ -258,6 +261,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
             asyncio.create_task(service.link.serve(service.deliver), name="agent-link"),
             asyncio.create_task(service.refit_periodically(), name="refit"),
             asyncio.create_task(service.cap_logs_periodically(), name="log-cap"),
+            asyncio.create_task(service.watch_state(), name="state-watch"),
         ]
         log.info("state in %s, agents on %s", config.state_dir, service.link.endpoint)
         try:
@@ -314,8 +318,14 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
         return response
 
     @app.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    async def healthz(request: Request) -> JSONResponse:
+        """200 while the daemon can keep what it accepts; 503 with the reason once its
+        state file was deleted or replaced."""
+        service: Service | None = getattr(request.app.state, "service", None)
+        lost = service.state_lost() if service is not None else None
+        if lost is not None:
+            return JSONResponse({"status": "state lost", "detail": lost}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics(request: Request, who: Who) -> Response:

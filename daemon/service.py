@@ -41,7 +41,7 @@ from daemon.metrics import Metrics
 from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
 from daemon.statelock import StateDirLock
-from daemon.store import JobRecord, Store
+from daemon.store import JobRecord, StateLost, Store
 from daemon.tenants import UnixUser, unix_users, user_warnings
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
 from daemon.zoodata import check_dataset, zoo_image_size
@@ -67,6 +67,7 @@ from tpm import TpmError
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.2  # agent exits are noticed at least this often
+STATE_CHECK_S = 5.0  # the state file is checked for being deleted or replaced this often
 
 
 # Sees every event the core gets and the commands it answers with (the twin test).
@@ -128,6 +129,7 @@ class Service:
         self._started = clock()
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
         self._agent_versions: dict[str, int] = {}  # protocol version of each agent's hello
+        self._lost: str | None = None  # why the state file can no longer be trusted
 
     # ---- called from REST handlers (same event loop) -------------------------------------
 
@@ -175,6 +177,23 @@ class Service:
                     await self.refit()
                 except TpmError as error:
                     log.warning("periodic TPM refit skipped: %s", error)
+
+    def state_lost(self) -> str | None:
+        """Why the state file can no longer be trusted (deleted or replaced under the
+        daemon), said loudly once; None while it is where it was opened."""
+        if self._lost is None:
+            try:
+                self.store.check()
+            except StateLost as error:
+                self._lost = str(error)
+                log.error("state lost: %s", error)
+        return self._lost
+
+    async def watch_state(self) -> None:
+        """Check the state file every STATE_CHECK_S, so that a loss is said (and /healthz
+        fails) even while nobody submits."""
+        while self.state_lost() is None:
+            await asyncio.sleep(STATE_CHECK_S)
 
     async def cap_logs_periodically(self) -> None:
         """Keep the logs of unfinished jobs under `job_log_max_bytes` (daemon/logcap.py)."""

@@ -72,6 +72,25 @@ CREATE TABLE IF NOT EXISTS tpm_models (
 """
 
 
+class StateLost(StoreError):
+    """The state file the daemon opened is no longer where it was."""
+
+
+def _refuse_a_lost_database(path: Path) -> None:
+    """A state dir whose job folders outlived its database would start empty, every job
+    it ran forgotten without a word: refuse, and say what to do."""
+    jobs = path.parent / "jobs"
+    if path.exists() or not jobs.is_dir():
+        return
+    held = sum(1 for entry in jobs.iterdir() if entry.is_dir())
+    if held:
+        raise StoreError(
+            f"{path} is missing but {jobs} holds {held} job folder(s): the database that "
+            "knew them is gone. Restore stoker.db from a backup, or move the jobs folder "
+            "away to start with an empty state"
+        )
+
+
 @dataclass(frozen=True)
 class JobRecord:
     id: str
@@ -111,14 +130,40 @@ class Store:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        _refuse_a_lost_database(path)
         path.touch(mode=0o600, exist_ok=True)  # tenants' jobs: readable by the daemon only
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")  # an acknowledged write survives power loss
-        self._db.execute("PRAGMA foreign_keys=ON")
-        self._migrate()
+        try:
+            self._db.row_factory = sqlite3.Row
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # an acknowledged write survives power loss
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._migrate()
+        except sqlite3.Error as error:  # corrupt, not a database, read-only, a full disk
+            self._db.close()
+            raise StoreError(
+                f"{path}: cannot be used as stoker's state ({error}). Restore it from a "
+                "backup, or move it away to start with an empty state (the jobs it holds are "
+                "then forgotten)"
+            ) from None
         self.reported = reported.Reported(self._db, self._transaction)
+        opened = path.stat()
+        self._identity = (opened.st_dev, opened.st_ino)
+
+    def check(self) -> None:
+        """Raise StateLost if the database file is gone or another file took its place (its
+        folder deleted or moved under the daemon): writes would then go to a file nobody
+        will ever open again."""
+        try:
+            now = self.path.stat()
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != self._identity:
+            raise StateLost(
+                f"{self.path} was deleted or replaced while the daemon ran: nothing it accepts "
+                "now would survive a restart. Stop the daemon, restore the state dir from a "
+                "backup (or start afresh), and start it again"
+            )
 
     def _migrate(self) -> None:
         tables = {

@@ -2,6 +2,7 @@
 bounded in time. docs/security.md states the threat model these tests hold it to."""
 
 import os
+import shutil
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -10,7 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+from tests.integration.cli import stoker
+from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -106,3 +108,38 @@ def test_an_older_state_dir_is_closed_at_start(serve: Callable[..., Daemon]) -> 
 def _ended(client: httpx.Client, job_id: str) -> dict[str, object] | None:
     job: dict[str, object] = client.get(f"/v1/jobs/{job_id}").json()
     return job if job["state"] in ("completed", "failed", "cancelled") else None
+
+
+def test_a_state_dir_deleted_under_the_daemon_is_said_and_nothing_more_is_accepted(
+    serve: Callable[..., Daemon],
+) -> None:
+    """Finding 7: with its state dir deleted, the daemon kept answering 201, and the next
+    start forgot every job it had acknowledged."""
+    daemon = serve()
+    with daemon.client() as client:
+        assert client.post("/v1/jobs", json=job_body("kept")).status_code == 201
+        shutil.rmtree(daemon.state_dir)
+        refused = client.post("/v1/jobs", json=job_body("lost"))
+        health = client.get("/healthz")
+    assert refused.status_code == 503 and "was deleted or replaced" in refused.text
+    assert health.status_code == 503 and health.json()["status"] == "state lost"
+    assert "state lost: " in daemon.log_path.read_text()
+
+
+def test_job_folders_without_their_database_refuse_to_start(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "jobs" / "resnet-0a1b2c").mkdir(parents=True)
+    run = stoker("serve", "--state-dir", state, "--port", "1")
+    assert run.code != 0 and "Traceback" not in run.stderr
+    assert "stoker.db is missing but" in run.stderr and "holds 1 job folder" in run.stderr
+    assert not (state / "stoker.db").exists(), "no empty database made in its place"
+
+
+def test_a_corrupt_database_is_one_clear_error(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "stoker.db").write_bytes(b"this is not a database, it was overwritten" * 100)
+    run = stoker("serve", "--state-dir", state, "--port", "1")
+    assert run.code != 0 and "Traceback" not in run.stderr
+    assert f"{state / 'stoker.db'}: cannot be used as stoker's state" in run.stderr
+    assert "Restore it from a backup" in run.stderr and len(run.stderr.splitlines()) <= 3
