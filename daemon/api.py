@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,7 +33,7 @@ from daemon.joblogs import router as job_output_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
 from daemon.schemas import JobSubmission, JobView, SampleUpload
-from daemon.service import Service, new_job_id
+from daemon.service import IdTaken, Service, new_job_id
 from daemon.snapshot import NodeSnapshot
 from daemon.store import JobRecord
 from daemon.summary import node_summary
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 DEFAULT_TPM = Path(__file__).resolve().parent / "assets" / "default-tpm.json"
 _STREAM_POLL_S = 0.25
 MAX_SEQ = 2**62  # sequence numbers are SQLite integers
+ID_DRAWS = 5  # a submit whose id is taken draws again this many times at most
 
 
 v1 = APIRouter(prefix="/v1")
@@ -82,7 +84,7 @@ async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
         pid=None,
     )
     try:
-        await service.submit(record)
+        record = await submit_under_a_free_id(service, record)
     except SubmitError as error:
         raise _unprocessable(error.field, error.message) from None
     except UnknownModel as error:
@@ -92,6 +94,17 @@ async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
     except TpmError as error:  # the model cannot predict this job
         raise _unprocessable("model", str(error)) from None
     return _view(service, record)
+
+
+async def submit_under_a_free_id(service: Service, record: JobRecord) -> JobRecord:
+    """Submit `record`, drawing a new id while its id is taken; the record submitted."""
+    for _ in range(ID_DRAWS):
+        try:
+            await service.submit(record)
+            return record
+        except IdTaken:
+            record = replace(record, id=new_job_id(record.name))
+    raise HTTPException(503, f"no free job id in {ID_DRAWS} draws; submit again")
 
 
 @v1.get("/jobs")

@@ -10,7 +10,9 @@ import pytest
 
 from agents.protocol import HeartbeatMessage, Hello, PausedMessage, write_finished_marker
 from daemon.agentargs import PASSED_ON
+from daemon.api import submit_under_a_free_id
 from daemon.config import NodeConfig
+from daemon.service import IdTaken, new_job_id
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
 
@@ -234,3 +236,28 @@ def test_a_checkpoint_outside_the_jobs_folder_is_never_kept_nor_started_from(
         await driver.close()
 
     asyncio.run(scenario())
+
+
+def test_a_new_jobs_id_that_is_taken_is_drawn_again_never_a_500(tmp_path: Path) -> None:
+    """Issue 17, finding 9: two random ids collided in 8,000 same-name submissions and the
+    insert's IntegrityError answered 500."""
+
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        writer = asyncio.create_task(driver.service.run())
+        driver.at(1.0).submit("twin-000000000000")
+        taken = replace(driver.service.records["twin-000000000000"], state="submitted")
+        with pytest.raises(IdTaken):  # the writer refuses it, and writes nothing
+            await driver.service.submit(taken)
+        kept = await submit_under_a_free_id(driver.service, taken)
+        assert kept.id != taken.id and kept.id.startswith("twin-000000000000"[:40] + "-")
+        assert {record.id for record in driver.service.store.jobs(None)} == {taken.id, kept.id}
+        writer.cancel()
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_job_ids_carry_48_random_bits() -> None:
+    drawn = {new_job_id("same") for _ in range(20_000)}
+    assert len(drawn) == 20_000 and all(len(i) == len("same-") + 12 for i in drawn)
