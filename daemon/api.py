@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, FastAPI, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TPM = Path(__file__).resolve().parent / "assets" / "default-tpm.json"
 _STREAM_POLL_S = 0.25
+_STREAM_BATCH = 500  # events a stream reads at once
 MAX_SEQ = 2**62  # sequence numbers are SQLite integers
 ID_DRAWS = 5  # a submit whose id is taken draws again this many times at most
 
@@ -178,23 +179,68 @@ async def events(
     return [vars(event) for event in service.store.events(after=after, limit=limit, tenant=tenant)]
 
 
+class Streams:
+    """Open event streams, counted per tenant and in all: past `per_tenant` or `total` a
+    new one is refused with a 429, so streams cannot crowd out the API (issue 17)."""
+
+    def __init__(self, per_tenant: int, total: int) -> None:
+        self.per_tenant, self.total = per_tenant, total
+        self.open: dict[str, int] = {}
+
+    def take(self, tenant: str) -> None:
+        if self.open.get(tenant, 0) >= self.per_tenant:
+            raise HTTPException(
+                429,
+                f"{tenant} has {self.per_tenant} event streams open (max_streams_per_tenant);"
+                " close one, or poll GET /v1/events?after=N",
+            )
+        if sum(self.open.values()) >= self.total:
+            raise HTTPException(
+                429, f"the node has {self.total} event streams open (max_streams); try later"
+            )
+        self.open[tenant] = self.open.get(tenant, 0) + 1
+
+    def give_back(self, tenant: str) -> None:
+        self.open[tenant] -= 1
+        if not self.open[tenant]:
+            del self.open[tenant]
+
+
+async def _stream_slot(who: Who, request: Request) -> AsyncIterator[None]:
+    """One of the caller's event streams, held until its response ends."""
+    streams: Streams = request.app.state.streams
+    streams.take(who)
+    try:
+        yield
+    finally:
+        streams.give_back(who)
+
+
 @v1.get("/events/stream", response_class=EventSourceResponse)
 async def event_stream(
     who: Who,
     service: Daemon,
     request: Request,
+    _slot: Annotated[None, Depends(_stream_slot)],
     after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
 ) -> AsyncIterator[ServerSentEvent]:
     """The events as they happen (server-sent events, one `data:` JSON object each, `id:`
-    its sequence number). A client that reconnects with Last-Event-ID misses nothing."""
+    its sequence number). A client that reconnects with Last-Event-ID misses nothing. A
+    tenant may hold `max_streams_per_tenant` open at once, the node `max_streams`; past
+    either, a 429."""
     last = request.headers.get("last-event-id", "")
     resumed = int(last) if last.isascii() and last.isdecimal() and len(last) <= 18 else 0
     seen = max(after, resumed)
     tenant = _tenant(who)
     while not await request.is_disconnected():
-        for event in service.store.events(after=seen, limit=500, tenant=tenant):
-            seen = event.seq
-            yield ServerSentEvent(data=vars(event), event=event.kind, id=str(event.seq))
+        newest = service.store.newest_event
+        if newest > seen:  # an idle stream asks SQL nothing (1,500 of them slowed submits)
+            batch = service.store.events(after=seen, limit=_STREAM_BATCH, tenant=tenant)
+            for event in batch:
+                seen = event.seq
+                yield ServerSentEvent(data=vars(event), event=event.kind, id=str(event.seq))
+            if len(batch) < _STREAM_BATCH:  # the rest up to `newest` is other tenants'
+                seen = max(seen, newest)
         await asyncio.sleep(_STREAM_POLL_S)
 
 
@@ -299,6 +345,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
         redoc_url=None,
     )
     app.state.tokens = load_tokens(config)
+    app.state.streams = Streams(config.max_streams_per_tenant, config.max_streams)
     app.include_router(v1)
     app.include_router(data_router)
     app.include_router(job_output_router)

@@ -130,6 +130,10 @@ class DaemonConfig(BaseSettings):
         10.0, gt=0.0, description="after a restart, wait this long for a running agent's hello"
     )
     max_body_bytes: int = Field(64 * 1024, ge=1024)
+    max_streams_per_tenant: int = Field(
+        8, ge=1, description="open /v1/events/stream connections a tenant may hold"
+    )
+    max_streams: int = Field(64, ge=1, description="open event streams on the node, all tenants")
     job_log_max_bytes: int = Field(
         64 * 2**20,
         ge=4096,

@@ -147,6 +147,9 @@ class Store:
                 "then forgotten)"
             ) from None
         self.reported = reported.Reported(self._db, self._transaction)
+        # The newest event's sequence number: a stream with nothing newer asks SQL nothing.
+        row = self._db.execute("SELECT MAX(seq) FROM job_events").fetchone()
+        self.newest_event: int = int(row[0] or 0)
         opened = path.stat()
         self._identity = (opened.st_dev, opened.st_ino)
 
@@ -298,7 +301,9 @@ class Store:
             "INSERT INTO job_events (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
             (job_id, at, kind, json.dumps(dict(data), default=str)),
         )
-        return int(cursor.lastrowid or 0)
+        seq = int(cursor.lastrowid or 0)
+        self.newest_event = max(self.newest_event, seq)
+        return seq
 
     def events(
         self,

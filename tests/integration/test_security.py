@@ -1,6 +1,7 @@
 """Issue 17's adversarial suite: each finding replayed against a live daemon on loopback,
 bounded in time. docs/security.md states the threat model these tests hold it to."""
 
+import contextlib
 import os
 import shutil
 import stat
@@ -143,3 +144,34 @@ def test_a_corrupt_database_is_one_clear_error(tmp_path: Path) -> None:
     assert run.code != 0 and "Traceback" not in run.stderr
     assert f"{state / 'stoker.db'}: cannot be used as stoker's state" in run.stderr
     assert "Restore it from a backup" in run.stderr and len(run.stderr.splitlines()) <= 3
+
+
+def test_event_streams_are_capped_per_tenant_and_on_the_node(
+    serve: Callable[..., Daemon],
+) -> None:
+    """Finding 9: 1,500 open event streams of one tenant pushed another's submit p99 to
+    25 s. Past a tenant's cap, or the node's, a new stream is a 429; a closed one frees
+    its place."""
+    tokens = {"admin": ADMIN, "alice": ALICE, "bob": "bob-token-0123456789abcdef"}
+    daemon = serve(tokens=tokens, max_streams_per_tenant=2, max_streams=3)
+    with (
+        contextlib.ExitStack() as held,
+        daemon.client("alice") as alice,
+        daemon.client("bob") as bob,
+    ):
+        first = held.enter_context(alice.stream("GET", "/v1/events/stream"))
+        held.enter_context(alice.stream("GET", "/v1/events/stream"))
+        assert first.status_code == 200
+        refused = alice.get("/v1/events/stream")
+        assert refused.status_code == 429 and "max_streams_per_tenant" in refused.text
+        held.enter_context(bob.stream("GET", "/v1/events/stream"))
+        node_full = bob.get("/v1/events/stream")
+        assert node_full.status_code == 429 and "(max_streams)" in node_full.text
+        assert bob.post("/v1/jobs", json=job_body("still-served")).status_code == 201
+        first.close()  # the daemon sees the disconnect within a poll (0.25 s)
+        wait_for("a closed stream's place to be free", lambda: _opens(alice), timeout_s=5)
+
+
+def _opens(client: httpx.Client) -> bool:
+    with client.stream("GET", "/v1/events/stream") as stream:
+        return stream.status_code == 200
