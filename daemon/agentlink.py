@@ -13,6 +13,7 @@ is not the sender's identity, is logged and counted and never stops the daemon
 
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
@@ -33,6 +34,9 @@ from daemon.tenants import UnixUser
 
 log = logging.getLogger(__name__)
 
+REFUSALS_SAID = 10  # refused messages logged one by one per window; the rest are counted
+REFUSAL_WINDOW_S = 60.0
+
 DaemonMessage = PauseMessage | ResumeMessage | ShareMessage | CancelMessage
 
 
@@ -47,6 +51,8 @@ class AgentLink:
         self.socket_path = socket_path
         self.endpoint = f"ipc://{socket_path}"
         self.malformed = 0  # messages refused since start
+        self._window_start = time.monotonic()  # of the refusals logged one by one
+        self._said = self._unsaid = 0
         self.unreachable = 0  # commands to agents that were not connected
         self._owner = owner
         self._context = zmq.asyncio.Context()
@@ -141,8 +147,24 @@ class AgentLink:
         return True
 
     def _refuse(self, identity: bytes, reason: str) -> None:
+        """Count a refused message; say it, `REFUSALS_SAID` per `REFUSAL_WINDOW_S` at most
+        (a flood of garbage must not write an unbounded log), then how many were not."""
         self.malformed += 1
-        log.warning("agent %r: message refused: %s", identity[:64], reason)
+        now = time.monotonic()
+        if now - self._window_start >= REFUSAL_WINDOW_S:
+            if self._unsaid:
+                log.warning(
+                    "%d more agent messages refused in the last %.0f s, not logged one by one"
+                    " (/metrics: stoker_agent_messages_refused_total counts every one)",
+                    self._unsaid,
+                    now - self._window_start,
+                )
+            self._window_start, self._said, self._unsaid = now, 0, 0
+        if self._said < REFUSALS_SAID:
+            self._said += 1
+            log.warning("agent %r: message refused: %s", identity[:64], reason)
+        else:
+            self._unsaid += 1
 
     def close(self) -> None:
         # destroy, not term: term waits for every socket of the context to close, and a

@@ -1,8 +1,9 @@
 """The REST API under /v1 (DESIGN.md, "Interfaces users touch"). `create_app(config)` builds
 the app; its lifespan starts the service (store, agent link, the one writer) and stops it.
 
-Every route but /healthz needs a token (`daemon/auth.py`: `Authorization: Bearer <token>`,
-or for reads the dashboard's cookie). A tenant sees and cancels only its own jobs (another
+Every route needs a token (`daemon/auth.py`: `Authorization: Bearer <token>`, or for reads
+the dashboard's cookie) but /healthz, the API's description (/docs, /openapi.json) and the
+dashboard's page. A tenant sees and cancels only its own jobs (another
 tenant's job is a 404, as if it did not exist); `admin` sees all. The dashboard's page and
 its data are `daemon/dashboard.py`.
 """
@@ -344,6 +345,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
         docs_url=None,
         redoc_url=None,
     )
+    _describe_problems(app)
     app.state.tokens = load_tokens(config)
     app.state.streams = Streams(config.max_streams_per_tenant, config.max_streams)
     app.include_router(v1)
@@ -396,6 +398,33 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
+
+
+# What a 422's `detail` lists: the shape `invalid` and `_unprocessable` answer, not
+# FastAPI's own loc/msg/type, which the schema would otherwise advertise.
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "type": "object",
+    "required": ["field", "message"],
+    "properties": {
+        "field": {"type": "string", "description": "the request field at fault, dotted"},
+        "message": {"type": "string", "description": "what is wrong with it, and the fix"},
+    },
+}
+
+
+def _describe_problems(app: FastAPI) -> None:
+    """Make the OpenAPI schema describe the 422 bodies this API sends."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = generate()
+        schemas = schema.get("components", {}).get("schemas", {})
+        if "ValidationError" in schemas:
+            schemas["ValidationError"] = PROBLEM_SCHEMA
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _unprocessable(field: str, message: str) -> HTTPException:
