@@ -29,12 +29,12 @@ from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens, redact_toke
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
 from daemon.host import host_summary
-from daemon.items import SubmitError
+from daemon.items import IdTaken, QuotaExceeded, SubmitError
 from daemon.joblogs import router as job_output_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
 from daemon.schemas import JobSubmission, JobView, SampleUpload
-from daemon.service import IdTaken, Service, new_job_id
+from daemon.service import Service, new_job_id
 from daemon.snapshot import NodeSnapshot
 from daemon.store import JobRecord
 from daemon.summary import node_summary
@@ -87,6 +87,8 @@ async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
     )
     try:
         record = await submit_under_a_free_id(service, record)
+    except QuotaExceeded as error:
+        raise HTTPException(429, str(error)) from None
     except SubmitError as error:
         raise _unprocessable(error.field, error.message) from None
     except UnknownModel as error:

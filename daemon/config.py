@@ -85,6 +85,36 @@ class SimulatedAgents(BaseModel):
     resume_s: float = Field(0.2, ge=0.0, description="worker restart time")
 
 
+class TenantPolicy(BaseModel):
+    """What one tenant may ask of the node (`[tenants.<name>]`; a tenant not listed gets
+    these defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weight: float = Field(
+        1.0, gt=0.0, description="its share of the node when jobs of several tenants wait"
+    )
+    max_queued_jobs: int = Field(
+        1000, ge=0, description="its jobs waiting to run at once; a submit past it is a 429"
+    )
+    max_running_jobs: int | None = Field(
+        None, ge=1, description="its jobs placed at once; the rest wait their turn; unset: any"
+    )
+    dataset_roots: list[Path] | None = Field(
+        None, description="folders its jobs' datasets must lie in; unset: any the daemon reads"
+    )
+    workdir_roots: list[Path] | None = Field(
+        None, description="folders its command jobs' workdir must lie in; unset: any"
+    )
+
+    @field_validator("dataset_roots", "workdir_roots")
+    @classmethod
+    def _absolute(cls, roots: list[Path] | None) -> list[Path] | None:
+        if roots is not None and not all(root.is_absolute() for root in roots):
+            raise ValueError("every root must be an absolute path")
+        return roots
+
+
 class TrainingSettings(BaseModel):
     """How `process` agents train."""
 
@@ -115,6 +145,10 @@ class DaemonConfig(BaseSettings):
     tpm: Path | None = Field(None, description="a fitted model (stoker tpm fit); unset = built-in")
     tokens: dict[str, str] = Field(
         default_factory=dict, description="tenant name -> bearer token; admin is `admin`"
+    )
+    tenants: dict[str, TenantPolicy] = Field(
+        default_factory=dict,
+        description="tenant name -> its weight, quotas and allowed folders (TenantPolicy)",
     )
     unix_users: dict[str, str] = Field(
         default_factory=dict,
@@ -162,6 +196,10 @@ class DaemonConfig(BaseSettings):
         if users and os.geteuid() != 0:
             raise ValueError("jobs run as other users only when the daemon runs as root")
         return users
+
+    def tenant(self, name: str) -> TenantPolicy:
+        """`name`'s policy: its `[tenants.<name>]` table, else the defaults."""
+        return self.tenants.get(name) or TenantPolicy()
 
     @classmethod
     def settings_customise_sources(

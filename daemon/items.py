@@ -9,6 +9,14 @@ from daemon.store import JobRecord
 from tpm import FitResult
 
 
+class IdTaken(Exception):
+    """A new job's id is some other job's already: draw another."""
+
+
+class QuotaExceeded(Exception):
+    """A tenant asked for more than its quota allows; the message names the setting."""
+
+
 class SubmitError(ValueError):
     """A job the node cannot take; `field` names what to change."""
 

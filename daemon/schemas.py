@@ -123,7 +123,9 @@ class JobSubmission(BaseModel):
     @field_validator("workdir")
     @classmethod
     def _an_existing_directory(cls, workdir: str | None) -> str | None:
-        if workdir is not None and not (Path(workdir).is_absolute() and Path(workdir).is_dir()):
+        # Whether it exists is checked at submit, after the tenant's workdir_roots: a
+        # refusal must not tell a tenant what exists outside them.
+        if workdir is not None and not Path(workdir).is_absolute():
             raise ValueError(f"{workdir!r} is not an absolute path to a directory on the node")
         return workdir
 

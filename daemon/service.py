@@ -32,7 +32,17 @@ from daemon.actions import Actions
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
 from daemon.host import detect_node
-from daemon.items import CancelCall, Fitted, FromAgent, Item, SamplesCall, SubmitCall, SubmitError
+from daemon.items import (
+    CancelCall,
+    Fitted,
+    FromAgent,
+    IdTaken,
+    Item,
+    QuotaExceeded,
+    SamplesCall,
+    SubmitCall,
+    SubmitError,
+)
 from daemon.jobspec import JobSettings
 from daemon.launcher import Launcher
 from daemon.learning import fit_rows
@@ -45,7 +55,7 @@ from daemon.store import JobRecord, StateLost, Store
 from daemon.tenants import UnixUser, unix_users, user_warnings
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
 from daemon.zoodata import check_dataset, zoo_image_size
-from scheduler.admission import GpuPool
+from scheduler.admission import GpuPool, TenantShare
 from scheduler.errors import SchedulerError, UnknownJob
 from scheduler.messages import (
     AgentHello,
@@ -113,7 +123,14 @@ class Service:
             self.tpm.node_spec(),
             self.tpm.rates,
             config.scheduler,
-            GpuPool(self.slots, config.node.max_jobs_per_gpu),
+            GpuPool(
+                self.slots,
+                config.node.max_jobs_per_gpu,
+                {
+                    name: TenantShare(policy.weight, policy.max_running_jobs)
+                    for name, policy in config.tenants.items()
+                },
+            ),
         )
         self.counters = Counts()
         self.records: dict[str, JobRecord] = {}  # every job this daemon runs or ran
@@ -136,6 +153,14 @@ class Service:
     async def submit(self, record: JobRecord) -> None:
         """Queue a new job; returns once it is committed to the store."""
         settings = record.settings
+        # The tenant's folders first: a refusal says nothing of what exists outside them.
+        policy, where = self.config.tenant(record.tenant), f"tenants.{record.tenant}"
+        if settings.workdir is not None:
+            _inside("workdir", settings.workdir, policy.workdir_roots, f"{where}.workdir_roots")
+            if not Path(settings.workdir).is_dir():
+                raise SubmitError("workdir", f"{settings.workdir!r} is not a directory on the node")
+        if settings.dataset is not None:
+            _inside("dataset", settings.dataset, policy.dataset_roots, f"{where}.dataset_roots")
         if settings.gpus > self.slots:
             unit = "GPUs" if self.uses_gpus else "CPU training slots (node.cpu_slots)"
             raise SubmitError("gpus", f"the node has {self.slots} {unit}; ask for at most that")
@@ -269,11 +294,29 @@ class Service:
         stored = self.store.job(record.id)
         settings = record.settings
         dataset = settings.dataset or self.config.training.default_dataset
-        return settings.request(
+        request = settings.request(
             record.id,
             default_max_restarts=self.config.max_restarts,
             restarts=stored.restarts if stored is not None else 0,
             image_size=zoo_image_size(self.config.training.image_size, dataset),
+        )
+        return replace(request, tenant=record.tenant)
+
+    def queued(self, tenant: str) -> int:
+        """`tenant`'s jobs waiting for GPUs (or CPU slots): what max_queued_jobs counts."""
+        return sum(
+            1
+            for job_id in self.scheduler.waiting_for_gpus
+            if (record := self.records.get(job_id)) is not None and record.tenant == tenant
+        )
+
+    def _over_quota(self, tenant: str) -> QuotaExceeded | None:
+        most = self.config.tenant(tenant).max_queued_jobs
+        if self.queued(tenant) < most:
+            return None
+        return QuotaExceeded(
+            f"{tenant} has {most} jobs waiting (tenants.{tenant}.max_queued_jobs); submit "
+            "again when some have started, or ask the operator for a larger quota"
         )
 
     def job_user(self, job_id: str) -> UnixUser | None:
@@ -325,14 +368,7 @@ class Service:
     def _apply(self, item: Item) -> None:
         match item:
             case SubmitCall(record=record, done=done):
-                if record.id in self.records or self.store.job(record.id) is not None:
-                    if not done.done():  # the caller draws another id (api.py)
-                        done.set_exception(IdTaken(record.id))
-                    return
-                self.store.add_job(record)  # committed before the reply
-                self.records[record.id] = record
-                _resolve(done)
-                self.feed(JobSubmitted(self.request(record)))
+                self._submitted(record, done)
             case CancelCall(job_id=job_id, done=done):
                 if not self.restorer.cancel(job_id) and job_id in self.records:
                     self.feed(JobCancelled(job_id))
@@ -351,6 +387,24 @@ class Service:
                         done.set_exception(error)
                 else:
                     _resolve(done)
+
+    def _submitted(self, record: JobRecord, done: asyncio.Future[None]) -> None:
+        """Commit a new job, or refuse it: its id taken (the caller draws another, api.py)
+        or its tenant's queue full. Checked here, by the one writer, so that no two
+        submits race past either."""
+        refusal: Exception | None = None
+        if record.id in self.records or self.store.job(record.id) is not None:
+            refusal = IdTaken(record.id)
+        else:
+            refusal = self._over_quota(record.tenant)
+        if refusal is not None:
+            if not done.done():
+                done.set_exception(refusal)
+            return
+        self.store.add_job(record)  # committed before the reply
+        self.records[record.id] = record
+        _resolve(done)
+        self.feed(JobSubmitted(self.request(record)))
 
     def _from_agent(self, message: AgentMessage) -> None:
         if message.job not in self.records:
@@ -443,5 +497,11 @@ def new_job_id(name: str) -> str:
     return f"{name[:40]}-{secrets.token_hex(6)}"
 
 
-class IdTaken(Exception):
-    """A new job's id is some other job's already: draw another."""
+def _inside(field: str, path: str, roots: list[Path] | None, setting: str) -> None:
+    """Refuse `path` unless it lies in one of `roots` (links followed); None: anywhere."""
+    if roots is None:
+        return
+    resolved = Path(path).resolve()
+    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
+        allowed = ", ".join(str(root) for root in roots) or "none"
+        raise SubmitError(field, f"must lie in {setting} ({allowed})")

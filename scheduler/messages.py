@@ -48,6 +48,8 @@ class JobRequest:
     # A user's command, which may not use the SDK: if it never says hello it runs on
     # unmanaged (SchedulerConfig.unmanaged_after_s) instead of being lost.
     command: bool = False
+    # Whose job it is: admission shares the node among tenants by weight (admission.py).
+    tenant: str = ""
 
 
 # ---- events ------------------------------------------------------------------------------

@@ -233,7 +233,7 @@ class Scheduler:
         if request.id in self._jobs:
             raise SchedulerError(f"job {request.id!r} is known already")
         if self._admission is not None:
-            self._admission.hold(request.id, gpu_indices)
+            self._admission.hold(request.id, gpu_indices, request.tenant)
         spec = self._prior(self._rates, request)
         job = _Job(
             request=request,

@@ -234,3 +234,65 @@ def test_the_schema_describes_the_422_bodies_the_api_sends(serve: Callable[..., 
     assert set(schema["ValidationError"]["properties"]) == {"field", "message"}
     assert refused.status_code == 422
     assert all(set(problem) == {"field", "message"} for problem in refused.json()["detail"])
+
+
+BOB = "bob-token-never-logged-0123456789"
+
+
+def test_one_tenants_flood_is_capped_and_waits_its_turn(serve: Callable[..., Daemon]) -> None:
+    """Finding 5: one tenant queued 1,500 jobs and every later job of another waited behind
+    all of them; nothing limited a tenant's queue."""
+    daemon = serve(
+        tokens={"admin": ADMIN, "alice": ALICE, "bob": BOB},
+        node={"cpu_slots": 1, "cpu_workers": 4, "max_jobs_per_gpu": 1},
+        tenants={"alice": {"max_queued_jobs": 3}},
+    )
+    long = {"iterations": 1_000_000}
+    with daemon.client("alice") as alice, daemon.client("bob") as bob:
+        first = alice.post("/v1/jobs", json=job_body("a-first", **long)).json()
+        wait_for("alice's first job to hold the slot", lambda: _placed(alice, first["id"]))
+        queued = [alice.post("/v1/jobs", json=job_body(f"a{n}", **long)) for n in range(4)]
+        assert [reply.status_code for reply in queued] == [201, 201, 201, 429]
+        assert "tenants.alice.max_queued_jobs" in queued[3].text
+        mine = bob.post("/v1/jobs", json=job_body("b-first", **long))
+        assert mine.status_code == 201, "bob's quota is his own"
+        alice.delete(f"/v1/jobs/{first['id']}")  # the slot frees: bob is furthest below
+        wait_for("bob's job placed before alice's queue", lambda: _placed(bob, mine.json()["id"]))
+        assert not any(_placed(alice, reply.json()["id"]) for reply in queued[:3])
+
+
+def _placed(client: httpx.Client, job_id: str) -> bool:
+    return bool(client.get(f"/v1/jobs/{job_id}").json()["gpu_indices"])
+
+
+def test_a_tenants_datasets_and_workdirs_stay_in_its_roots_and_say_nothing_of_others(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    """Finding 8: a tenant could point `dataset` at any folder the daemon reads (another
+    tenant's data), and 422 against 201 told whether <path>/index.json existed."""
+    mine, theirs = tmp_path / "alice-data", tmp_path / "bob-data"
+    for folder in (mine, theirs):
+        folder.mkdir()
+    (theirs / "index.json").write_text("{}")
+    roots = {"dataset_roots": [str(mine)], "workdir_roots": [str(mine)]}
+    daemon = serve(tokens={"admin": ADMIN, "alice": ALICE}, tenants={"alice": roots})
+    with daemon.client("alice") as alice:
+        answers = {
+            str(path): alice.post("/v1/jobs", json=job_body("peek", dataset=str(path)))
+            for path in (theirs, tmp_path / "nothing-here", mine / ".." / "bob-data")
+        }
+        script = [sys.executable, str(SCRIPTS / "show_env.py")]
+        outside = {"name": "w", "command": script, "batch_size": 2, "gpus": 1}
+        workdirs = [
+            alice.post("/v1/jobs", json={**outside, "workdir": str(path)})
+            for path in (theirs, tmp_path / "nothing-here")
+        ]
+    texts = set()
+    for path, answer in answers.items():
+        assert answer.status_code == 422, path
+        (problem,) = answer.json()["detail"]
+        assert problem["field"] == "dataset" and "tenants.alice.dataset_roots" in problem["message"]
+        texts.add(problem["message"])
+    assert len(texts) == 1, "the same answer whether the folder exists or not"
+    assert [answer.status_code for answer in workdirs] == [422, 422]
+    assert workdirs[0].json() == workdirs[1].json(), "nothing said of what exists"

@@ -12,7 +12,8 @@ from agents.protocol import HeartbeatMessage, Hello, PausedMessage, write_finish
 from daemon.agentargs import PASSED_ON
 from daemon.api import submit_under_a_free_id
 from daemon.config import NodeConfig
-from daemon.service import IdTaken, new_job_id
+from daemon.items import IdTaken
+from daemon.service import new_job_id
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
 

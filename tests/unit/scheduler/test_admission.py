@@ -1,7 +1,9 @@
 """Admission inside the core: placement, first come first served, release at the end."""
 
+from dataclasses import replace
+
 from allocator import ContentionCurve, NodeSpec
-from scheduler.admission import GpuPool
+from scheduler.admission import Admission, GpuPool, TenantShare
 from scheduler.config import SchedulerConfig
 from scheduler.messages import (
     AgentHello,
@@ -72,3 +74,30 @@ def test_a_job_cancelled_while_waiting_leaves_the_queue_and_says_why() -> None:
     ]
     assert scheduler.waiting_for_gpus == ()
     assert only(scheduler.handle(Finished("a"), 3.0), Placed) == []
+
+
+def _admitted(pool: GpuPool, queue: list[tuple[str, str]]) -> list[str]:
+    """The ids `Admission` places, in order, from (job id, tenant) submitted in order."""
+    admission = Admission(pool)
+    for job_id, tenant in queue:
+        admission.enqueue(replace(job(job_id), tenant=tenant))
+    return [request.id for request, _ in admission.admit()]
+
+
+def test_a_flood_of_one_tenant_does_not_keep_anothers_job_waiting_behind_it() -> None:
+    flood = [(f"a{n}", "alice") for n in range(6)]
+    fifo = _admitted(GpuPool(2), [(job_id, "") for job_id, _ in [*flood, ("b0", "bob")]])
+    assert fifo == ["a0", "a1"], "one tenant: first come, first served"
+    assert _admitted(GpuPool(2), [*flood, ("b0", "bob")]) == ["a0", "b0"]
+    assert _admitted(GpuPool(4), [*flood, ("b0", "bob"), ("b1", "bob")]) == [
+        "a0", "b0", "a1", "b1",
+    ]  # fmt: skip
+
+
+def test_weights_and_running_caps_share_the_node() -> None:
+    queue = [*[(f"a{n}", "alice") for n in range(6)], *[(f"b{n}", "bob") for n in range(6)]]
+    heavy = GpuPool(6, shares={"alice": TenantShare(weight=2.0)})
+    placed = _admitted(heavy, queue)
+    assert sum(job_id.startswith("a") for job_id in placed) == 4, placed  # 2 : 1
+    capped = GpuPool(6, shares={"alice": TenantShare(max_running=1)})
+    assert sorted(_admitted(capped, queue)) == ["a0", "b0", "b1", "b2", "b3", "b4"]
