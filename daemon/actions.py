@@ -308,7 +308,8 @@ class Actions:
             )
             indices = ",".join(str(index) for index in launch.gpu_indices)
             slot = "CUDA_VISIBLE_DEVICES" if service.uses_gpus else "STOKER_CPU_SLOTS"
-            pid = service.launcher.launch(job_id, argv, agent_env(os.environ, {slot: indices}))
+            own = {slot: indices, "STOKER_JOB_ID": job_id, "STOKER_JOB_DIR": str(launch.job_dir)}
+            pid = service.launcher.launch(job_id, argv, agent_env(os.environ, own))
         else:  # a command, or a zoo job's command: the built-in trainer on the SDK
             endpoint = service.link.endpoint_for(service.job_user_name(job_id))
             decoder = service.decoder_endpoint

@@ -246,19 +246,21 @@ def alive(pid: int) -> bool:
         return True  # it exists; it is someone else's
 
 
-def is_agent(pid: int, job_id: str) -> bool:
-    """Whether `pid` is alive and is an agent of `job_id` (its command line says so, or,
-    for a command job, its environment), so that a pid reused after a reboot is never
-    signalled."""
+def is_agent(pid: int, job_id: str, job_dir: Path) -> bool:
+    """Whether `pid` is alive and is an agent of `job_id` launched for `job_dir`: its
+    environment names that folder (STOKER_JOB_DIR), so that neither a pid reused after a
+    reboot nor an agent of another daemon (one started on a copy of this state dir, whose
+    jobs have the same ids) is ever adopted or signalled (issue 17, finding 6)."""
     if not alive(pid):
         return False
     try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     except (FileNotFoundError, PermissionError):
         return False
-    named = b"--job" in argv and job_id.encode() in argv
-    return named or f"STOKER_JOB_ID={job_id}".encode() in environ
+    return (
+        f"STOKER_JOB_ID={job_id}".encode() in environ
+        and f"STOKER_JOB_DIR={job_dir}".encode() in environ
+    )
 
 
 def stop_group(pid: int, grace_s: float) -> None:

@@ -63,7 +63,7 @@ class Restorer:
         facts = StoredJob(
             state=record.job_state,
             finished=finished is not None,
-            agent_alive=record.pid is not None and is_agent(record.pid, record.id),
+            agent_alive=self._agent_alive(record.id, record.pid),
             placement_fits=all(index < service.slots for index in record.placement),
         )
         action = restore_action(facts, clean_stop=clean)
@@ -82,6 +82,11 @@ class Restorer:
             return
         why = "the daemon was stopped" if clean else "the daemon restarted"
         self.relaunch(record.id, f"{why} while it was {record.state}", count=not clean)
+
+    def _agent_alive(self, job_id: str, pid: int | None) -> bool:
+        """Whether `pid` is this state dir's agent of `job_id` (launcher.is_agent)."""
+        jobs_dir = self._service.launcher.jobs_dir
+        return pid is not None and is_agent(pid, job_id, jobs_dir / job_id)
 
     def awaiting(self, job_id: str) -> bool:
         return job_id in self._awaiting
@@ -133,7 +138,7 @@ class Restorer:
         service.scheduler.release(job_id)
         record = service.store.job(job_id)
         assert record is not None
-        if record.pid is not None and is_agent(record.pid, job_id):
+        if record.pid is not None and self._agent_alive(job_id, record.pid):
             stop_group(record.pid, grace_s=2.0)
         restarts = restarts_after_relaunch(record.job_state, record.restarts, count=count)
         if not may_relaunch(restarts, service.request(record).max_restarts):

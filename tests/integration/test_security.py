@@ -4,6 +4,7 @@ bounded in time. docs/security.md states the threat model these tests hold it to
 import contextlib
 import os
 import shutil
+import sqlite3
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -14,6 +15,7 @@ import pytest
 import zmq
 
 from daemon.agentlink import REFUSALS_SAID
+from daemon.launcher import alive
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 
@@ -296,3 +298,38 @@ def test_a_tenants_datasets_and_workdirs_stay_in_its_roots_and_say_nothing_of_ot
     assert len(texts) == 1, "the same answer whether the folder exists or not"
     assert [answer.status_code for answer in workdirs] == [422, 422]
     assert workdirs[0].json() == workdirs[1].json(), "nothing said of what exists"
+
+
+def test_a_daemon_on_a_copy_of_a_live_state_dir_leaves_the_first_ones_agents_alone(
+    serve: Callable[..., Daemon],
+) -> None:
+    """Finding 6: a daemon started on a copy of a live state dir re-attached by pid and
+    argv, got no hello, and SIGTERMed the first daemon's agents."""
+    first = serve()
+    with first.client() as client:
+        job = client.post("/v1/jobs", json=job_body("long", iterations=1_000_000)).json()
+        wait_for(
+            "it to run", lambda: client.get(f"/v1/jobs/{job['id']}").json()["state"] == "running"
+        )
+    pid = _stored_pid(first.state_dir, job["id"])
+    copy = first.state_dir.parent / "copy"
+    shutil.copytree(first.state_dir, copy, ignore=shutil.ignore_patterns("*.sock", "daemon.lock"))
+    second = serve(state="copy", reattach_timeout_s=1.0)
+    with second.client() as client:  # its own copy of the job: relaunched, not adopted
+        wait_for(
+            "the copy's job relaunched",
+            lambda: _stored_pid(copy, job["id"]) not in (None, pid),
+        )
+    with first.client() as client:
+        still = client.get(f"/v1/jobs/{job['id']}").json()
+    assert alive(pid) and still["state"] == "running" and still["restarts"] == 0
+    assert _stored_pid(first.state_dir, job["id"]) == pid, "the first daemon's agent, untouched"
+
+
+def _stored_pid(state_dir: Path, job_id: str) -> int | None:
+    db = sqlite3.connect(state_dir / "stoker.db")
+    try:
+        (pid,) = db.execute("SELECT pid FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    finally:
+        db.close()
+    return None if pid is None else int(pid)

@@ -30,7 +30,9 @@ def test_a_submitted_job_is_placed_launched_and_recorded(tmp_path: Path) -> None
         ((job_id, argv, env),) = driver.launcher.launches
         assert job_id == "a" and argv[argv.index("--job") + 1] == "a"
         assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and "PYTHONPATH" in env
-        assert set(env) <= {*PASSED_ON, "PYTHONPATH", "CUDA_VISIBLE_DEVICES"}, "no token"
+        ours = {"PYTHONPATH", "CUDA_VISIBLE_DEVICES", "STOKER_JOB_ID", "STOKER_JOB_DIR"}
+        assert set(env) <= {*PASSED_ON, *ours}, "no token"
+        assert env["STOKER_JOB_DIR"] == str(driver.service.launcher.jobs_dir / "a")
         moves = [(e["from"], e["to"]) for e in driver.events("a", "state")]
         assert moves == [("submitted", "pending"), ("pending", "starting")]
         driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
