@@ -10,6 +10,8 @@ its data are `daemon/dashboard.py`.
 
 import asyncio
 import contextlib
+import hashlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
@@ -29,7 +31,7 @@ from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens, redact_toke
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
 from daemon.host import host_summary
-from daemon.items import IdTaken, QuotaExceeded, SubmitError
+from daemon.items import IdTaken, QuotaExceeded, Replayed, SubmitError
 from daemon.joblogs import router as job_output_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
@@ -65,8 +67,30 @@ def _mine(service: Service, who: str) -> set[str]:
 
 
 @v1.post("/jobs", status_code=201)
-async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
+async def submit(
+    body: JobSubmission,
+    who: Who,
+    service: Daemon,
+    response: Response,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            alias="Idempotency-Key",
+            min_length=1,
+            max_length=200,
+            description="a key of the client's choosing: a retry with the same key and body "
+            "answers the job the first made (200, Idempotent-Replayed: true), never a second",
+        ),
+    ] = None,
+) -> JobView:
     """Submit a job; it is committed to the state file before this returns."""
+    idempotency: tuple[str, str] | None = None
+    if idempotency_key is not None:
+        canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True)
+        idempotency = (idempotency_key, hashlib.sha256(canonical.encode()).hexdigest())
+        first = service.store.idempotent(who, idempotency_key)
+        if first is not None:
+            return _replay(service, response, Replayed(*first), idempotency[1])
     if not service.accepting:
         raise HTTPException(503, "the daemon is shutting down")
     lost = service.state_lost()
@@ -86,7 +110,10 @@ async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
         pid=None,
     )
     try:
-        record = await submit_under_a_free_id(service, record)
+        record = await submit_under_a_free_id(service, record, idempotency)
+    except Replayed as replayed:  # a retry that raced its first submit
+        assert idempotency is not None
+        return _replay(service, response, replayed, idempotency[1])
     except QuotaExceeded as error:
         raise HTTPException(429, str(error)) from None
     except SubmitError as error:
@@ -100,11 +127,27 @@ async def submit(body: JobSubmission, who: Who, service: Daemon) -> JobView:
     return _view(service, record)
 
 
-async def submit_under_a_free_id(service: Service, record: JobRecord) -> JobRecord:
+def _replay(service: Service, response: Response, first: Replayed, digest: str) -> JobView:
+    """The job an Idempotency-Key made before, if this retry's body is the same."""
+    if first.body_digest != digest:
+        raise _unprocessable(
+            "Idempotency-Key",
+            f"was used for another body (job {first.job_id}); a new job needs a new key",
+        )
+    record = service.store.job(first.job_id)
+    assert record is not None  # committed with its key, never deleted
+    response.status_code = 200
+    response.headers["Idempotent-Replayed"] = "true"
+    return _view(service, record)
+
+
+async def submit_under_a_free_id(
+    service: Service, record: JobRecord, idempotency: tuple[str, str] | None = None
+) -> JobRecord:
     """Submit `record`, drawing a new id while its id is taken; the record submitted."""
     for _ in range(ID_DRAWS):
         try:
-            await service.submit(record)
+            await service.submit(record, idempotency)
             return record
         except IdTaken:
             record = replace(record, id=new_job_id(record.name))

@@ -30,6 +30,17 @@ class SubmitError(ValueError):
 class SubmitCall:
     record: JobRecord
     done: asyncio.Future[None]
+    # The client's Idempotency-Key and a digest of its body: a retry finds the first job.
+    idempotency: tuple[str, str] | None = None
+
+
+class Replayed(Exception):
+    """A submit whose Idempotency-Key was used before: the job it made, and the digest of
+    the body it came with."""
+
+    def __init__(self, job_id: str, body_digest: str) -> None:
+        super().__init__(job_id)
+        self.job_id, self.body_digest = job_id, body_digest
 
 
 @dataclass

@@ -39,6 +39,7 @@ from daemon.items import (
     IdTaken,
     Item,
     QuotaExceeded,
+    Replayed,
     SamplesCall,
     SubmitCall,
     SubmitError,
@@ -150,8 +151,9 @@ class Service:
 
     # ---- called from REST handlers (same event loop) -------------------------------------
 
-    async def submit(self, record: JobRecord) -> None:
-        """Queue a new job; returns once it is committed to the store."""
+    async def submit(self, record: JobRecord, idempotency: tuple[str, str] | None = None) -> None:
+        """Queue a new job; returns once it is committed to the store. `idempotency`: the
+        submit's (Idempotency-Key, body digest); Replayed if the key made a job before."""
         settings = record.settings
         # The tenant's folders first: a refusal says nothing of what exists outside them.
         policy, where = self.config.tenant(record.tenant), f"tenants.{record.tenant}"
@@ -173,7 +175,7 @@ class Service:
         # Only the zoo trainer reads a dataset folder; a command job brings its own data.
         if self.config.agent_mode == "process" and not settings.is_command:
             check_dataset(self.dataset(settings), settings.batch_size)
-        await self._put(lambda done: SubmitCall(record, done))
+        await self._put(lambda done: SubmitCall(record, done, idempotency))
 
     async def cancel(self, job_id: str) -> None:
         await self._put(lambda done: CancelCall(job_id, done))
@@ -367,8 +369,8 @@ class Service:
 
     def _apply(self, item: Item) -> None:
         match item:
-            case SubmitCall(record=record, done=done):
-                self._submitted(record, done)
+            case SubmitCall(record=record, done=done, idempotency=idempotency):
+                self._submitted(record, done, idempotency)
             case CancelCall(job_id=job_id, done=done):
                 if not self.restorer.cancel(job_id) and job_id in self.records:
                     self.feed(JobCancelled(job_id))
@@ -388,12 +390,20 @@ class Service:
                 else:
                     _resolve(done)
 
-    def _submitted(self, record: JobRecord, done: asyncio.Future[None]) -> None:
-        """Commit a new job, or refuse it: its id taken (the caller draws another, api.py)
-        or its tenant's queue full. Checked here, by the one writer, so that no two
-        submits race past either."""
+    def _submitted(
+        self,
+        record: JobRecord,
+        done: asyncio.Future[None],
+        idempotency: tuple[str, str] | None,
+    ) -> None:
+        """Commit a new job, or refuse it: its Idempotency-Key made a job already (Replayed),
+        its id is taken (the caller draws another, api.py) or its tenant's queue is full.
+        Checked here, by the one writer, so that no two submits race past any of them."""
         refusal: Exception | None = None
-        if record.id in self.records or self.store.job(record.id) is not None:
+        first = self.store.idempotent(record.tenant, idempotency[0]) if idempotency else None
+        if first is not None:
+            refusal = Replayed(*first)
+        elif record.id in self.records or self.store.job(record.id) is not None:
             refusal = IdTaken(record.id)
         else:
             refusal = self._over_quota(record.tenant)
@@ -401,7 +411,7 @@ class Service:
             if not done.done():
                 done.set_exception(refusal)
             return
-        self.store.add_job(record)  # committed before the reply
+        self.store.add_job(record, idempotency)  # committed before the reply
         self.records[record.id] = record
         _resolve(done)
         self.feed(JobSubmitted(self.request(record)))

@@ -20,9 +20,19 @@ from daemon.jobspec import JobSettings
 from daemon.statelock import StoreError
 from scheduler.states import JobState, check_transition
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+# Submits' Idempotency-Keys, per tenant: the job each made and a digest of its body.
+_IDEMPOTENCY = """
+CREATE TABLE IF NOT EXISTS idempotency (
+    tenant TEXT NOT NULL,
+    key TEXT NOT NULL,
+    body_digest TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    PRIMARY KEY (tenant, key)
+) WITHOUT ROWID;
+"""
 # What each version added to the one before (1 is the first): run in order to migrate.
-_MIGRATIONS = {2: reported.SCHEMA}
+_MIGRATIONS = {2: reported.SCHEMA, 3: _IDEMPOTENCY}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -228,8 +238,23 @@ class Store:
 
     # ---- jobs ------------------------------------------------------------------------------
 
-    def add_job(self, record: JobRecord) -> None:
+    def idempotent(self, tenant: str, key: str) -> tuple[str, str] | None:
+        """(job id, body digest) of the submit `tenant` made with Idempotency-Key `key`."""
+        row = self._db.execute(
+            "SELECT job_id, body_digest FROM idempotency WHERE tenant = ? AND key = ?",
+            (tenant, key),
+        ).fetchone()
+        return (str(row[0]), str(row[1])) if row else None
+
+    def add_job(self, record: JobRecord, idempotency: tuple[str, str] | None = None) -> None:
+        """Commit a new job, with the (key, body digest) of its submit when it had one."""
         with self._transaction():
+            if idempotency is not None:
+                self._db.execute(
+                    "INSERT INTO idempotency (tenant, key, body_digest, job_id)"
+                    " VALUES (?, ?, ?, ?)",
+                    (record.tenant, *idempotency, record.id),
+                )
             self._db.execute(
                 "INSERT INTO jobs (id, tenant, name, spec, state, submitted_at, updated_at,"
                 " restarts, checkpoint, pid) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -1,6 +1,7 @@
 """Issue 17's adversarial suite: each finding replayed against a live daemon on loopback,
 bounded in time. docs/security.md states the threat model these tests hold it to."""
 
+import concurrent.futures
 import contextlib
 import os
 import shutil
@@ -312,6 +313,7 @@ def test_a_daemon_on_a_copy_of_a_live_state_dir_leaves_the_first_ones_agents_alo
             "it to run", lambda: client.get(f"/v1/jobs/{job['id']}").json()["state"] == "running"
         )
     pid = _stored_pid(first.state_dir, job["id"])
+    assert pid is not None
     copy = first.state_dir.parent / "copy"
     shutil.copytree(first.state_dir, copy, ignore=shutil.ignore_patterns("*.sock", "daemon.lock"))
     second = serve(state="copy", reattach_timeout_s=1.0)
@@ -333,3 +335,28 @@ def _stored_pid(state_dir: Path, job_id: str) -> int | None:
     finally:
         db.close()
     return None if pid is None else int(pid)
+
+
+def test_a_submit_retried_with_its_idempotency_key_makes_one_job(
+    serve: Callable[..., Daemon],
+) -> None:
+    """Finding 5: a submit whose reply was lost could not be retried safely: 2 jobs were
+    committed whose clients saw a connection error."""
+    daemon = serve(tokens={"admin": ADMIN, "alice": ALICE, "bob": BOB})
+    key = {"Idempotency-Key": "train-2026-11-25-a"}
+    body = job_body("once", iterations=1_000_000)
+    with daemon.client("alice") as alice, daemon.client("bob") as bob:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:  # retries racing the first
+            answers = list(
+                pool.map(lambda _: alice.post("/v1/jobs", json=body, headers=key), range(4))
+            )
+        assert sorted(answer.status_code for answer in answers) == [200, 200, 200, 201]
+        assert len({answer.json()["id"] for answer in answers}) == 1
+        replayed = [a for a in answers if a.status_code == 200]
+        assert all(a.headers["Idempotent-Replayed"] == "true" for a in replayed)
+        other = alice.post("/v1/jobs", json=job_body("other"), headers=key)
+        assert other.status_code == 422 and other.json()["detail"][0]["field"] == "Idempotency-Key"
+        assert bob.post("/v1/jobs", json=body, headers=key).status_code == 201, (
+            "keys are per tenant"
+        )
+        assert [job["name"] for job in alice.get("/v1/jobs").json()] == ["once"]
