@@ -70,7 +70,7 @@ def bench_submits(submits: int, clients: int, state_dir: Path) -> dict[str, floa
         thread.join()
     elapsed = time.perf_counter() - started
     with daemon.client() as http:
-        stored = len(http.get("/v1/jobs").json())
+        stored = len(http.get("/v1/jobs", params={"limit": 5000}).json())
     daemon.stop()
     return {
         "submits": float(len(latencies)),

@@ -71,12 +71,28 @@ class Daemon:
         self, method: str, path: str, body: object = None, params: dict[str, Any] | None = None
     ) -> Any:
         """The reply's JSON; any error status fails the command, saying what came back."""
-        reply = self.request(method, path, body, params)
+        return self._checked(method, path, self.request(method, path, body, params)).json()
+
+    def _checked(self, method: str, path: str, reply: "httpx.Response") -> "httpx.Response":
+        """`reply`, unless its status is an error: then the command fails, saying it (and
+        for a 401, where the token came from)."""
         if reply.status_code == 401:
             fail(f"{method} {path}: 401 {detail(reply)} (token from {self.token_from})")
         if reply.status_code >= 400:
             fail(f"{method} {path}: {reply.status_code} {detail(reply)}")
-        return reply.json()
+        return reply
+
+    def every_page(self, path: str) -> list[Any]:
+        """Every item of a paginated list (GET /v1/jobs), following `X-Next-Cursor`."""
+        items: list[Any] = []
+        params: dict[str, Any] = {}
+        while True:
+            reply = self._checked("GET", path, self.request("GET", path, params=params))
+            items += reply.json()
+            cursor = reply.headers.get("X-Next-Cursor")
+            if cursor is None:
+                return items
+            params = {"after": cursor}
 
     def request(
         self, method: str, path: str, body: object = None, params: dict[str, Any] | None = None
@@ -303,7 +319,7 @@ def jobs(
 ) -> None:
     """List the jobs the token may see, oldest first: id, state, model (or the command's
     script), GPUs, loader workers per GPU, and iterations done (of how many)."""
-    found = Daemon(url, token, state_dir).call("GET", "/v1/jobs")
+    found = Daemon(url, token, state_dir).every_page("/v1/jobs")
     if json_output:
         print_json(found)
         return

@@ -136,7 +136,7 @@ def _run(daemon: Daemon, jobs: "Workload", where: Path, datasets: dict[int, Path
             last_seq = event["seq"]
             names.learn(event)
             _narrate(event, names)
-        for job in daemon.call("GET", "/v1/jobs"):
+        for job in daemon.every_page("/v1/jobs"):
             seen.note(job)
         if not submitter.is_alive() and seen.ended(ids.values()):
             break

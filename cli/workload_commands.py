@@ -276,7 +276,7 @@ def _wait_for(daemon: Daemon, ids: dict[str, str]) -> None:
     with _progress() as bar:
         task = bar.add_task("ended", total=len(ids))
         while True:
-            states = {job["id"]: job["state"] for job in daemon.call("GET", "/v1/jobs")}
+            states = {job["id"]: job["state"] for job in daemon.every_page("/v1/jobs")}
             ended = sum(states.get(job_id) in FINAL for job_id in ids.values())
             bar.update(task, completed=ended)
             if ended == len(ids):

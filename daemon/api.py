@@ -9,6 +9,7 @@ its data are `daemon/dashboard.py`.
 """
 
 import asyncio
+import base64
 import contextlib
 import hashlib
 import json
@@ -48,6 +49,8 @@ DEFAULT_TPM = Path(__file__).resolve().parent / "assets" / "default-tpm.json"
 _STREAM_POLL_S = 0.25
 _STREAM_BATCH = 500  # events a stream reads at once
 MAX_SEQ = 2**62  # sequence numbers are SQLite integers
+DEFAULT_PAGE = 500  # jobs a GET /v1/jobs answers unless told (2,000 were 608 KB at once)
+MAX_PAGE = 5000
 ID_DRAWS = 5  # a submit whose id is taken draws again this many times at most
 
 
@@ -155,9 +158,46 @@ async def submit_under_a_free_id(
 
 
 @v1.get("/jobs")
-async def jobs(who: Who, service: Daemon) -> list[JobView]:
+async def jobs(
+    who: Who,
+    service: Daemon,
+    request: Request,
+    response: Response,
+    *,
+    after: Annotated[
+        str | None, Query(max_length=400, description="the cursor of the page before")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+) -> list[JobView]:
+    """The caller's jobs (the admin's: all), oldest first, `limit` at a time. When more
+    follow, the `X-Next-Cursor` header holds the cursor to pass as `after`, and `Link`
+    the next page's URL (rel="next")."""
     node = service.snapshot()
-    return [_view(service, record, node) for record in service.store.jobs(_tenant(who))]
+    page = service.store.jobs_page(_tenant(who), _cursor(after), limit + 1)
+    if len(page) > limit:
+        page = page[:limit]
+        cursor = _encode_cursor(page[-1])
+        response.headers["X-Next-Cursor"] = cursor
+        following = request.url.include_query_params(after=cursor, limit=limit)
+        response.headers["Link"] = f'<{following}>; rel="next"'
+    return [_view(service, record, node) for record in page]
+
+
+def _encode_cursor(record: JobRecord) -> str:
+    raw = json.dumps([record.submitted_at, record.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def _cursor(after: str | None) -> tuple[float, str] | None:
+    """The (submitted_at, id) an `after` cursor stands for; a 422 naming it if it is not
+    one of ours."""
+    if after is None:
+        return None
+    try:
+        at, job_id = json.loads(base64.urlsafe_b64decode(after.encode()))
+        return float(at), str(job_id)
+    except (ValueError, TypeError):
+        raise _unprocessable("after", "not a cursor from X-Next-Cursor; leave it out") from None
 
 
 @v1.get("/jobs/{job_id}")
@@ -167,10 +207,16 @@ async def job(job_id: str, who: Who, service: Daemon) -> JobView:
 
 @v1.get("/jobs/{job_id}/events")
 async def job_events(
-    job_id: str, who: Who, service: Daemon, after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0
+    job_id: str,
+    who: Who,
+    service: Daemon,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
 ) -> list[dict[str, Any]]:
+    """The job's events with a sequence number above `after`, oldest first, `limit` at a
+    time: poll again with the last one's."""
     _visible(service, who, job_id)
-    return [vars(event) for event in service.store.events(job_id, after=after)]
+    return [vars(event) for event in service.store.events(job_id, after=after, limit=limit)]
 
 
 @v1.delete("/jobs/{job_id}")

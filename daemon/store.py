@@ -305,6 +305,25 @@ class Store:
         row = self._db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else _job(row)
 
+    def jobs_page(
+        self, tenant: str | None, after: tuple[float, str] | None, limit: int
+    ) -> list[JobRecord]:
+        """Up to `limit` jobs, oldest first, after the job at (submitted_at, id) `after`;
+        only `tenant`'s when given."""
+        clauses: list[str] = ["1"]
+        arguments: list[object] = []
+        if tenant is not None:
+            clauses.append("tenant = ?")
+            arguments.append(tenant)
+        if after is not None:
+            clauses.append("(submitted_at, id) > (?, ?)")
+            arguments += list(after)
+        rows = self._db.execute(
+            f"SELECT * FROM jobs WHERE {' AND '.join(clauses)} ORDER BY submitted_at, id LIMIT ?",
+            (*arguments, limit),
+        )  # the clauses are the fixed strings above; every value is a parameter
+        return [_job(row) for row in rows]
+
     def jobs(self, tenant: str | None = None) -> list[JobRecord]:
         """Every job, oldest first; only `tenant`'s when given."""
         if tenant is None:
