@@ -31,6 +31,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from agents.protocol import (
+    SECRET_VARIABLE,
     AgentMessage,
     CancelMessage,
     DaemonMessage,
@@ -57,6 +58,8 @@ class DaemonLink:
     def __init__(self, job_id: str, endpoint: str) -> None:
         self.job_id = job_id
         self._endpoint = endpoint
+        # What proves to the daemon that this process is the job's launch (never logged).
+        self._secret = os.environ.get(SECRET_VARIABLE, "")
         self._outbox: queue.SimpleQueue[tuple[float, AgentMessage | Build] | None] = (
             queue.SimpleQueue()
         )
@@ -230,7 +233,8 @@ class DaemonLink:
                 traceback.print_exc(file=sys.stderr)
                 continue
             for message in messages:
-                socket.send(encode(message.model_copy(update={"ts": stamp})))
+                stamped = {"ts": stamp, "secret": self._secret} if self._secret else {"ts": stamp}
+                socket.send(encode(message.model_copy(update=stamped)))
 
 
 @dataclass(frozen=True, kw_only=True)

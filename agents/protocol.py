@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
 VERSION = 3
+SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
 MAX_METRIC_NAME = 64
 MAX_METRICS_PER_POINT = 32
 MAX_POINTS_PER_MESSAGE = 1000  # senders also keep a message under MAX_MESSAGE_BYTES
@@ -43,6 +44,9 @@ class _Message(BaseModel):
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
+    # The launch's STOKER_AGENT_SECRET, on every message an agent sends when its launch gave
+    # one; left out of the bytes when empty, so that an older daemon reads them still.
+    secret: str = Field("", max_length=128)
 
 
 # ---- agent to daemon ---------------------------------------------------------------------
@@ -162,7 +166,7 @@ M = TypeVar("M")
 
 
 def encode(message: _Message) -> bytes:
-    return message.model_dump_json().encode()
+    return message.model_dump_json(exclude=None if message.secret else {"secret"}).encode()
 
 
 def decode_agent(data: bytes) -> AgentMessage:

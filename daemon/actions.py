@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.protocol import (
+    SECRET_VARIABLE,
     VERSION,
     CancelMessage,
     PausedMessage,
@@ -289,6 +290,7 @@ class Actions:
             gen=gen,
             allocation=allocation,
             resume_from=self.own_checkpoint(job_id, resume_from),  # a state dir's older rows too
+            secret=service.new_agent_secret(job_id),
             job_dir=service.launcher.job_dir(job_id),
             dataset=None if simulated or settings.is_command else service.dataset(settings),
             predicted=service.tpm.rates.job_spec(service.request(record)) if simulated else None,
@@ -309,6 +311,7 @@ class Actions:
             indices = ",".join(str(index) for index in launch.gpu_indices)
             slot = "CUDA_VISIBLE_DEVICES" if service.uses_gpus else "STOKER_CPU_SLOTS"
             own = {slot: indices, "STOKER_JOB_ID": job_id, "STOKER_JOB_DIR": str(launch.job_dir)}
+            own[SECRET_VARIABLE] = launch.secret
             pid = service.launcher.launch(job_id, argv, agent_env(os.environ, own))
         else:  # a command, or a zoo job's command: the built-in trainer on the SDK
             endpoint = service.link.endpoint_for(service.job_user_name(job_id))

@@ -6,9 +6,10 @@ trains nothing."""
 import socket
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from agents.protocol import SECRET_VARIABLE
 from allocator import JobSpec
 from daemon.config import TASKSET, DaemonConfig
 from daemon.jobspec import JobSettings
@@ -43,6 +44,7 @@ class AgentLaunch:
     threads: int = 1  # intra-op threads of each rank: its slot's share of the node's cores
     user: UnixUser | None = None  # the tenant's unix user, which the job runs as
     cpus: tuple[int, ...] = ()  # `node.cpu_sets`: the CPUs its ranks run on; (): any
+    secret: str = field(default="", repr=False)  # what its agent's messages carry; never logged
 
 
 def command_ranks(
@@ -82,6 +84,8 @@ def command_ranks(
     }
     if settings.checkpoint_every_s is not None:
         common["STOKER_CHECKPOINT_EVERY_S"] = repr(settings.checkpoint_every_s)
+    if launch.secret:  # in the environment, never on a command line others can read
+        common[SECRET_VARIABLE] = launch.secret
     user = launch.user
     if user is not None:  # its own home and name, not the daemon's
         common.update(HOME=user.home, USER=user.name, LOGNAME=user.name)

@@ -118,20 +118,20 @@ class AgentLink:
 
     def _decode(self, user: str | None, frames: list[bytes]) -> AgentMessage | None:
         if len(frames) != 2:
-            self._refuse(frames[0] if frames else b"?", f"{len(frames)} frames, expected 2")
+            self.refuse(frames[0] if frames else b"?", f"{len(frames)} frames, expected 2")
             return None
         identity, data = frames
         try:
             message = decode_agent(data)
         except ProtocolError as error:
-            self._refuse(identity, error.reason)
+            self.refuse(identity, error.reason)
             return None
         if message.job.encode() != identity:
-            self._refuse(identity, f"job {message.job!r} is not the sender's identity")
+            self.refuse(identity, f"job {message.job!r} is not the sender's identity")
             return None
         if self._owner(message.job) != user:
             where = f"{user}'s socket" if user else "the daemon's own socket"
-            self._refuse(identity, f"job {message.job!r} spoke on {where}, not its user's")
+            self.refuse(identity, f"job {message.job!r} spoke on {where}, not its user's")
             return None
         return message
 
@@ -146,7 +146,7 @@ class AgentLink:
             return False
         return True
 
-    def _refuse(self, identity: bytes, reason: str) -> None:
+    def refuse(self, identity: bytes, reason: str) -> None:
         """Count a refused message; say it, `REFUSALS_SAID` per `REFUSAL_WINDOW_S` at most
         (a flood of garbage must not write an unbounded log), then how many were not."""
         self.malformed += 1

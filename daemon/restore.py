@@ -58,6 +58,8 @@ class Restorer:
     def _restore_one(self, record: JobRecord, clean: bool) -> None:
         service = self._service
         service.records[record.id] = record
+        if record.agent_secret:  # its agent, if it outlived the last daemon, carries it
+            service.agent_secrets[record.id] = record.agent_secret
         service.tpm.rates.job_spec(service.request(record))  # still plannable?
         finished = service.actions.finished_marker(record.id)
         facts = StoredJob(

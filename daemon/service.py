@@ -7,6 +7,7 @@ Readers never touch this object's insides: they read `snapshot()` and the store.
 """
 
 import asyncio
+import hmac
 import logging
 import os
 import secrets
@@ -148,6 +149,10 @@ class Service:
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
         self._agent_versions: dict[str, int] = {}  # protocol version of each agent's hello
         self._lost: str | None = None  # why the state file can no longer be trusted
+        # job -> the secret of its current launch (stored: a restart re-attaches with it);
+        # the jobs whose agent has proved it, after which every message must carry it.
+        self.agent_secrets: dict[str, str] = {}
+        self._secured: set[str] = set()
 
     # ---- called from REST handlers (same event loop) -------------------------------------
 
@@ -416,12 +421,39 @@ class Service:
         _resolve(done)
         self.feed(JobSubmitted(self.request(record)))
 
+    def new_agent_secret(self, job_id: str) -> str:
+        """A secret for the job's next launch, stored before the launch so that a daemon
+        restarted meanwhile knows it; the old one no longer counts."""
+        secret = secrets.token_urlsafe(24)
+        self.store.update_job(job_id, time.time(), agent_secret=secret)
+        self.agent_secrets[job_id] = secret
+        self._secured.discard(job_id)
+        return secret
+
+    def authentic(self, message: AgentMessage) -> bool:
+        """Whether `message` may speak for its job: it carries the secret of the job's
+        launch; or it carries none, the job's agent is an older SDK that sends none and has
+        not yet sent a message with the secret (after one, every message must carry it).
+        A job launched by a daemon that gave no secret is taken at its word."""
+        expected = self.agent_secrets.get(message.job, "")
+        if not expected:
+            return True
+        if message.secret:
+            if hmac.compare_digest(message.secret.encode(), expected.encode()):
+                self._secured.add(message.job)
+                return True
+            return False
+        return message.job not in self._secured
+
     def _from_agent(self, message: AgentMessage) -> None:
         if message.job not in self.records:
             self.counters.agent_errors += 1
             log.warning(
                 "job %s: message %s for a job this daemon does not run", message.job, message.type
             )
+            return
+        if not self.authentic(message):  # another process speaking for the job
+            self.link.refuse(message.job.encode(), f"{message.type} without the launch's secret")
             return
         if isinstance(message, MetricsMessage):  # data to keep, nothing for the core
             points = [(point.step, point.values) for point in message.points]

@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from daemon.jobspec import JobSettings
 from daemon.statelock import StoreError
 from scheduler.states import JobState, check_transition
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Submits' Idempotency-Keys, per tenant: the job each made and a digest of its body.
 _IDEMPOTENCY = """
 CREATE TABLE IF NOT EXISTS idempotency (
@@ -31,8 +31,10 @@ CREATE TABLE IF NOT EXISTS idempotency (
     PRIMARY KEY (tenant, key)
 ) WITHOUT ROWID;
 """
+# The secret of each job's current launch, which its agent's messages must carry.
+_AGENT_SECRETS = "ALTER TABLE jobs ADD COLUMN agent_secret TEXT NOT NULL DEFAULT '';"
 # What each version added to the one before (1 is the first): run in order to migrate.
-_MIGRATIONS = {2: reported.SCHEMA, 3: _IDEMPOTENCY}
+_MIGRATIONS = {2: reported.SCHEMA, 3: _IDEMPOTENCY, 4: _AGENT_SECRETS}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -115,6 +117,7 @@ class JobRecord:
     pid: int | None
     iteration: int = 0
     placement: tuple[int, ...] = ()
+    agent_secret: str = field(default="", repr=False)  # its launch's; never shown
 
     @property
     def settings(self) -> JobSettings:
@@ -276,7 +279,9 @@ class Store:
     def update_job(self, job_id: str, at: float, **fields: object) -> None:
         """Set some of `state`, `restarts`, `checkpoint`, `iteration`, `pid` and `placement`
         (a sequence of indices) on one job."""
-        allowed = {"state", "restarts", "checkpoint", "iteration", "pid", "placement"}
+        allowed = {
+            "state", "restarts", "checkpoint", "iteration", "pid", "placement", "agent_secret",
+        }  # fmt: skip
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"not job columns: {sorted(unknown)}")
@@ -470,4 +475,5 @@ def _job(row: sqlite3.Row) -> JobRecord:
         pid=row["pid"],
         iteration=row["iteration"],
         placement=tuple(json.loads(row["placement"])),
+        agent_secret=row["agent_secret"],
     )

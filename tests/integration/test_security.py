@@ -16,6 +16,7 @@ import httpx
 import pytest
 import zmq
 
+from agents.protocol import HeartbeatMessage, encode
 from daemon.agentlink import REFUSALS_SAID
 from daemon.launcher import alive
 from tests.integration.cli import stoker
@@ -389,3 +390,46 @@ def test_the_job_list_comes_a_page_at_a_time_and_the_cli_reads_every_page(
     listed = stoker("jobs", "--json", "--url", daemon.url, "--token", ADMIN)
     assert listed.code == 0
     assert [job["id"] for job in json.loads(listed.stdout)] == made, "the CLI follows the pages"
+
+
+def test_a_process_that_takes_a_jobs_identity_cannot_speak_for_it(
+    serve: Callable[..., Daemon],
+) -> None:
+    """Finding 4: a process that took a job's DEALER identity hijacked its heartbeats
+    (iteration 999999999, 1e308 samples/s over REST). Each launch now has a secret, in the
+    job's environment only, that its agent's messages carry."""
+    daemon = serve()
+    with daemon.client() as client:
+        job = client.post("/v1/jobs", json=job_body("mine", iterations=1_000_000)).json()
+        wait_for("it to run", lambda: client.get(f"/v1/jobs/{job['id']}").json()["iteration"] > 0)
+        context = zmq.Context()
+        rogue = context.socket(zmq.DEALER)
+        rogue.setsockopt(zmq.IDENTITY, job["id"].encode())  # the daemon hands the route over
+        rogue.setsockopt(zmq.LINGER, 0)
+        rogue.connect(f"ipc://{daemon.state_dir / 'agents.sock'}")
+        forged = HeartbeatMessage(
+            job=job["id"], gen=1, iteration=999_999_999, samples=10**12, idle_s=0.0,
+            step_s=1.0, samples_per_s=1e308, workers=1,
+        )  # fmt: skip
+        refused_before = client.get("/v1/node").json()["agent_messages_refused"]
+        try:
+            for secret in ("", "a-guess"):
+                rogue.send(encode(forged.model_copy(update={"secret": secret})))
+            wait_for(
+                "both forgeries refused",
+                lambda: (
+                    client.get("/v1/node").json()["agent_messages_refused"] >= refused_before + 2
+                ),
+            )
+        finally:
+            rogue.close()
+            context.term()
+        seen = client.get(f"/v1/jobs/{job['id']}").json()
+    assert seen["iteration"] < 999_999_999 and (seen["measured_samples_per_s"] or 0) < 1e300
+    assert seen["state"] == "running"
+    environ = Path(f"/proc/{_stored_pid(daemon.state_dir, job['id'])}/environ").read_bytes()
+    assert b"STOKER_AGENT_SECRET=" in environ, "the launch's secret, in its environment"
+    assert (
+        b"STOKER_AGENT_SECRET"
+        not in Path(f"/proc/{_stored_pid(daemon.state_dir, job['id'])}/cmdline").read_bytes()
+    ), "never on its command line"

@@ -31,6 +31,7 @@ def test_a_submitted_job_is_placed_launched_and_recorded(tmp_path: Path) -> None
         assert job_id == "a" and argv[argv.index("--job") + 1] == "a"
         assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and "PYTHONPATH" in env
         ours = {"PYTHONPATH", "CUDA_VISIBLE_DEVICES", "STOKER_JOB_ID", "STOKER_JOB_DIR"}
+        ours.add("STOKER_AGENT_SECRET")
         assert set(env) <= {*PASSED_ON, *ours}, "no token"
         assert env["STOKER_JOB_DIR"] == str(driver.service.launcher.jobs_dir / "a")
         moves = [(e["from"], e["to"]) for e in driver.events("a", "state")]
@@ -264,3 +265,23 @@ def test_a_new_jobs_id_that_is_taken_is_drawn_again_never_a_500(tmp_path: Path) 
 def test_job_ids_carry_48_random_bits() -> None:
     drawn = {new_job_id("same") for _ in range(20_000)}
     assert len(drawn) == 20_000 and all(len(i) == len("same-") + 12 for i in drawn)
+
+
+def test_an_agent_proves_its_launch_and_after_that_nothing_else_speaks_for_the_job(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("a")
+        ((_, _, env),) = driver.launcher.launches
+        secret = env["STOKER_AGENT_SECRET"]
+        stored = driver.service.store.job("a")
+        assert stored is not None and stored.agent_secret == secret and secret not in repr(stored)
+        legacy = Hello(job="a", gen=1, pid=40_001)
+        assert driver.service.authentic(legacy), "an older SDK sends none: taken at its word"
+        assert not driver.service.authentic(legacy.model_copy(update={"secret": "a-guess"}))
+        assert driver.service.authentic(legacy.model_copy(update={"secret": secret}))
+        assert not driver.service.authentic(legacy), "once proved, a message without it is not"
+        await driver.close()
+
+    asyncio.run(scenario())
