@@ -163,6 +163,12 @@ class DaemonConfig(BaseSettings):
     reattach_timeout_s: float = Field(
         10.0, gt=0.0, description="after a restart, wait this long for a running agent's hello"
     )
+    agent_secrets: Literal["required", "when-sent"] = Field(
+        "required",
+        description="required: an agent's every message carries its launch's secret, else it "
+        "is refused; when-sent: an agent of an older SDK, which sends none, is taken at its "
+        "word until it has sent one (docs/security.md)",
+    )
     max_body_bytes: int = Field(64 * 1024, ge=1024)
     max_streams_per_tenant: int = Field(
         8, ge=1, description="open /v1/events/stream connections a tenant may hold"

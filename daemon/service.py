@@ -432,9 +432,9 @@ class Service:
 
     def authentic(self, message: AgentMessage) -> bool:
         """Whether `message` may speak for its job: it carries the secret of the job's
-        launch; or it carries none, the job's agent is an older SDK that sends none and has
-        not yet sent a message with the secret (after one, every message must carry it).
-        A job launched by a daemon that gave no secret is taken at its word."""
+        launch. With `agent_secrets = "when-sent"`, one that carries none passes too while
+        the job's agent has not yet sent the secret (an older SDK sends none). A job
+        launched by a daemon that gave no secret is taken at its word."""
         expected = self.agent_secrets.get(message.job, "")
         if not expected:
             return True
@@ -443,7 +443,8 @@ class Service:
                 self._secured.add(message.job)
                 return True
             return False
-        return message.job not in self._secured
+        lenient = self.config.agent_secrets == "when-sent"
+        return lenient and message.job not in self._secured
 
     def _from_agent(self, message: AgentMessage) -> None:
         if message.job not in self.records:

@@ -194,11 +194,17 @@ class Store:
                     f"{SCHEMA_VERSION}; use a new --state-dir or the stoker that wrote it"
                 )
             for version in range(found + 1, SCHEMA_VERSION + 1):
-                self._create(_MIGRATIONS[version], version)
+                migration = _MIGRATIONS[version]
+                if version == 4 and "agent_secret" in self._columns("jobs"):
+                    migration = ""  # ALTER is not idempotent: a file that has it already
+                self._create(migration, version)
             return
         if tables - {"sqlite_sequence"}:
             raise StoreError(f"{self.path}: not a stoker state file (tables {sorted(tables)})")
         self._create(_SCHEMA + "".join(_MIGRATIONS.values()), SCHEMA_VERSION)
+
+    def _columns(self, table: str) -> set[str]:
+        return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}  # ours
 
     def _create(self, tables: str, version: int) -> None:
         """Create `tables` and record the schema version they make, in one transaction."""

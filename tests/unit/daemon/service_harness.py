@@ -128,6 +128,10 @@ class Driver:
         self.service.step(CancelCall(job_id, asyncio.get_running_loop().create_future()))
 
     def agent(self, message: AgentMessage) -> None:
+        """A message from the job's agent, carrying its launch's secret as the SDK does."""
+        secret = self.service.agent_secrets.get(message.job, "")
+        if secret and not message.secret:
+            message = message.model_copy(update={"secret": secret})
         self.service.step(FromAgent(message))
 
     def tick(self) -> None:

@@ -267,18 +267,20 @@ def test_job_ids_carry_48_random_bits() -> None:
     assert len(drawn) == 20_000 and all(len(i) == len("same-") + 12 for i in drawn)
 
 
+@pytest.mark.parametrize("mode", ["required", "when-sent"])
 def test_an_agent_proves_its_launch_and_after_that_nothing_else_speaks_for_the_job(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
     async def scenario() -> None:
-        driver = Driver(tmp_path, NOW)
+        driver = Driver(tmp_path, NOW, agent_secrets=mode)
         driver.at(1.0).submit("a")
         ((_, _, env),) = driver.launcher.launches
         secret = env["STOKER_AGENT_SECRET"]
         stored = driver.service.store.job("a")
         assert stored is not None and stored.agent_secret == secret and secret not in repr(stored)
         legacy = Hello(job="a", gen=1, pid=40_001)
-        assert driver.service.authentic(legacy), "an older SDK sends none: taken at its word"
+        # An older SDK sends none: refused, unless the node is told to take it at its word.
+        assert driver.service.authentic(legacy) is (mode == "when-sent")
         assert not driver.service.authentic(legacy.model_copy(update={"secret": "a-guess"}))
         assert driver.service.authentic(legacy.model_copy(update={"secret": secret}))
         assert not driver.service.authentic(legacy), "once proved, a message without it is not"
