@@ -228,6 +228,11 @@ class Actions:
         """Record a pause; the checkpoint kept (`own_checkpoint`), "" if none."""
         if self._cold(message.job):  # its process exits now; Resume relaunches it
             self._cold_pauses[message.job] = message.ts or time.time()
+        return self._keep_checkpoint(message)
+
+    def _keep_checkpoint(self, message: PausedMessage) -> str:
+        """Store the pause's checkpoint and iteration if the checkpoint is the job's own
+        (`own_checkpoint`); the checkpoint kept, "" if none."""
         checkpoint = self.own_checkpoint(message.job, message.checkpoint)
         if checkpoint:
             self._service.store.update_job(
@@ -416,11 +421,7 @@ class Actions:
             message = await service.link.receive(timeout_s=deadline - service.now())
             if isinstance(message, PausedMessage) and message.job in waiting:
                 waiting.discard(message.job)
-                checkpoint = self.own_checkpoint(message.job, message.checkpoint)
-                if checkpoint:
-                    service.store.update_job(
-                        message.job, time.time(), checkpoint=checkpoint, iteration=message.iteration
-                    )
+                self._keep_checkpoint(message)
 
 
 def _occupied(placed: Mapping[str, Sequence[int]]) -> list[int]:

@@ -64,7 +64,7 @@ def command_ranks(
     job_dir = launch.job_dir
     placed = ",".join(str(index) for index in launch.gpu_indices)
     common = {
-        **{name: daemon_env[name] for name in PASSED_ON if name in daemon_env},
+        **_passed_on(daemon_env),
         **dict(settings.env),
         "STOKER_JOB_ID": launch.job_id,
         "STOKER_ATTEMPT": str(launch.attempt),
@@ -148,8 +148,12 @@ def _free_port() -> int:
 def agent_env(daemon_env: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
     """A simulated agent's whole environment: of the daemon's only `PASSED_ON`, the
     daemon's code on the path, and `own`."""
-    passed = {name: daemon_env[name] for name in PASSED_ON if name in daemon_env}
-    return {**passed, "PYTHONPATH": str(SOURCE_ROOT), **own}
+    return {**_passed_on(daemon_env), "PYTHONPATH": str(SOURCE_ROOT), **own}
+
+
+def _passed_on(daemon_env: Mapping[str, str]) -> dict[str, str]:
+    """What a job sees of the daemon's environment: `PASSED_ON`, where set."""
+    return {name: daemon_env[name] for name in PASSED_ON if name in daemon_env}
 
 
 def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder: str) -> list[str]:

@@ -1,13 +1,19 @@
 """Daemons for the integration tests: fast settings, job bodies, and a factory that stops
 every daemon it started. The daemon process itself is bench/daemon_driver.py."""
 
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from bench.daemon_driver import Daemon, free_port, wait_for
+import httpx
 
-__all__ = ["FAST", "Daemon", "daemon_factory", "free_port", "job_body", "wait_for"]
+from bench.daemon_driver import Daemon, free_port, wait_for
+from workloads.live import FINAL
+
+__all__ = [
+    "FAST", "Daemon", "daemon_factory", "ended", "free_port", "job_body", "stored_pid", "wait_for",
+]  # fmt: skip
 
 FAST = {
     "agent_mode": "simulate",
@@ -49,3 +55,19 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield make
     for daemon in started:
         daemon.stop()
+
+
+def ended(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
+    """The job, once it is in a final state; None before."""
+    job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+    return job if job["state"] in FINAL else None
+
+
+def stored_pid(state_dir: Path, job_id: str) -> int | None:
+    """The agent pid the daemon of `state_dir` recorded for the job, read from its state file."""
+    db = sqlite3.connect(state_dir / "stoker.db")
+    try:
+        (pid,) = db.execute("SELECT pid FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    finally:
+        db.close()
+    return None if pid is None else int(pid)

@@ -5,7 +5,6 @@ import collections
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,8 +21,10 @@ from tests.integration.daemon_harness import (
     FAST,
     Daemon,
     daemon_factory,
+    ended,
     free_port,
     job_body,
+    stored_pid,
     wait_for,
 )
 
@@ -47,11 +48,6 @@ def command_job(name: str, script: str, *args: str, **fields: Any) -> dict[str, 
 
 def running(client: httpx.Client, job_id: str) -> bool:
     return bool(client.get(f"/v1/jobs/{job_id}").json()["state"] == "running")
-
-
-def ended(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
-    job: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
-    return job if job["state"] in ("completed", "failed", "cancelled") else None
 
 
 def test_a_daemon_that_trains_for_real_needs_no_dataset_for_a_command_job(
@@ -310,12 +306,9 @@ def reported_loss(client: httpx.Client) -> str | None:
 
 
 def daemon_pid_of(daemon: Daemon, job_id: str) -> int:
-    db = sqlite3.connect(daemon.state_dir / "stoker.db")
-    try:
-        (pid,) = db.execute("SELECT pid FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    finally:
-        db.close()
-    return int(pid)
+    pid = stored_pid(daemon.state_dir, job_id)
+    assert pid is not None, f"no agent recorded for {job_id}"
+    return pid
 
 
 def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(

@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import shutil
-import sqlite3
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -20,7 +19,14 @@ from agents.protocol import HeartbeatMessage, encode
 from daemon.agentlink import REFUSALS_SAID
 from daemon.launcher import alive
 from tests.integration.cli import stoker
-from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
+from tests.integration.daemon_harness import (
+    Daemon,
+    daemon_factory,
+    ended,
+    job_body,
+    stored_pid,
+    wait_for,
+)
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -81,7 +87,7 @@ def test_the_state_dir_and_everything_a_job_leaves_are_their_owners_alone(
             "audit_samples": True,
         }
         job = client.post("/v1/jobs", json=body).json()
-        done = wait_for("the job to end", lambda: _ended(client, job["id"]), timeout_s=60)
+        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
     assert done["state"] == "completed", done
     modes = _modes(daemon.state_dir)
     job_dir = f"jobs/{job['id']}"
@@ -111,11 +117,6 @@ def test_an_older_state_dir_is_closed_at_start(serve: Callable[..., Daemon]) -> 
         0o600,
     )
     assert "were open to others: now 0600/0700" in daemon.log_path.read_text()
-
-
-def _ended(client: httpx.Client, job_id: str) -> dict[str, object] | None:
-    job: dict[str, object] = client.get(f"/v1/jobs/{job_id}").json()
-    return job if job["state"] in ("completed", "failed", "cancelled") else None
 
 
 def test_a_state_dir_deleted_under_the_daemon_is_said_and_nothing_more_is_accepted(
@@ -314,7 +315,7 @@ def test_a_daemon_on_a_copy_of_a_live_state_dir_leaves_the_first_ones_agents_alo
         wait_for(
             "it to run", lambda: client.get(f"/v1/jobs/{job['id']}").json()["state"] == "running"
         )
-    pid = _stored_pid(first.state_dir, job["id"])
+    pid = stored_pid(first.state_dir, job["id"])
     assert pid is not None
     copy = first.state_dir.parent / "copy"
     shutil.copytree(first.state_dir, copy, ignore=shutil.ignore_patterns("*.sock", "daemon.lock"))
@@ -322,21 +323,12 @@ def test_a_daemon_on_a_copy_of_a_live_state_dir_leaves_the_first_ones_agents_alo
     with second.client() as client:  # its own copy of the job: relaunched, not adopted
         wait_for(
             "the copy's job relaunched",
-            lambda: _stored_pid(copy, job["id"]) not in (None, pid),
+            lambda: stored_pid(copy, job["id"]) not in (None, pid),
         )
     with first.client() as client:
         still = client.get(f"/v1/jobs/{job['id']}").json()
     assert alive(pid) and still["state"] == "running" and still["restarts"] == 0
-    assert _stored_pid(first.state_dir, job["id"]) == pid, "the first daemon's agent, untouched"
-
-
-def _stored_pid(state_dir: Path, job_id: str) -> int | None:
-    db = sqlite3.connect(state_dir / "stoker.db")
-    try:
-        (pid,) = db.execute("SELECT pid FROM jobs WHERE id = ?", (job_id,)).fetchone()
-    finally:
-        db.close()
-    return None if pid is None else int(pid)
+    assert stored_pid(first.state_dir, job["id"]) == pid, "the first daemon's agent, untouched"
 
 
 def test_a_submit_retried_with_its_idempotency_key_makes_one_job(
@@ -427,9 +419,9 @@ def test_a_process_that_takes_a_jobs_identity_cannot_speak_for_it(
         seen = client.get(f"/v1/jobs/{job['id']}").json()
     assert seen["iteration"] < 999_999_999 and (seen["measured_samples_per_s"] or 0) < 1e300
     assert seen["state"] == "running"
-    environ = Path(f"/proc/{_stored_pid(daemon.state_dir, job['id'])}/environ").read_bytes()
+    environ = Path(f"/proc/{stored_pid(daemon.state_dir, job['id'])}/environ").read_bytes()
     assert b"STOKER_AGENT_SECRET=" in environ, "the launch's secret, in its environment"
     assert (
         b"STOKER_AGENT_SECRET"
-        not in Path(f"/proc/{_stored_pid(daemon.state_dir, job['id'])}/cmdline").read_bytes()
+        not in Path(f"/proc/{stored_pid(daemon.state_dir, job['id'])}/cmdline").read_bytes()
     ), "never on its command line"
