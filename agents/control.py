@@ -13,7 +13,7 @@ no pause. A cancel is a checkpoint and an exit with status 0, the job's iteratio
 import functools
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from pathlib import Path
@@ -23,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from agents.link import DaemonLink
+from agents.loader import Clocked
 from agents.protocol import (
     MAX_MESSAGE_BYTES,
     MAX_METRIC_NAME,
@@ -146,6 +147,10 @@ class Control:
         self._handed_out = time.monotonic()
         self._paused_at = paused_at  # a cold resize's relaunch: when its predecessor paused
         self.resizable = True
+        # The job's first loader's worker time so far, and at the last heartbeat
+        # (agents/loader.py, LoaderClock).
+        self.loader_clock: Callable[[], Clocked] | None = None
+        self._clocked = Clocked()
 
     @property
     def workers(self) -> int:
@@ -300,6 +305,14 @@ class Control:
         # The samples of this interval over its time (not this run's samples per step of
         # every run: after a restart from a checkpoint that read a hundredth of the rate).
         rate = meter.samples / busy if busy > 0 else 0.0
+        loader_s = 0.0
+        if self.loader_clock is not None:  # a worker's seconds per sample this interval
+            clocked, then = self.loader_clock(), self._clocked
+            self._clocked = clocked
+            # An interval in which workers started is left untimed: the job waited for
+            # their start, which is no cost per sample (an epoch's first batch, a resize).
+            if clocked.samples > then.samples and clocked.starts == then.starts:
+                loader_s = (clocked.seconds - then.seconds) / (clocked.samples - then.samples)
         heartbeat = functools.partial(
             HeartbeatMessage,
             job=self.job_id,
@@ -311,6 +324,7 @@ class Control:
             samples_per_s=rate,
             workers=self.workers,
             share=self.share,
+            loader_s=loader_s,
         )
         self.link.send_built(lambda: [heartbeat()])  # validated on the link's thread
         self._meter = _Meter()

@@ -11,14 +11,22 @@ cannot do this: it refuses to resume with a different `num_workers`.
 
 An iterable-style dataset has no order to own: it runs on a plain DataLoader with the
 worker count it started with, and the scheduler is told it cannot be resized.
+
+Each worker times its batches (`LoaderClock`): wall seconds from taking up a batch's indices
+(the moment its process unpickles them from its queue, so a worker idle for lack of work is
+not counted) to handing over the collated batch. The daemon reads a worker's cost per
+sample from it (scheduler/curves.py); without it a job's loaders could only be inferred from
+its samples/s, which its GPU's rate and the knee's bend blur.
 """
 
 import signal
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from torch.utils.data import DataLoader, Dataset, IterableDataset
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate, get_worker_info
 
 from agents.audit import Audit
 from agents.data import EpochOrder
@@ -89,6 +97,7 @@ class ResizableLoader:
         self._job = job
         self._kwargs = dataloader_kwargs
         self._audit = audit
+        self.clock = LoaderClock()
         self._built_with: int | None = None  # the worker count of the live DataLoader
         self._renew = False  # start a new DataLoader at the next batch, whatever the count
 
@@ -102,6 +111,13 @@ class ResizableLoader:
         if not self.resizable:
             return len(self._plain())
         return len(self._global_batches())
+
+    def _timed(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """`kwargs` with the collate function timing each worker's batches."""
+        if self.workers > 0:
+            collate = kwargs.get("collate_fn") or default_collate
+            kwargs["collate_fn"] = _TimedCollate(collate, self.clock.fresh(self.workers))
+        return kwargs
 
     def __iter__(self) -> Iterator[Any]:
         if not self.resizable:
@@ -162,7 +178,12 @@ class ResizableLoader:
         else:
             kwargs.pop("persistent_workers", None)
             kwargs.pop("prefetch_factor", None)
-        return DataLoader(self.dataset, batch_sampler=shares, num_workers=self.workers, **kwargs)
+        return DataLoader(
+            self.dataset,
+            batch_sampler=[_Indices(share) for share in shares],
+            num_workers=self.workers,
+            **self._timed(kwargs),
+        )
 
     def _plain(self) -> DataLoader[Any]:
         self._built_with = self.workers
@@ -174,7 +195,7 @@ class ResizableLoader:
             batch_size=self.batch_size,
             drop_last=self.drop_last,
             num_workers=self.workers,
-            **kwargs,
+            **kwargs,  # not timed: its batches' indices are made in the workers
         )
 
 
@@ -195,3 +216,76 @@ class _WorkerInit:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if self.user_init is not None:
             self.user_init(worker_id)
+
+
+class LoaderClock:
+    """What the workers of a loader's DataLoaders spent: wall seconds making batches, and
+    the samples in them, summed over every DataLoader it built; and how many it built."""
+
+    def __init__(self) -> None:
+        self._retired = Clocked()
+        self._live: torch.Tensor | None = None
+
+    def fresh(self, workers: int) -> torch.Tensor:
+        """A row per worker of a new DataLoader, in memory its workers share."""
+        so_far = self.totals()
+        self._retired = Clocked(so_far.seconds, so_far.samples, so_far.starts + 1)
+        live = torch.zeros((workers, 2), dtype=torch.float64)
+        self._live = live.share_memory_()  # type: ignore[no-untyped-call]
+        return self._live
+
+    def totals(self) -> "Clocked":
+        retired = self._retired
+        if self._live is None:
+            return retired
+        seconds, samples = self._live.sum(dim=0).tolist()
+        return Clocked(retired.seconds + seconds, retired.samples + samples, retired.starts)
+
+
+@dataclass(frozen=True)
+class Clocked:
+    """A `LoaderClock`'s totals: seconds and samples its workers made, DataLoaders started."""
+
+    seconds: float = 0.0
+    samples: float = 0.0
+    starts: int = 0
+
+
+@dataclass
+class _Batch:
+    """In a worker: when it took up the batch it is making, and its samples (`_Indices`)."""
+
+    taken_up: tuple[float, int] | None = None
+
+
+_MAKING = _Batch()
+
+
+def _take_up(indices: list[int]) -> list[int]:
+    _MAKING.taken_up = (time.monotonic(), len(indices))
+    return indices
+
+
+class _Indices(list[int]):
+    """A batch's indices, stamped in the worker that unpickles them: the worker takes up a
+    batch when it reads its indices from its queue, not when the main process sent them."""
+
+    def __reduce__(self) -> tuple[Callable[[list[int]], list[int]], tuple[list[int]]]:
+        return _take_up, (list(self),)
+
+
+@dataclass(frozen=True)
+class _TimedCollate:
+    """The job's collate function, then the batch's time into its worker's row."""
+
+    collate: Callable[[Any], Any]
+    clock: torch.Tensor
+
+    def __call__(self, samples: Any) -> Any:
+        batch = self.collate(samples)
+        worker, taken, _MAKING.taken_up = get_worker_info(), _MAKING.taken_up, None
+        if worker is not None and taken is not None:
+            row = self.clock[worker.id]
+            row[0] += time.monotonic() - taken[0]
+            row[1] += taken[1]
+        return batch

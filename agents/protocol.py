@@ -77,6 +77,15 @@ class HeartbeatMessage(_Message):
     samples_per_s: float = Field(ge=0.0)
     workers: int = Field(ge=0, description="loader workers per GPU now")
     share: float = Field(0.0, ge=0.0, le=1.0, description="decoder share now")
+    loader_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description=(
+            "a loader worker's wall seconds per sample this interval, from taking up a batch"
+            " to handing it over; 0 when not timed, and then left out of the bytes"
+        ),
+    )
 
 
 class MetricPoint(BaseModel):
@@ -166,7 +175,17 @@ M = TypeVar("M")
 
 
 def encode(message: _Message) -> bytes:
-    return message.model_dump_json(exclude=None if message.secret else {"secret"}).encode()
+    return message.model_dump_json(exclude=_left_out(message)).encode()
+
+
+def _left_out(message: _Message) -> set[str] | None:
+    """The optional fields at their defaults, left out so that an older peer, which refuses
+    fields it does not know, still reads the message."""
+    empty = {name for name in _OPTIONAL if not getattr(message, name, True)}
+    return empty or None
+
+
+_OPTIONAL = ("secret", "loader_s")
 
 
 def decode_agent(data: bytes) -> AgentMessage:

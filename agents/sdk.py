@@ -254,6 +254,8 @@ class Job:
             audit=audit,
         )
         self._loaders.append(made)
+        if index == 0 and self._control is not None:  # its workers' cost: the job's loading
+            self._control.loader_clock = made.clock.totals
         if not made.resizable and self._control is not None:
             self._control.fix_workers(self.step)
         return made

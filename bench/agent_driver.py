@@ -7,11 +7,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import zmq
 
 from agents.protocol import decode_agent, encode
+
+M = TypeVar("M")
 
 
 class Router:
@@ -26,7 +28,7 @@ class Router:
         self.endpoint = f"ipc://{path}"
         self.socket.bind(self.endpoint)
 
-    def expect(self, kind: type, timeout_s: float = 60.0) -> Any:
+    def expect(self, kind: type[M], timeout_s: float = 60.0) -> M:
         """The next message of `kind`, skipping heartbeats and hellos unless asked for."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

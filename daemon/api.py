@@ -26,7 +26,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from allocator import InvalidRequest, ThroughputModel
+from allocator import InvalidRequest, JobSpec, ThroughputModel
 from daemon import apidocs
 from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens, redact_tokens_in_access_log
 from daemon.config import DaemonConfig
@@ -36,7 +36,7 @@ from daemon.items import IdTaken, QuotaExceeded, Replayed, SubmitError
 from daemon.joblogs import router as job_output_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
-from daemon.schemas import JobSubmission, JobView, SampleUpload
+from daemon.schemas import CurveView, JobSubmission, JobView, SampleUpload
 from daemon.service import Service, new_job_id
 from daemon.snapshot import NodeSnapshot
 from daemon.store import JobRecord
@@ -527,6 +527,14 @@ def _tenant(who: str) -> str | None:
     return None if who == ADMIN else who
 
 
+def _curve(spec: JobSpec) -> CurveView:
+    return CurveView(
+        step_time_s=spec.step_time_s,
+        loader_cost_s=spec.sample_cost_s,
+        knee_sharpness=spec.knee_sharpness,
+    )
+
+
 def _view(service: Service, record: JobRecord, node: NodeSnapshot | None = None) -> JobView:
     fresh = service.store.job(record.id) or record
     settings = fresh.settings
@@ -549,6 +557,7 @@ def _view(service: Service, record: JobRecord, node: NodeSnapshot | None = None)
         predicted_samples_per_s=live.predicted_samples_per_s if live else None,
         measured_samples_per_s=live.measured_samples_per_s if live else None,
         prediction_error=live.relative_error if live else None,
+        curve=_curve(live.curve) if live is not None and live.curve is not None else None,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
         reason=service.store.reason(fresh.id),

@@ -159,6 +159,22 @@ class JobSubmission(BaseModel):
         return gpus
 
 
+class CurveView(BaseModel):
+    """The job's curve as the scheduler plans on it: its prior, moved by what its heartbeats
+    measured (docs/daemon.md, "learned curves")."""
+
+    step_time_s: float = Field(description="its GPUs' seconds per iteration, loading aside")
+    loader_cost_s: float = Field(
+        description="a loader worker's seconds per sample, without the node's contention"
+    )
+    knee_sharpness: float | None = Field(
+        description=(
+            "how its samples/s bend below its GPUs' rate as workers near it (p of the smooth"
+            " knee; lower bends earlier); null until measured: the policy's default"
+        )
+    )
+
+
 class JobView(BaseModel):
     id: str
     name: str
@@ -179,6 +195,7 @@ class JobView(BaseModel):
     prediction_error: float | None = Field(
         None, description="measured / predicted - 1 (0.1: 10 % faster than predicted)"
     )
+    curve: CurveView | None = Field(None, description="null for a job the core no longer plans")
     restarts: int
     submitted_at: float
     reason: str = Field(

@@ -269,6 +269,7 @@ class Service:
             gpu_indices=status.gpu_indices,
             heartbeat=self.measured.get(status.id),
             reported=self.reported.get(status.id, {}),
+            curve=status.curve,
         )
 
     def snapshot(self) -> NodeSnapshot:
@@ -486,6 +487,7 @@ class Service:
                     message.samples_per_s,
                     idle,
                     message.workers,
+                    loader_cost_s=message.loader_s,
                 )
             case PausedMessage():
                 kept = self.actions.paused(message)  # only a file in the job's own folder

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from allocator import JobSpec
 from scheduler.messages import Allocation
 from scheduler.states import JobState
 
@@ -38,6 +39,7 @@ class LiveJob:
     gpu_indices: tuple[int, ...]
     heartbeat: Measured | None
     reported: Mapping[str, float] = field(default_factory=dict)  # newest `job.report` values
+    curve: JobSpec | None = None  # what the core takes it for (scheduler/curves.py)
 
     @property
     def relative_error(self) -> float | None:

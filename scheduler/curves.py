@@ -31,6 +31,16 @@ rate, its sharpness p is the one of `SHARPNESSES` under which those points imply
 consistent c (the least spread of log c), and c their geometric mean under it; the job's
 spec then carries its own p, which every prediction and `lookahead` use. Until then the
 plan's default stands.
+
+One operating point is enough when the SDK times its loader workers (a heartbeat's
+`loader_cost_s`: a worker's wall seconds per sample, from one batch it handed over to its
+next). While the job waits for them its workers never idle, so that time is their cost at
+the node's contention then: c = loader_cost_s * eta, measured, not inferred. With the GPU's
+rate G = T / (1 - idle) and the loaders' L = n * d / loader_cost_s measured in the same
+heartbeat, T = (G^-p + L^-p)^(-1/p) has one root p (`_sharpness`): a heartbeat's bend, if
+it ran at `BEND_FROM` of its GPU's rate or more (far below the knee every p fits). The
+median of the newest such bends is the job's p, ahead of the two-point rule. A heartbeat
+that did not wait times its workers' idle gaps too: it bounds c from above, as before.
 """
 
 import math
@@ -47,6 +57,11 @@ SHARPNESSES = (1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 12.0, 16.0, 24.0)  # cand
 DISTINCT = 1.2  # two operating points this far apart (in effective workers) tell p from c
 POINTS = 16  # operating points kept
 NEAR_PEAK = 0.9  # points above this share of the GPU's rate do not measure the bend
+SHARPEST = 24.0  # a bend past this is a hard knee: heartbeats cannot tell them apart
+TIMED_BENDS = 3  # a timed job's bend is its own once this many heartbeats measured it
+# A heartbeat below this share of its GPU's rate is on the straight part of any curve: its
+# loaders' rate is its own whatever the bend, so the bend it implies is its timing's noise.
+BEND_FROM = 0.5
 
 
 @dataclass(frozen=True)
@@ -58,6 +73,9 @@ class Observation:
     workers_per_gpu: int
     efficiency: float  # eta(D) at the node's loader processes then
     loaders: bool = True  # False: the job decodes on the device, its loaders only augment
+    # A loader worker's wall seconds per sample as the SDK timed them (0: not timed; an
+    # older SDK or no workers). Contention included: the node's eta then is in it.
+    loader_cost_s: float = 0.0
 
 
 @dataclass
@@ -72,6 +90,7 @@ class JobCurve:
     # Where it waited for its loaders: effective workers (n * d * eta) -> its samples/s there
     # (logs, newest last), for its sharpness.
     waited: dict[float, deque[float]] = field(default_factory=dict)
+    bends: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))  # timed, logs
 
     def observe(self, spec: JobSpec, seen: Observation) -> None:
         """Learn from one heartbeat of the job `spec` describes (its batch and GPUs)."""
@@ -83,7 +102,11 @@ class JobCurve:
         if not seen.loaders or seen.workers_per_gpu < 1:
             return
         effective = spec.gpus * seen.workers_per_gpu * seen.efficiency
-        cost = effective / seen.samples_per_s
+        cost = effective / seen.samples_per_s  # at most c: the job ran no faster than L
+        if seen.loader_cost_s > 0.0:
+            # Timed: c itself while the workers never idled, else a second bound on it.
+            timed = seen.loader_cost_s * seen.efficiency
+            cost = timed if seen.idle_fraction >= LOADING_BOUND else min(cost, timed)
         if seen.idle_fraction >= LOADING_BOUND:
             self.sample_costs.append(math.log(cost))
             self.cost_seen += 1
@@ -91,6 +114,11 @@ class JobCurve:
             at.append(math.log(seen.samples_per_s))
             if len(self.waited) > POINTS:
                 del self.waited[next(iter(self.waited))]  # the oldest operating point
+            if seen.loader_cost_s > 0.0 and 1.0 - seen.idle_fraction >= BEND_FROM:
+                loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s
+                bend = _sharpness(1.0 - seen.idle_fraction, seen.samples_per_s / loaders)
+                if bend is not None:
+                    self.bends.append(math.log(bend))
         else:
             self.cost_ceiling = cost if self.cost_ceiling is None else min(cost, self.cost_ceiling)
 
@@ -102,6 +130,9 @@ class JobCurve:
         if not self.sample_costs and self.cost_ceiling is not None:
             cost = min(cost, self.cost_ceiling)
         step = _weighed(prior.step_time_s, self.step_times, self.step_seen)
+        if len(self.bends) >= TIMED_BENDS:
+            sharpness = math.exp(statistics.median(self.bends))
+            return replace(prior, step_time_s=step, sample_cost_s=cost, knee_sharpness=sharpness)
         bend = self._bend(prior.batch_size / step)
         if bend is None:
             return replace(prior, step_time_s=step, sample_cost_s=cost)
@@ -133,6 +164,24 @@ class JobCurve:
                 best = (spread, math.exp(statistics.mean(logs)), power)
         assert best is not None
         return best[1], best[2]
+
+
+def _sharpness(of_gpu: float, of_loaders: float) -> float | None:
+    """The p for which a job running at these shares of its GPU's rate and of its loaders'
+    is on the smooth knee: of_gpu^p + of_loaders^p = 1 (T = (G^-p + L^-p)^(-1/p) divided
+    by T). The sum falls from 2 at p = 0 towards 0, so the root is unique. A job that kept
+    pace with its loaders (a share of 1 or more, within its timing's noise) is as sharp as
+    a heartbeat can tell, `SHARPEST`: counted, not dropped, so that the median of a starved
+    job's bends is not pulled soft by its noise. None for shares that are not rates."""
+    if not (0.0 < of_gpu < 1.0 and of_loaders > 0.0):
+        return None
+    if of_gpu**SHARPEST + min(of_loaders, 1.0) ** SHARPEST >= 1.0:
+        return SHARPEST
+    low, high = 0.0, SHARPEST
+    for _ in range(40):  # bisection to 2^-40 of the range
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if of_gpu**middle + of_loaders**middle > 1.0 else (low, middle)
+    return (low + high) / 2.0
 
 
 def _weighed(prior: float, window: deque[float], seen: int) -> float:

@@ -85,6 +85,7 @@ class Heartbeat:
     samples_per_s: float  # measured over the last interval
     idle_fraction: float  # share of the interval spent waiting for batches
     workers_per_gpu: int
+    loader_cost_s: float = 0.0  # a loader worker's wall seconds per sample; 0: not timed
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from allocator import AllocationPlan, AllocationRequest, InvalidRequest, JobSpec
 from allocator.throughput import job_samples_per_s
 from scheduler.admission import Admission, GpuPool
 from scheduler.config import SchedulerConfig
-from scheduler.curves import JobCurve, Observation
+from scheduler.curves import SHARPEST, JobCurve, Observation
 from scheduler.errors import RefitRejected, SchedulerError, UnknownJob
 from scheduler.gate import RunningJob, decide
 from scheduler.messages import (
@@ -59,6 +59,9 @@ from tpm import TpmError
 _SHARE_STEP = 0.01
 # Weight of the newest measured pause gap in a job's pause cost estimate.
 _PAUSE_COST_SMOOTHING = 0.5
+# A job's learned bend that moves by more than this factor from the one its last plan had
+# asks for a round: p = 3 against 8 moves its best share of workers, 3 against 3.5 does not.
+BEND_MOVED = 1.5
 
 
 @dataclass
@@ -81,6 +84,7 @@ class _Job:
     # What its curve predicted for its allocation when last planned or re-planned for: a
     # learned curve that moves far from it asks for a new round (`_learn`).
     replan_basis: float | None = None
+    replan_bend: float | None = None  # the bend (knee sharpness) it was planned on; None: hard
     checkpoint: str = ""
     restarts: int = 0
     gpu_indices: tuple[int, ...] = ()
@@ -107,6 +111,7 @@ class JobStatus:
     checkpoint: str = ""
     gpu_indices: tuple[int, ...] = ()  # where admission placed it; () while it waits
     unmanaged: bool = False  # runs without the SDK: no hello, heartbeats or pauses
+    curve: JobSpec | None = None  # what plans take it for: its prior and what it measured
 
 
 @dataclass
@@ -167,6 +172,7 @@ class Scheduler:
             checkpoint=job.checkpoint,
             gpu_indices=job.gpu_indices,
             unmanaged=job.unmanaged,
+            curve=job.spec,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
@@ -423,6 +429,7 @@ class Scheduler:
             event.workers_per_gpu,
             efficiency,
             loaders=not on_device,
+            loader_cost_s=event.loader_cost_s,
         )
         workers = allocation.workers_per_gpu
         if job.replan_basis is None:
@@ -435,12 +442,18 @@ class Scheduler:
 
     def _replan_if_off(self, job: _Job, learned: float, now: float) -> None:
         """Ask for a round (as a completion does) when the job's learned curve predicts its
-        allocation more than `replan_error` away from what the last plan assumed: a prior
-        that was far off should not hold until the next arrival or finish."""
-        basis = job.replan_basis
-        if basis is None or abs(learned / basis - 1.0) <= self._config.replan_error:
+        allocation more than `replan_error` away from what the last plan assumed, or bends
+        otherwise (its own bend learned, or moved by more than a factor of `BEND_MOVED`): a
+        prior that was far off should not hold until the next arrival or finish."""
+        basis, bend = job.replan_basis, job.spec.knee_sharpness
+        if basis is None:
             return
-        job.replan_basis = learned
+        off = abs(learned / basis - 1.0) > self._config.replan_error
+        planned = job.replan_bend or SHARPEST
+        bent = bend is not None and max(bend / planned, planned / bend) > BEND_MOVED
+        if not (off or bent):
+            return
+        job.replan_basis, job.replan_bend = learned, bend
         if self._completions_due is None:
             self._completions_due = now + self._config.completion_window_s
 
@@ -605,6 +618,7 @@ class Scheduler:
         for job in planned:
             job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s
             job.replan_basis = None  # re-based on its next heartbeat, on what it then runs
+            job.replan_bend = job.spec.knee_sharpness or plan.knee_sharpness
         current = _Round(gen=self._generation, deadline=now + self._config.pause_timeout_s)
         self._round = current
         targets = {job.request.id: _allocation(plan, job.request.id) for job in planned}

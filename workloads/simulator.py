@@ -103,6 +103,7 @@ class SimulationOptions:
     policy: str
     seed: int = 0
     heartbeat_s: float = 5.0  # agents' heartbeat period (the daemon's is 1 s; coarser is cheaper)
+    loader_timing: bool = True  # agents time their loader workers, as the SDK does
 
 
 class Simulation:
@@ -119,6 +120,9 @@ class Simulation:
         timeout = max(config.heartbeat_timeout_s, 3 * options.heartbeat_s)
         self._config = replace(config, heartbeat_timeout_s=timeout)
         self._rng = random.Random(options.seed)
+        # The SDK's timing of each job's loader workers: a stream of its own, so that timing
+        # leaves every other draw of a seed as it was.
+        self._timer_rng = random.Random(f"loader timing {options.seed}")
         self._profile_report: dict[str, object] | None = None
         self._model: ThroughputModel | None = None
         node = workload.node
@@ -304,7 +308,11 @@ class Simulation:
         self._deliver(Finished(job.spec.id))
 
     def _heartbeats(self) -> None:
-        for job in self._running_jobs():
+        running = self._running_jobs()
+        efficiency = self._truth.efficiency(
+            sum(job.spec.gpus * job.workers_per_gpu for job in running)
+        )
+        for job in running:
             if job.phase is not _Phase.RUNNING:
                 continue  # stopped by a command for an earlier heartbeat of this sweep
             noise = float(np.exp(self._rng.gauss(0.0, self._truth.rate_noise)))
@@ -317,10 +325,24 @@ class Simulation:
                     samples_per_s=job.rate * job.spec.batch_size * noise,
                     idle_fraction=max(0.0, 1.0 - job.rate / gpu_rate),
                     workers_per_gpu=job.workers_per_gpu,
+                    loader_cost_s=self._timed_loader(job, efficiency),
                 )
             )
         if self._unfinished:
             self._schedule(self._now + self._options.heartbeat_s, "heartbeat", "")
+
+    def _timed_loader(self, job: _Job, efficiency: float) -> float:
+        """What the SDK's clock reads of a worker's seconds per sample (agents/loader.py):
+        the truth's cost at the node's contention, with the rates' noise; 0 for a job that
+        decodes on the device, or when timing is off. A measured curve has no cost of its
+        own: its knee's (the fit `oracle` plans with) stands for it."""
+        if not self._options.loader_timing or job.decoder_share > 0.0:
+            return 0.0
+        cost = (
+            job.knee.sample_cost_s if job.knee is not None else self._truth.cost(job.spec.pipeline)
+        )
+        noise = float(np.exp(self._timer_rng.gauss(0.0, self._truth.rate_noise)))
+        return cost / efficiency * noise
 
     # ---- the core and its commands --------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """A user's script on the stoker SDK: a tiny regression on its own dataset. Each trained
 sample's index goes to <output>/seen.txt, so a test can count every sample of every epoch.
-Arguments: EPOCHS SLEEP_S_PER_STEP."""
+Arguments: EPOCHS SLEEP_S_PER_STEP [SLEEP_S_PER_SAMPLE (in the loader workers) [SAMPLES]]."""
 
 import sys
 import time
@@ -14,20 +14,26 @@ import stoker
 
 
 class Points(Dataset[tuple[torch.Tensor, torch.Tensor, int]]):
+    def __init__(self, load_s: float, samples: int) -> None:
+        self.load_s, self.samples = load_s, samples
+
     def __len__(self) -> int:
-        return 96
+        return self.samples
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, torch.Tensor, int]:
-        x = torch.tensor([index / 96.0])
+        time.sleep(self.load_s)
+        x = torch.tensor([index / self.samples])
         return x, 3 * x + 1, index
 
 
 def main() -> None:
     epochs, pause_s = int(sys.argv[1]), float(sys.argv[2])
+    load_s = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+    samples = int(sys.argv[4]) if len(sys.argv) > 4 else 96
     job = stoker.init()
     model = nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    loader = job.loader(Points(), batch_size=8, shuffle=True, num_workers=2)
+    loader = job.loader(Points(load_s, samples), batch_size=8, shuffle=True, num_workers=2)
     job.track(model=model, optimizer=optimizer)
     seen = Path(job.output_dir) / "seen.txt"
     for epoch in job.epochs(epochs):

@@ -24,6 +24,7 @@ from agents.protocol import (
     ResumeMessage,
     ShareMessage,
     decode_agent,
+    encode,
 )
 from agents.sdk import Job, JobEnvironment
 from bench.agent_driver import Router
@@ -328,3 +329,46 @@ def test_a_heartbeat_says_the_rate_of_its_interval_also_after_a_restart(tmp_path
         assert 50 < beat.samples_per_s < 140, beat  # not this run's samples per step of all
     finally:
         router.close()
+
+
+class Slow(Numbers):
+    """Each sample takes a worker 10 ms (a sleep: the same on a busy machine)."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        time.sleep(0.01)
+        return super().__getitem__(index)
+
+
+def heartbeats(tmp_path: Path, workers: int, step_s: float) -> list[HeartbeatMessage]:
+    """The first two heartbeats of an epoch of `Slow` under a daemon, `step_s` a step."""
+    router = Router(tmp_path / "agents.sock")
+    try:
+        sdk = job(
+            tmp_path, STOKER_JOB_ID="j", STOKER_CONTROL=router.endpoint, STOKER_HEARTBEAT_S="0.3"
+        )
+        for _ in sdk.epochs(1):
+            for _ in sdk.loader(Slow(192), batch_size=4, shuffle=False, num_workers=workers):
+                time.sleep(step_s)
+        return [router.expect(HeartbeatMessage, timeout_s=10) for _ in range(2)]
+    finally:
+        router.close()
+
+
+@pytest.mark.parametrize("step_s", [0.0, 0.15])
+def test_a_heartbeat_says_what_a_loader_worker_spends_per_sample(
+    tmp_path: Path, step_s: float
+) -> None:
+    # Starved (no step) the workers never idle; with a 150-ms step they make a batch in 40
+    # and idle the rest. The time is theirs per sample either way, idle left out. The first
+    # heartbeat's interval saw them start: a wait that is no cost per sample, not timed.
+    first, second = heartbeats(tmp_path, 2, step_s)
+    assert first.loader_s == 0.0, first
+    assert 0.009 < second.loader_s < 0.016, second
+
+
+def test_without_workers_nothing_is_timed_and_an_older_daemon_reads_the_heartbeat(
+    tmp_path: Path,
+) -> None:
+    beat = heartbeats(tmp_path, 0, 0.0)[1]
+    assert beat.loader_s == 0.0  # the main process loads: its time is the step's too
+    assert b"loader_s" not in encode(beat), "a field an older daemon would refuse"

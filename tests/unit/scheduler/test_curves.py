@@ -12,7 +12,16 @@ from allocator import ContentionCurve, InvalidRequest, JobSpec, NodeSpec
 from allocator.throughput import job_samples_per_s
 from scheduler.config import SchedulerConfig
 from scheduler.curves import JobCurve, Observation
-from scheduler.messages import AgentHello, Heartbeat, JobSubmitted, Launch, Pause, Paused, Resume
+from scheduler.messages import (
+    AgentHello,
+    Heartbeat,
+    JobSubmitted,
+    Launch,
+    Pause,
+    Paused,
+    Planned,
+    Resume,
+)
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
 from tests.unit.scheduler.builders import job, only
@@ -68,6 +77,39 @@ def test_a_curve_that_bends_early_is_recovered_from_two_operating_points() -> No
     for workers in range(1, 25):
         truth = job_samples_per_s(bends, workers, EFFICIENCY)
         assert job_samples_per_s(learned, workers, EFFICIENCY) == pytest.approx(truth, rel=0.05)
+
+
+def timed(truth: JobSpec, workers: int, noise: float, timer_noise: float) -> Observation:
+    """`heartbeat`, and the SDK's timing of a loader worker: c / eta, with its own noise."""
+    seen = heartbeat(truth, workers, noise)
+    return replace(seen, loader_cost_s=truth.sample_cost_s / EFFICIENCY * timer_noise)
+
+
+@pytest.mark.parametrize(("sharpness", "workers"), [(2.5, 14), (2.5, 20), (5.0, 11), (8.0, 14)])
+def test_a_timed_job_shows_its_bend_at_one_operating_point(sharpness: float, workers: int) -> None:
+    # The hard knee of TRUTH is at 14.2 workers: 14 is at it, 20 past it, 11 before it.
+    bends = replace(TRUTH, knee_sharpness=sharpness)
+    prior = replace(TRUTH, step_time_s=0.2, sample_cost_s=0.01)
+    rng = random.Random(13)
+    curve = JobCurve()
+    for _ in range(30):
+        noises = (math.exp(rng.gauss(0.0, 0.03)) for _ in range(2))
+        curve.observe(prior, timed(bends, workers, *noises))
+    learned = curve.learned(prior)
+    assert learned.knee_sharpness == pytest.approx(sharpness, rel=0.3)
+    for at in range(1, 25):
+        truth = job_samples_per_s(bends, at, EFFICIENCY)
+        assert job_samples_per_s(learned, at, EFFICIENCY) == pytest.approx(truth, rel=0.05), at
+
+
+def test_timing_that_idles_bounds_the_cost_and_says_nothing_of_the_bend() -> None:
+    curve = JobCurve()
+    fed = timed(TRUTH, 16, 1.0, 1.0)
+    assert fed.idle_fraction < 0.05
+    for _ in range(5):
+        curve.observe(TRUTH, replace(fed, loader_cost_s=3 * fed.loader_cost_s))  # idle gaps in
+    assert curve.cost_seen == 0 and not curve.bends
+    assert curve.cost_ceiling == pytest.approx(16 * EFFICIENCY / fed.samples_per_s)
 
 
 def test_the_prior_fades_as_measurements_come_and_an_odd_heartbeat_is_outvoted() -> None:
@@ -185,3 +227,29 @@ def test_the_configs_bend_is_the_prior_of_a_job_that_states_none(sharpness: floa
 def test_a_bend_that_is_not_positive_is_refused_naming_the_setting() -> None:
     with pytest.raises(InvalidRequest, match=r"scheduler\.knee_sharpness"):
         SchedulerConfig(knee_sharpness=0.0)
+
+
+@pytest.mark.parametrize("sharpness", [2.5, 8.0])
+def test_a_bend_learned_far_from_the_plans_asks_for_a_round(sharpness: float) -> None:
+    # The rate trigger is off (replan_error 100 %): only the bend can ask for the round.
+    config = SchedulerConfig(arrival_window_s=0.0, completion_window_s=0.0, replan_error=1.0)
+    node = NodeSpec(cpu_workers=20, contention=ContentionCurve.contention_free())
+    core = Scheduler(node, RateModel(), config)
+    (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
+    workers = launch.allocation.workers_per_gpu
+    assert workers == 20
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    # Loaders twice as slow as hinted: 20 workers are its hard knee, where it waits for them
+    # whatever its bend (the truth's, against the plan's default, 8).
+    hinted = RateModel().job_spec(job("a"))
+    truth = replace(hinted, sample_cost_s=2 * hinted.sample_cost_s, knee_sharpness=sharpness)
+    rounds: list[int] = []
+    for second in range(1, 8):
+        rate = job_samples_per_s(truth, workers, 1.0)
+        idle = 1.0 - rate / truth.max_samples_per_s
+        beat = Heartbeat("a", launch.gen, second * 5, rate, idle, workers, truth.sample_cost_s)
+        rounds += [second for _ in only(core.handle(beat, float(second)), Planned)]
+    learned = core.status("a").curve
+    assert learned is not None and learned.knee_sharpness == pytest.approx(sharpness, rel=0.05)
+    # Its first heartbeat is its loaders' start; the next three measure the bend.
+    assert rounds == ([4] if sharpness == 2.5 else []), "a round only for a bend that moved"
