@@ -41,8 +41,12 @@ class SchedulerConfig:
     # rather than on the throughput model's prediction alone.
     learn_curves: bool = True
     # A running job whose learned curve moves its predicted rate by more than this fraction
-    # from what the last plan assumed asks for a new round (after the completion window).
+    # from what the last plan assumed asks for a new round, as does a bend learned far off.
     replan_error: float = 0.2
+    # ... that round starts this long after the ask, not after the completion window: long
+    # enough for the jobs launched with it to measure their own curves too (3 heartbeats of
+    # the simulated agents), so that one round, one pause each, serves them all.
+    replan_window_s: float = 15.0
     # A refitted throughput model is used only if its held-out R^2, training and loading,
     # reach this (scheduler/refit.py); below, it is refused and reported.
     min_refit_r2: float = 0.5
@@ -62,6 +66,7 @@ class SchedulerConfig:
             "completion_window_s",
             "gate_hysteresis",
             "replan_error",
+            "replan_window_s",
             "default_pause_cost_s",
             "restart_backoff_s",
             "restart_backoff_max_s",

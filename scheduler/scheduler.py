@@ -454,8 +454,8 @@ class Scheduler:
         if not (off or bent):
             return
         job.replan_basis, job.replan_bend = learned, bend
-        if self._completions_due is None:
-            self._completions_due = now + self._config.completion_window_s
+        if self._completions_due is None:  # else with the completion window already open
+            self._completions_due = now + self._config.replan_window_s
 
     def _paused(self, event: Paused, now: float, out: list[Command]) -> None:
         job = self._job(event.job_id)

@@ -167,7 +167,10 @@ def launched_alone(config: SchedulerConfig) -> tuple[Scheduler, int]:
 
 
 def test_the_core_plans_with_what_a_jobs_heartbeats_taught_it() -> None:
-    config = SchedulerConfig(policy="optimal", arrival_window_s=0.0, gate=False)  # a hard knee
+    # A hard knee; the round its learned curve asks for comes after the arrival below.
+    config = SchedulerConfig(
+        policy="optimal", arrival_window_s=0.0, gate=False, replan_window_s=30.0
+    )
     core, gen = launched_alone(config)
     planned = core.status("a").predicted_samples_per_s
     warm_up = Heartbeat("a", gen, 1, 5.0, 0.99, 10)  # the loaders were starting
@@ -210,6 +213,19 @@ def test_a_curve_learned_far_from_the_plan_asks_for_a_new_round_without_an_arriv
     assert _beats_until_paused(patient) == [], "within replan_error: the plan stands"
 
 
+@pytest.mark.parametrize("window_s", [5.0, 30.0])
+def test_the_round_a_learned_curve_asks_for_waits_the_replan_window(window_s: float) -> None:
+    config = SchedulerConfig(policy="optimal", arrival_window_s=0.0, gate=False)
+    core, gen = launched_alone(replace(config, replan_window_s=window_s))
+    paused_at: list[int] = []
+    for second in range(1, 21):
+        seen = heartbeat(SLOW_LOADERS, 10, 1.0, efficiency=1.0)
+        beat = Heartbeat("a", gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10)
+        paused_at += [second for _ in only(core.handle(beat, float(second)), Pause)]
+    # Its first heartbeat times its loaders' start; the second asks, at 2 s.
+    assert paused_at == ([2 + int(window_s)] if window_s < 18 else []), paused_at
+
+
 @pytest.mark.parametrize("sharpness", [None, 2.0])
 def test_the_configs_bend_is_the_prior_of_a_job_that_states_none(sharpness: float | None) -> None:
     config = SchedulerConfig(arrival_window_s=0.0, knee_sharpness=sharpness)  # the default policy
@@ -232,7 +248,7 @@ def test_a_bend_that_is_not_positive_is_refused_naming_the_setting() -> None:
 @pytest.mark.parametrize("sharpness", [2.5, 8.0])
 def test_a_bend_learned_far_from_the_plans_asks_for_a_round(sharpness: float) -> None:
     # The rate trigger is off (replan_error 100 %): only the bend can ask for the round.
-    config = SchedulerConfig(arrival_window_s=0.0, completion_window_s=0.0, replan_error=1.0)
+    config = SchedulerConfig(arrival_window_s=0.0, replan_error=1.0, replan_window_s=0.0)
     node = NodeSpec(cpu_workers=20, contention=ContentionCurve.contention_free())
     core = Scheduler(node, RateModel(), config)
     (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
