@@ -31,7 +31,7 @@ A job without `remaining_samples` cannot be looked ahead for: the request is the
 by the marginal gains of the smooth curves alone (the `greedy` candidate).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -75,14 +75,21 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
         candidates["balance"] = np.array(
             [shared[job.id].workers_per_gpu for job in request.jobs], dtype=np.int64
         )
-        scores = {
-            name: _score(jobs, predict_finishes(jobs, split)) for name, split in candidates.items()
-        }
+        finishes = {name: predict_finishes(jobs, split) for name, split in candidates.items()}
+        scores = {name: _score(jobs, ends) for name, ends in finishes.items()}
         # The first candidate within the tie margin of the best: keeping running jobs as they
         # are, or processes free for the next arrival, beats a gain too small to predict.
         best = min(scores.values())
         name = next(key for key, score in scores.items() if score <= best * (1.0 + _TIE))
         chosen, notes = candidates[name], [f"lookahead chose the {name} split"]
+        plan = make_plan(
+            "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
+        )
+        return replace(
+            plan,
+            predicted_makespan_s=float(finishes[name].max()),
+            balance_makespan_s=float(finishes["balance"].max()),
+        )
     return make_plan(
         "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
     )

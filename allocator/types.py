@@ -156,13 +156,26 @@ class AllocationPlan:
     notes: tuple[str, ...] = ()
     # The curve the predictions come from: None, formula 5's hard min; p, the smooth knee.
     knee_sharpness: float | None = None
+    # `lookahead` only: seconds from now until the last of these jobs ends, in its fluid
+    # model, under this plan and under `balance`'s split: the gain it predicts over balance.
+    predicted_makespan_s: float | None = None
+    balance_makespan_s: float | None = None
 
     def workers(self) -> dict[str, int]:
         """Workers per GPU by job id."""
         return {job_id: a.workers_per_gpu for job_id, a in self.allocations.items()}
 
     def to_dict(self) -> dict[str, object]:
-        """The JSON shape of `stoker allocate` (DESIGN.md, machine-readable contracts)."""
+        """The JSON shape of `stoker allocate` (DESIGN.md, machine-readable contracts); the
+        makespans where the policy predicts them."""
+        predicted = {
+            name: value
+            for name, value in (
+                ("predicted_makespan_s", self.predicted_makespan_s),
+                ("balance_makespan_s", self.balance_makespan_s),
+            )
+            if value is not None
+        }
         return {
             "policy": self.policy,
             "allocations": {
@@ -180,4 +193,5 @@ class AllocationPlan:
             "efficiency": self.efficiency,
             "over_capacity": self.over_capacity,
             "notes": list(self.notes),
+            **predicted,
         }

@@ -55,6 +55,7 @@ def demo_settings(jobs: Workload, dataset: Path, policy: str = DEFAULT_POLICY) -
         "scheduler": {
             "arrival_window_s": 2.0,
             "completion_window_s": 2.0,
+            "replan_window_s": 2.0,  # four heartbeats: jobs of seconds cannot wait 15
             "gate": False,
             "policy": policy,
         },

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import AllocationRequest, allocate
-from allocator.lookahead import KNEE_SHARPNESS, lookahead
+from allocator.lookahead import DEFAULT_PAUSE_COST_S, KNEE_SHARPNESS, lookahead
 from allocator.throughput import job_samples_per_s
 from tests.unit.allocator.builders import make_job, make_request
 
@@ -38,6 +38,24 @@ def test_a_loader_hungry_job_beside_a_gpu_bound_one_gets_the_workers_it_can_use(
     assert plan.workers()["long"] <= 2
     for job in (long, short):
         assert plan.allocations[job.id].predicted_samples_per_s > 0.95 * job.max_samples_per_s
+
+
+def test_a_plan_says_when_its_jobs_end_and_when_they_would_under_balance() -> None:
+    # balance gives each 9 workers: the short job runs at its GPU's rate, the long one at
+    # 9 / 15 of its own. Alone after the short one ends, it pauses and takes all 18.
+    long = make_job("long", step_time_s=0.1, sample_cost_s=0.015, remaining_samples=1e5)
+    short = make_job("short", step_time_s=0.1, sample_cost_s=0.001, remaining_samples=1e4)
+    plan = lookahead(make_request(long, short, cpu_workers=18, contention=FREE))
+    assert plan.balance_makespan_s is not None and plan.predicted_makespan_s is not None
+    short_ends = 1e4 / short.max_samples_per_s  # 10 s at 1,000 samples/s, under either
+    long_rate = [job_samples_per_s(long, d, 1.0, KNEE_SHARPNESS) for d in (9, 18)]
+    after = 1e5 - short_ends * long_rate[0]
+    expected = short_ends + DEFAULT_PAUSE_COST_S + after / long_rate[1]
+    assert plan.balance_makespan_s == pytest.approx(expected, rel=1e-6)
+    assert plan.predicted_makespan_s < plan.balance_makespan_s, "more workers to the long job"
+    shown = plan.to_dict()
+    assert shown["predicted_makespan_s"] == plan.predicted_makespan_s
+    assert "balance_makespan_s" not in allocate(make_request(long, short), "optimal").to_dict()
 
 
 def test_a_running_job_keeps_its_workers_when_a_move_would_not_pay_its_pause() -> None:
