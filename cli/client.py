@@ -318,19 +318,32 @@ def jobs(
     json_output: Annotated[bool, typer.Option("--json", help="as JSON")] = False,
 ) -> None:
     """List the jobs the token may see, oldest first: id, state, model (or the command's
-    script), GPUs, loader workers per GPU, and iterations done (of how many)."""
+    script), GPUs, loader workers per GPU, iterations done (of how many), the samples/s of
+    its newest heartbeat, and how far that is from what the plan predicted ("vs plan")."""
     found = Daemon(url, token, state_dir).every_page("/v1/jobs")
     if json_output:
         print_json(found)
         return
-    rows = [("id", "state", "what", "gpus", "workers", "progress")]
+    rows = [("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs plan")]
     for job in found:
         workers = job["workers_per_gpu"] if job["workers_per_gpu"] is not None else "-"
         length = job["iterations"]
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
         what = job["model"] or _name_of(job["command"] or ["command"])
-        rows.append((job["id"], job["state"], what, str(job["gpus"]), str(workers), progress))
-    typer.echo(_table(rows, right=3), nl=False)
+        rate, error = job["measured_samples_per_s"], job["prediction_error"]
+        rows.append(
+            (
+                job["id"],
+                job["state"],
+                what,
+                str(job["gpus"]),
+                str(workers),
+                progress,
+                "-" if rate is None else f"{rate:,.0f}",
+                "-" if error is None else f"{error:+.0%}",
+            )
+        )
+    typer.echo(_table(rows, right=5), nl=False)
 
 
 def _table(rows: Sequence[Sequence[str]], *, right: int) -> str:
