@@ -39,6 +39,7 @@ from agents.protocol import (
     ProtocolError,
     ResumeMessage,
     ShareMessage,
+    daemon_version,
     decode_daemon,
     encode,
 )
@@ -60,6 +61,8 @@ class DaemonLink:
         self._endpoint = endpoint
         # What proves to the daemon that this process is the job's launch (never logged).
         self._secret = os.environ.get(SECRET_VARIABLE, "")
+        # Every message speaks the version the daemon that launched it reads.
+        self._version = daemon_version(os.environ)
         self._outbox: queue.SimpleQueue[tuple[float, AgentMessage | Build] | None] = (
             queue.SimpleQueue()
         )
@@ -233,7 +236,9 @@ class DaemonLink:
                 traceback.print_exc(file=sys.stderr)
                 continue
             for message in messages:
-                stamped = {"ts": stamp, "secret": self._secret} if self._secret else {"ts": stamp}
+                stamped: dict[str, object] = {"ts": stamp, "v": self._version}
+                if self._secret:
+                    stamped["secret"] = self._secret
                 socket.send(encode(message.model_copy(update=stamped)))
 
 

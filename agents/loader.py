@@ -285,7 +285,6 @@ class _TimedCollate:
         batch = self.collate(samples)
         worker, taken, _MAKING.taken_up = get_worker_info(), _MAKING.taken_up, None
         if worker is not None and taken is not None:
-            row = self.clock[worker.id]
-            row[0] += time.monotonic() - taken[0]
-            row[1] += taken[1]
+            spent = torch.tensor((time.monotonic() - taken[0], taken[1]), dtype=torch.float64)
+            self.clock[worker.id] += spent  # one write: a heartbeat reads both or neither
         return batch

@@ -10,10 +10,14 @@ Version 2 added `share`: a live change of a running job's decoder share, applied
 pause. Version 1 messages are still accepted; a daemon sends `share` only to agents whose
 hello said version 2 (an older agent gets its new share with its next resume).
 Version 3 added `metrics`: what a script reported with `job.report`, sent by the SDK.
+Version 4 added the heartbeat's `loader_s`. An agent sends it only to a daemon that said,
+in its launch's `STOKER_PROTOCOL`, that it reads version 4: an older daemon refuses a
+field it does not know.
 """
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
@@ -21,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 3
+VERSION = 4
+PROTOCOL_VARIABLE = "STOKER_PROTOCOL"  # the protocol version of the daemon that launched it
 SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
 MAX_METRIC_NAME = 64
 MAX_METRICS_PER_POINT = 32
@@ -40,7 +45,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1, 2, 3] = 3  # VERSION; 1 and 2 are still understood
+    v: Literal[1, 2, 3, 4] = 4  # VERSION; 1 to 3 are still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -82,8 +87,8 @@ class HeartbeatMessage(_Message):
         ge=0.0,
         allow_inf_nan=False,
         description=(
-            "a loader worker's wall seconds per sample this interval, from taking up a batch"
-            " to handing it over; 0 when not timed, and then left out of the bytes"
+            "since v4: a loader worker's wall seconds per sample this interval, from taking"
+            " up a batch to handing it over; 0 when not timed, and then left out of the bytes"
         ),
     )
 
@@ -179,13 +184,30 @@ def encode(message: _Message) -> bytes:
 
 
 def _left_out(message: _Message) -> set[str] | None:
-    """The optional fields at their defaults, left out so that an older peer, which refuses
-    fields it does not know, still reads the message."""
-    empty = {name for name in _OPTIONAL if not getattr(message, name, True)}
-    return empty or None
+    """The fields an older peer would refuse: those newer than the version the message
+    speaks, and the optional ones at their defaults."""
+    fields = type(message).model_fields
+    out = {
+        name
+        for name, since in _SINCE.items()
+        if name in fields and (message.v < since or not getattr(message, name))
+    }
+    return out or None
 
 
-_OPTIONAL = ("secret", "loader_s")
+# Optional fields and the version that brought them (the secret came without a new
+# version: a daemon that gives none reads messages without it).
+_SINCE = {"secret": 1, "loader_s": 4}
+
+
+def daemon_version(environ: Mapping[str, str]) -> int:
+    """The protocol version of the daemon that launched this agent: its `STOKER_PROTOCOL`,
+    or 3 for a daemon from before it said (it reads 1 to 3)."""
+    try:
+        said = int(environ.get(PROTOCOL_VARIABLE, "3"))
+    except ValueError:
+        return 3
+    return max(1, min(VERSION, said))
 
 
 def decode_agent(data: bytes) -> AgentMessage:

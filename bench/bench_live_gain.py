@@ -84,7 +84,7 @@ def run_once(
     planned = [
         e
         for e in events
-        if e["kind"] in ("plan", "replan")
+        if e["kind"] == "plan"  # a `replan` plans only the jobs a pause timeout left
         and "balance_makespan_s" in e["data"]
         and e["at"] < min(ended)
     ]
@@ -161,10 +161,9 @@ def main() -> None:
     base, ours = summary["balance"], summary[DEFAULT_POLICY]
     gain = base["median_makespan_s"] / ours["median_makespan_s"] - 1
     simulated_gain = base["simulated_makespan_s"] / ours["simulated_makespan_s"] - 1
-    planned = [found["predicted_gain"] for found in measured[DEFAULT_POLICY]]
-    predicted_gain = (
-        statistics.median(g for g in planned if g is not None) if any(planned) else None
-    )
+    told_by = (found["predicted_gain"] for found in measured[DEFAULT_POLICY])
+    planned = [told for told in told_by if told is not None]
+    predicted_gain = statistics.median(planned) if planned else None
     wins = sum(
         b["makespan_s"] > o["makespan_s"]
         for b, o in zip(measured["balance"], measured[DEFAULT_POLICY], strict=True)

@@ -319,12 +319,12 @@ def jobs(
 ) -> None:
     """List the jobs the token may see, oldest first: id, state, model (or the command's
     script), GPUs, loader workers per GPU, iterations done (of how many), the samples/s of
-    its newest heartbeat, and how far that is from what the plan predicted ("vs plan")."""
+    its newest heartbeat, and how far that is from what the plan predicted (`vs_plan`)."""
     found = Daemon(url, token, state_dir).every_page("/v1/jobs")
     if json_output:
         print_json(found)
         return
-    rows = [("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs plan")]
+    rows = [("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs_plan")]
     for job in found:
         workers = job["workers_per_gpu"] if job["workers_per_gpu"] is not None else "-"
         length = job["iterations"]

@@ -334,6 +334,10 @@ class Actions:
         return record.settings.is_command or self._service.config.agent_mode == "process"
 
     def _send(self, message: PauseMessage | ResumeMessage | ShareMessage | CancelMessage) -> None:
+        """To the job's agent, in the protocol version its hello spoke: an older SDK refuses
+        a version it does not know."""
+        spoken = min(VERSION, self._service.agent_version(message.job, VERSION))
+        message = message.model_copy(update={"v": spoken})
         asyncio.get_running_loop().create_task(self._service.link.send(message))
 
     def finished_marker(self, job_id: str) -> int | None:

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.protocol import SECRET_VARIABLE
+from agents.protocol import PROTOCOL_VARIABLE, SECRET_VARIABLE, VERSION
 from allocator import JobSpec
 from daemon.config import TASKSET, DaemonConfig
 from daemon.jobspec import JobSettings
@@ -72,6 +72,7 @@ def command_ranks(
         "STOKER_GEN": str(launch.gen),
         "STOKER_WORKERS": str(launch.allocation.workers_per_gpu),
         "STOKER_HEARTBEAT_S": repr(config.heartbeat_s),
+        PROTOCOL_VARIABLE: str(VERSION),  # the SDK speaks it, and no newer
         "STOKER_JOB_DIR": str(job_dir),
         "STOKER_OUTPUT_DIR": str(job_dir / "output"),
         "STOKER_CHECKPOINT_DIR": str(job_dir / "checkpoints"),

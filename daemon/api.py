@@ -530,7 +530,7 @@ def _tenant(who: str) -> str | None:
 def _curve(spec: JobSpec) -> CurveView:
     return CurveView(
         step_time_s=spec.step_time_s,
-        loader_cost_s=spec.sample_cost_s,
+        sample_cost_s=spec.sample_cost_s,
         knee_sharpness=spec.knee_sharpness,
     )
 

@@ -164,13 +164,17 @@ class CurveView(BaseModel):
     measured (docs/daemon.md, "learned curves")."""
 
     step_time_s: float = Field(description="its GPUs' seconds per iteration, loading aside")
-    loader_cost_s: float = Field(
-        description="a loader worker's seconds per sample, without the node's contention"
+    sample_cost_s: float = Field(
+        description=(
+            "c: a loader worker's seconds per sample without the node's contention (its"
+            " heartbeats' loader_s is that at the contention then)"
+        )
     )
     knee_sharpness: float | None = Field(
         description=(
             "how its samples/s bend below its GPUs' rate as workers near it (p of the smooth"
-            " knee; lower bends earlier); null until measured: the policy's default"
+            " knee; lower bends earlier): measured, else the job's or the config's prior;"
+            " null when none is known (the policy's default applies)"
         )
     )
 
@@ -195,7 +199,9 @@ class JobView(BaseModel):
     prediction_error: float | None = Field(
         None, description="measured / predicted - 1 (0.1: 10 % faster than predicted)"
     )
-    curve: CurveView | None = Field(None, description="null for a job the core no longer plans")
+    curve: CurveView | None = Field(
+        None, description="null for a job this daemon has not planned since it started"
+    )
     restarts: int
     submitted_at: float
     reason: str = Field(

@@ -33,14 +33,14 @@ spec then carries its own p, which every prediction and `lookahead` use. Until t
 plan's default stands.
 
 One operating point is enough when the SDK times its loader workers (a heartbeat's
-`loader_cost_s`: a worker's wall seconds per sample, from one batch it handed over to its
-next). While the job waits for them its workers never idle, so that time is their cost at
-the node's contention then: c = loader_cost_s * eta, measured, not inferred. With the GPU's
-rate G = T / (1 - idle) and the loaders' L = n * d / loader_cost_s measured in the same
-heartbeat, T = (G^-p + L^-p)^(-1/p) has one root p (`_sharpness`): a heartbeat's bend, if
-it ran at `BEND_FROM` of its GPU's rate or more (far below the knee every p fits). The
-median of the newest such bends is the job's p, ahead of the two-point rule. A heartbeat
-that did not wait times its workers' idle gaps too: it bounds c from above, as before.
+`loader_cost_s`: a worker's wall seconds per sample, from taking up a batch's indices to
+handing the batch over, so never its idle time). That is their cost at the node's
+contention then, whether the job waited for them or not: c = loader_cost_s * eta, measured,
+not inferred. In a heartbeat that waited, with the GPU's rate G = T / (1 - idle) and the
+loaders' L = n * d / loader_cost_s, T = (G^-p + L^-p)^(-1/p) has one root p
+(`_sharpness`): a heartbeat's bend, if it ran at `BEND_FROM` of its GPU's rate or more (far
+below the knee every p fits). The median of the newest such bends is the job's p, ahead of
+the two-point rule.
 """
 
 import math
@@ -103,13 +103,13 @@ class JobCurve:
             return
         effective = spec.gpus * seen.workers_per_gpu * seen.efficiency
         cost = effective / seen.samples_per_s  # at most c: the job ran no faster than L
-        if seen.loader_cost_s > 0.0:
-            # Timed: c itself while the workers never idled, else a second bound on it.
-            timed = seen.loader_cost_s * seen.efficiency
-            cost = timed if seen.idle_fraction >= LOADING_BOUND else min(cost, timed)
-        if seen.idle_fraction >= LOADING_BOUND:
+        if seen.loader_cost_s > 0.0:  # timed: c itself, waited or not
+            self.sample_costs.append(math.log(seen.loader_cost_s * seen.efficiency))
+            self.cost_seen += 1
+        elif seen.idle_fraction >= LOADING_BOUND:
             self.sample_costs.append(math.log(cost))
             self.cost_seen += 1
+        if seen.idle_fraction >= LOADING_BOUND:
             at = self.waited.setdefault(round(effective, 3), deque(maxlen=WINDOW))
             at.append(math.log(seen.samples_per_s))
             if len(self.waited) > POINTS:
@@ -119,7 +119,7 @@ class JobCurve:
                 bend = _sharpness(1.0 - seen.idle_fraction, seen.samples_per_s / loaders)
                 if bend is not None:
                     self.bends.append(math.log(bend))
-        else:
+        elif seen.loader_cost_s <= 0.0:  # untimed and fed: its loaders kept up, c is no more
             self.cost_ceiling = cost if self.cost_ceiling is None else min(cost, self.cost_ceiling)
 
     def learned(self, prior: JobSpec) -> JobSpec:
@@ -172,11 +172,16 @@ def _sharpness(of_gpu: float, of_loaders: float) -> float | None:
     by T). The sum falls from 2 at p = 0 towards 0, so the root is unique. A job that kept
     pace with its loaders (a share of 1 or more, within its timing's noise) is as sharp as
     a heartbeat can tell, `SHARPEST`: counted, not dropped, so that the median of a starved
-    job's bends is not pulled soft by its noise. None for shares that are not rates."""
+    job's bends is not pulled soft by its noise. A wait its workers do not explain (the
+    main process's own share of loading, a copy of the batch outside their timed span)
+    would read softer than any loader bends: the softest kept is `SHARPNESSES[0]`. None
+    for shares that are not rates."""
     if not (0.0 < of_gpu < 1.0 and of_loaders > 0.0):
         return None
     if of_gpu**SHARPEST + min(of_loaders, 1.0) ** SHARPEST >= 1.0:
         return SHARPEST
+    if of_gpu ** SHARPNESSES[0] + of_loaders ** SHARPNESSES[0] <= 1.0:
+        return SHARPNESSES[0]
     low, high = 0.0, SHARPEST
     for _ in range(40):  # bisection to 2^-40 of the range
         middle = (low + high) / 2.0

@@ -39,8 +39,7 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     assert f"{command.json()['id']}  " in listed.stdout and "  sleep  " in listed.stdout
     header, *lines = listed.stdout.splitlines()
     assert header.split() == [
-        *("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs"),
-        "plan",
+        *("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs_plan")
     ]
     assert len(lines) == 2 and {len(line) for line in lines} == {len(header)}, "columns align"
     cancelled = stoker("cancel", job_id, *where)

@@ -1,9 +1,12 @@
 """The agent protocol refuses what it does not know and round-trips what it does."""
 
+import json
+
 import pytest
 
 from agents.protocol import (
     MAX_MESSAGE_BYTES,
+    PROTOCOL_VARIABLE,
     VERSION,
     HeartbeatMessage,
     Hello,
@@ -12,6 +15,7 @@ from agents.protocol import (
     ProtocolError,
     ResumeMessage,
     ShareMessage,
+    daemon_version,
     decode_agent,
     decode_daemon,
     encode,
@@ -44,7 +48,7 @@ def test_metrics_carry_nan_and_infinity_and_refuse_oversized_points() -> None:
     [
         (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
         (b'{"type": "launch", "job": "j"}', "does not match"),
-        (b'{"type": "hello", "job": "j", "pid": 1, "v": 4}', "hello.v"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 5}', "hello.v"),
         (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
         (b"\xff\xfe", "Invalid JSON"),
         (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only
@@ -76,3 +80,23 @@ def test_version_2_adds_a_live_share_and_version_1_is_still_understood() -> None
     assert old.v == 1
     with pytest.raises(ProtocolError, match="decoder_share"):
         decode_daemon(b'{"type": "share", "job": "j", "decoder_share": 1.5}')
+
+
+def test_version_4_adds_the_loader_timing_and_a_message_of_3_leaves_it_out() -> None:
+    timed = HeartbeatMessage(
+        job="j", iteration=5, samples=40, idle_s=0.2, step_s=0.8, samples_per_s=40.0,
+        workers=2, loader_s=0.012,
+    )  # fmt: skip
+    assert decode_agent(encode(timed)) == timed
+    as_three = timed.model_copy(update={"v": 3})
+    data = json.loads(encode(as_three))
+    assert data["v"] == 3 and "loader_s" not in data, "a daemon of version 3 refuses it"
+    assert "secret" not in data, "nor is an empty secret sent"
+
+
+@pytest.mark.parametrize(
+    ("said", "speaks"), [(None, 3), ("4", 4), ("2", 2), ("99", VERSION), ("four", 3)]
+)
+def test_an_agent_speaks_the_version_its_daemon_said(said: str | None, speaks: int) -> None:
+    environ = {} if said is None else {PROTOCOL_VARIABLE: said}
+    assert daemon_version(environ) == speaks

@@ -17,6 +17,7 @@ from agents import checkpoints
 from agents.control import Allocation
 from agents.loader import Position, ResizableLoader
 from agents.protocol import (
+    PROTOCOL_VARIABLE,
     FinishedMessage,
     HeartbeatMessage,
     Hello,
@@ -356,19 +357,27 @@ def heartbeats(tmp_path: Path, workers: int, step_s: float) -> list[HeartbeatMes
 
 @pytest.mark.parametrize("step_s", [0.0, 0.15])
 def test_a_heartbeat_says_what_a_loader_worker_spends_per_sample(
-    tmp_path: Path, step_s: float
+    tmp_path: Path, step_s: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Starved (no step) the workers never idle; with a 150-ms step they make a batch in 40
     # and idle the rest. The time is theirs per sample either way, idle left out. The first
-    # heartbeat's interval saw them start: a wait that is no cost per sample, not timed.
+    # heartbeat's interval saw them start, a wait that would read as a soft bend: untimed.
+    monkeypatch.setenv(PROTOCOL_VARIABLE, "4")  # as a daemon of this version launches it
     first, second = heartbeats(tmp_path, 2, step_s)
     assert first.loader_s == 0.0, first
-    assert 0.009 < second.loader_s < 0.016, second
+    assert second.v == 4 and 0.009 < second.loader_s < 0.016, second
 
 
-def test_without_workers_nothing_is_timed_and_an_older_daemon_reads_the_heartbeat(
-    tmp_path: Path,
+def test_to_a_daemon_from_before_version_4_the_sdk_speaks_3_and_leaves_the_timing_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv(PROTOCOL_VARIABLE, raising=False)  # such a daemon does not say
+    beat = heartbeats(tmp_path, 2, 0.0)[1]
+    assert beat.v == 3 and beat.loader_s == 0.0, beat
+    assert b"loader_s" not in encode(beat), "a field such a daemon would refuse"
+
+
+def test_without_workers_nothing_is_timed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROTOCOL_VARIABLE, "4")
     beat = heartbeats(tmp_path, 0, 0.0)[1]
     assert beat.loader_s == 0.0  # the main process loads: its time is the step's too
-    assert b"loader_s" not in encode(beat), "a field an older daemon would refuse"
