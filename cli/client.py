@@ -318,8 +318,9 @@ def jobs(
     json_output: Annotated[bool, typer.Option("--json", help="as JSON")] = False,
 ) -> None:
     """List the jobs the token may see, oldest first: id, state, model (or the command's
-    script), GPUs, loader workers per GPU, iterations done (of how many), the samples/s of
-    its newest heartbeat, and how far that is from what the plan predicted (`vs_plan`)."""
+    script), GPUs, loader workers per GPU, iterations done (of how many), and for a running
+    job the samples/s of its newest heartbeat and how far that is from what the plan
+    predicted (`vs_plan`)."""
     found = Daemon(url, token, state_dir).every_page("/v1/jobs")
     if json_output:
         print_json(found)
@@ -331,6 +332,8 @@ def jobs(
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
         what = job["model"] or _name_of(job["command"] or ["command"])
         rate, error = job["measured_samples_per_s"], job["prediction_error"]
+        if job["state"] != "running":  # a heartbeat of its start or its end says little
+            rate = error = None
         rows.append(
             (
                 job["id"],

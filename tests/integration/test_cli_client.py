@@ -34,6 +34,11 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     long_name = "a-rather-long-experiment-name-lr0.1"
     command = stoker("submit", "--name", long_name, *where, "--", "sleep", "60", cwd=tmp_path)
     assert command.code == 0, command.stderr
+    with daemon.client() as client:
+        wait_for(
+            "its first heartbeats",
+            lambda: client.get(f"/v1/jobs/{job_id}").json()["prediction_error"] is not None,
+        )
     listed = stoker("jobs", *where)
     assert job_id in listed.stdout and "mdResnet12" in listed.stdout
     assert f"{command.json()['id']}  " in listed.stdout and "  sleep  " in listed.stdout
@@ -42,6 +47,9 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
         *("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs_plan")
     ]
     assert len(lines) == 2 and {len(line) for line in lines} == {len(header)}, "columns align"
+    rows = {line.split()[0]: line.split() for line in lines}
+    assert rows[job_id][-1].endswith("%") and float(rows[job_id][-2].replace(",", "")) > 0
+    assert rows[str(command.json()["id"])][-2:] == ["-", "-"], "no SDK: no heartbeats to show"
     cancelled = stoker("cancel", job_id, *where)
     assert cancelled.code == 0, cancelled.stderr
     with daemon.client() as client:
