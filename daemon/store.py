@@ -319,8 +319,8 @@ class Store:
     def jobs_page(
         self, tenant: str | None, after: tuple[float, str] | None, limit: int
     ) -> list[JobRecord]:
-        """Up to `limit` jobs, oldest first, after the job at (submitted_at, id) `after`;
-        only `tenant`'s when given."""
+        """Up to `limit` jobs (-1: all), oldest first, after the job at (submitted_at, id)
+        `after`; only `tenant`'s when given."""
         clauses: list[str] = ["1"]
         arguments: list[object] = []
         if tenant is not None:
@@ -337,13 +337,7 @@ class Store:
 
     def jobs(self, tenant: str | None = None) -> list[JobRecord]:
         """Every job, oldest first; only `tenant`'s when given."""
-        if tenant is None:
-            rows = self._db.execute("SELECT * FROM jobs ORDER BY submitted_at, id")
-        else:
-            rows = self._db.execute(
-                "SELECT * FROM jobs WHERE tenant = ? ORDER BY submitted_at, id", (tenant,)
-            )
-        return [_job(row) for row in rows]
+        return self.jobs_page(tenant, None, limit=-1)
 
     # ---- events and plans ------------------------------------------------------------------
 
