@@ -148,8 +148,13 @@ def _free_port() -> int:
 
 def agent_env(daemon_env: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
     """A simulated agent's whole environment: of the daemon's only `PASSED_ON`, the
-    daemon's code on the path, and `own`."""
-    return {**_passed_on(daemon_env), "PYTHONPATH": str(SOURCE_ROOT), **own}
+    daemon's code on the path, the protocol version it reads, and `own`."""
+    return {
+        **_passed_on(daemon_env),
+        "PYTHONPATH": str(SOURCE_ROOT),
+        PROTOCOL_VARIABLE: str(VERSION),
+        **own,
+    }
 
 
 def _passed_on(daemon_env: Mapping[str, str]) -> dict[str, str]:

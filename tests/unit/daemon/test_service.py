@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from agents.protocol import HeartbeatMessage, Hello, PausedMessage, write_finished_marker
+from agents.protocol import (
+    PROTOCOL_VARIABLE,
+    VERSION,
+    HeartbeatMessage,
+    Hello,
+    PausedMessage,
+    write_finished_marker,
+)
 from daemon.agentargs import PASSED_ON
 from daemon.api import submit_under_a_free_id
 from daemon.config import NodeConfig
@@ -31,8 +38,9 @@ def test_a_submitted_job_is_placed_launched_and_recorded(tmp_path: Path) -> None
         assert job_id == "a" and argv[argv.index("--job") + 1] == "a"
         assert env["CUDA_VISIBLE_DEVICES"] == "0,1" and "PYTHONPATH" in env
         ours = {"PYTHONPATH", "CUDA_VISIBLE_DEVICES", "STOKER_JOB_ID", "STOKER_JOB_DIR"}
-        ours.add("STOKER_AGENT_SECRET")
+        ours |= {"STOKER_AGENT_SECRET", PROTOCOL_VARIABLE}
         assert set(env) <= {*PASSED_ON, *ours}, "no token"
+        assert env[PROTOCOL_VARIABLE] == str(VERSION), "the version this daemon reads"
         assert env["STOKER_JOB_DIR"] == str(driver.service.launcher.jobs_dir / "a")
         moves = [(e["from"], e["to"]) for e in driver.events("a", "state")]
         assert moves == [("submitted", "pending"), ("pending", "starting")]
