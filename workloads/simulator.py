@@ -15,7 +15,7 @@ Admission is the core's too (`scheduler/admission.py`, the daemon's rule): a job
 import heapq
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -309,9 +309,7 @@ class Simulation:
 
     def _heartbeats(self) -> None:
         running = self._running_jobs()
-        efficiency = self._truth.efficiency(
-            sum(job.spec.gpus * job.workers_per_gpu for job in running)
-        )
+        efficiency = self._truth.efficiency(_loader_processes(running))
         for job in running:
             if job.phase is not _Phase.RUNNING:
                 continue  # stopped by a command for an earlier heartbeat of this sweep
@@ -439,7 +437,7 @@ class Simulation:
     def _rerate(self) -> None:
         """New true rates for all running jobs, and their new finish times."""
         running = self._running_jobs()
-        processes = sum(job.spec.gpus * job.workers_per_gpu for job in running)
+        processes = _loader_processes(running)
         rates = iteration_rates(
             self._truth,
             [
@@ -517,3 +515,8 @@ def _device_share(allocation: Allocation) -> float:
 def simulate(workload: Workload, policy: str, seed: int = 0) -> SimulationResult:
     """Run `workload` under `policy` (any allocator policy, or `oracle`)."""
     return Simulation(workload, SimulationOptions(policy=policy, seed=seed)).run()
+
+
+def _loader_processes(jobs: Iterable[_Job]) -> int:
+    """The loader processes `jobs` run: their GPUs times their workers per GPU."""
+    return sum(job.spec.gpus * job.workers_per_gpu for job in jobs)
