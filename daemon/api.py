@@ -141,7 +141,7 @@ def _replay(service: Service, response: Response, first: Replayed, digest: str) 
     assert record is not None  # committed with its key, never deleted
     response.status_code = 200
     response.headers["Idempotent-Replayed"] = "true"
-    return _view(service, record)
+    return _view(service, record, current=True)
 
 
 async def submit_under_a_free_id(
@@ -180,7 +180,7 @@ async def jobs(
         response.headers["X-Next-Cursor"] = cursor
         following = request.url.include_query_params(after=cursor, limit=limit)
         response.headers["Link"] = f'<{following}>; rel="next"'
-    return [_view(service, record, node) for record in page]
+    return [_view(service, record, node, current=True) for record in page]
 
 
 def _encode_cursor(record: JobRecord) -> str:
@@ -202,7 +202,7 @@ def _cursor(after: str | None) -> tuple[float, str] | None:
 
 @v1.get("/jobs/{job_id}")
 async def job(job_id: str, who: Who, service: Daemon) -> JobView:
-    return _view(service, _visible(service, who, job_id))
+    return _view(service, _visible(service, who, job_id), current=True)
 
 
 @v1.get("/jobs/{job_id}/events")
@@ -535,8 +535,13 @@ def _curve(spec: JobSpec) -> CurveView:
     )
 
 
-def _view(service: Service, record: JobRecord, node: NodeSnapshot | None = None) -> JobView:
-    fresh = service.store.job(record.id) or record
+def _view(
+    service: Service, record: JobRecord, node: NodeSnapshot | None = None, *, current: bool = False
+) -> JobView:
+    """The job as the API shows it. `current`: `record` was read from the store in this
+    request with no await since, so it is read again only when it may have changed (after a
+    submit or a cancel): a page of 500 jobs is one query, not 501."""
+    fresh = record if current else service.store.job(record.id) or record
     settings = fresh.settings
     live = node.jobs.get(fresh.id) if node is not None else service.live_job(fresh.id)
     allocation = live.allocation if live is not None else None
