@@ -48,6 +48,10 @@ _PATIENCE = 4  # prefixes in a row that gain nothing before a ranking is given u
 _WINDOW = 8  # jobs past the best's device jobs that singles and flips look at
 _TIE = 1e-9  # relative: two totals this close are equal, and the simpler candidate wins
 _EVERY_SUBSET = 5  # with this many jobs that can use the decoder or fewer, try every choice
+# With this many jobs or fewer each choice of device jobs is valued at its polished split
+# (`_polish`): a pass values the total for every job once per freed worker, O(jobs^2), and
+# polishing the chosen split alone took 100 jobs from 78 to 127 ms.
+_POLISH_JOBS = 16
 
 
 @dataclass(frozen=True)
@@ -71,12 +75,15 @@ def joint(request: AllocationRequest) -> AllocationPlan:
     best = _from_plan(request, cpu_only)
     # By the device jobs in water-fill order: the order decides who gets the decoder first.
     tried: dict[tuple[int, ...], _Candidate] = {(): best}
+    small = len(request.jobs) <= _POLISH_JOBS
 
     def consider(device: frozenset[int], order: Sequence[int]) -> None:
         nonlocal best
         key = tuple(index for index in order if index in device)
         if key not in tried:
             tried[key] = _evaluate(request, device, order)
+            if small:  # each choice at its own best split: the choice of jobs hinges on it
+                tried[key] = _polish(request, tried[key])
         if _beats(tried[key], best):
             best = tried[key]
 
@@ -110,6 +117,50 @@ def joint(request: AllocationRequest) -> AllocationPlan:
         f"can use it decode on it ({len(tried)} choices evaluated)"
     ]
     return _plan(request, best, notes)
+
+
+def _polish(request: AllocationRequest, chosen: _Candidate) -> _Candidate:
+    """`chosen` with a worker per GPU taken from one device job (or none) and the processes
+    free then handed out again one worker at a time to whichever job raises the total most,
+    while that raises it: `optimal`'s split, made before the decoder's capacity binds, can
+    leave workers on a device job that the saturated decoder makes useless and that CPU
+    jobs could use (1,096 samples/s planned where 1,160 were possible). The CPU jobs' split
+    among themselves is `optimal`'s, exact: only device jobs give."""
+    best = chosen
+    while True:
+        start = best
+        for giver in [None, *sorted(start.device)]:
+            if giver is not None and start.workers[giver] <= 1:
+                continue
+            workers = list(start.workers)
+            if giver is not None:
+                workers[giver] -= 1
+            total = _refill(request, start.device, workers, giver)
+            if total > best.total * (1.0 + _TIE) + _LEFTOVER:
+                best = _Candidate(start.device, start.decoder, tuple(workers), total)
+        if best is start:
+            return best
+
+
+def _refill(
+    request: AllocationRequest, device: frozenset[int], workers: list[int], giver: int | None
+) -> float:
+    """Add workers per GPU to `workers` (in place), the largest gain of the total first,
+    never to `giver`, while the node's processes allow and a worker gains; the total."""
+    capacity = max(request.node.cpu_workers, request.floor_processes)
+    total = joint_total(request, device, workers)
+    while True:
+        gains = []
+        for taker, job in enumerate(request.jobs):
+            if taker == giver or loader_processes(request, workers) + job.gpus > capacity:
+                continue
+            workers[taker] += 1
+            gains.append((joint_total(request, device, workers), taker))
+            workers[taker] -= 1
+        if not gains or max(gains)[0] <= total * (1.0 + _TIE) + _LEFTOVER:
+            return total
+        total, taker = max(gains)
+        workers[taker] += 1
 
 
 def joint_total(
@@ -262,14 +313,21 @@ def _from_plan(request: AllocationRequest, plan: AllocationPlan) -> _Candidate:
 
 
 def _plan(request: AllocationRequest, chosen: _Candidate, notes: list[str]) -> AllocationPlan:
-    """The plan of a candidate: shares from the decoder rates each device job uses, the
-    unused rest spread over them in proportion."""
+    """The plan of a candidate: each device job's share in proportion to what its GPU and
+    its workers could take from the decoder (`_cpu_side`), so that the device jobs together
+    get min(K, their sum), the total `joint_total` valued the candidate at. (Shares in
+    proportion to the water-fill's rates left a job the fill had cut short below what its
+    share of the rest could give it: 116 samples/s planned of 144 possible.)"""
     capacity = request.node.decoder_capacity
-    used = sum(chosen.decoder[i] for i in chosen.device)
+    efficiency = request.node.contention.efficiency(loader_processes(request, chosen.workers))
+    demand = {
+        index: _cpu_side(request.jobs[index], chosen.workers[index], efficiency, device=True)
+        for index in chosen.device
+    }
+    wanted = sum(demand.values())
     on_device = {}
-    for index in chosen.device:
-        rate = chosen.decoder[index]
-        share = rate / used if used > 0.0 else 1.0 / len(chosen.device)
+    for index, rate in demand.items():
+        share = rate / wanted if wanted > 0.0 else 1.0 / len(chosen.device)
         on_device[request.jobs[index].id] = JobAllocation(
             chosen.workers[index], min(rate, share * capacity), share, "device"
         )
