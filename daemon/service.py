@@ -295,6 +295,8 @@ class Service:
                 agent_messages_refused=self.link.malformed,
             ),
             warnings=self.warnings,
+            contention=self.scheduler.node.contention.points,
+            contention_learned=self.scheduler.contention_learned,
         )
 
     def request(self, record: JobRecord) -> JobRequest:

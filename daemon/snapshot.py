@@ -78,6 +78,9 @@ class NodeSnapshot:
     model_refused: Mapping[str, Any] | None = None  # the newest refit refused, and why
     counts: Counts = field(default_factory=Counts)
     warnings: tuple[str, ...] = ()  # for the operator: whom jobs run as
+    # eta(D) as plans use it, as points (D, eta), and whether jobs' timings taught it.
+    contention: tuple[tuple[float, float], ...] = ()
+    contention_learned: bool = False
 
     def live(self, tenant: str | None = None) -> list[LiveJob]:
         """Jobs not in a final state, of `tenant` (None: every tenant's)."""

@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from allocator import ContentionCurve
 from daemon.snapshot import NodeSnapshot
 
 
@@ -17,4 +18,9 @@ def node_summary(node: NodeSnapshot) -> dict[str, Any]:
         "jobs_waiting_for_gpus": len(node.waiting_for_gpus),
         "agent_messages_refused": node.counts.agent_messages_refused,
         "warnings": list(node.warnings),
+        "contention": {
+            "points": [list(point) for point in node.contention],
+            "learned_from_jobs": node.contention_learned,
+            "efficiency_now": ContentionCurve(node.contention).efficiency(node.loader_processes),
+        },
     }

@@ -40,6 +40,9 @@ class SchedulerConfig:
     # Plan each job on its own curve, learned from its heartbeats (scheduler/curves.py),
     # rather than on the throughput model's prediction alone.
     learn_curves: bool = True
+    # Plan on the node's contention eta(D) as the jobs' loader timings measured it together
+    # (tpm/joint.py), the configured (or profiled) curve where they did not reach.
+    learn_contention: bool = True
     # A running job whose learned curve moves its predicted rate by more than this fraction
     # from what the last plan assumed asks for a new round, as does a bend learned far off.
     replan_error: float = 0.2

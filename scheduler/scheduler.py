@@ -10,10 +10,12 @@ it ends. Every plan has a generation number that its commands carry; messages fr
 generation are recorded and ignored.
 """
 
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from allocator import AllocationPlan, AllocationRequest, InvalidRequest, JobSpec, NodeSpec, allocate
+from allocator.contention import ContentionCurve
 from allocator.throughput import job_samples_per_s
 from scheduler.admission import Admission, GpuPool
 from scheduler.config import SchedulerConfig
@@ -54,6 +56,7 @@ from scheduler.rates import RateModel
 from scheduler.refit import FitQuality, check_fit
 from scheduler.states import JobState, check_transition
 from tpm import TpmError
+from tpm.joint import LoaderTiming, fit_joint_contention, measured_loads
 
 # Share changes smaller than this are noise of the plan, not worth a message.
 _SHARE_STEP = 0.01
@@ -65,6 +68,9 @@ BEND_MOVED = 1.5
 # From this bend on a knee is hard as far as a plan can tell: at its knee the job runs at
 # 2^(-1/8), 92 %, of its GPU's rate, and at 24 at 97 %.
 HARD_BEND = 8.0
+# Loader timings kept for the node's contention (tpm/joint.py): minutes of a full node's
+# heartbeats, so that the loads the jobs ran at a while ago still count.
+TIMINGS_KEPT = 5000
 
 
 @dataclass
@@ -154,6 +160,12 @@ class Scheduler:
         self._completions_due: float | None = None
         self._round: _Round | None = None
         self._generation = 0
+        # The node's contention as configured (or fitted from profiles), and the loader
+        # timings of jobs running together that relearn it (`_relearn_contention`).
+        self._prior_contention = node.contention.points
+        self._timings: deque[LoaderTiming] = deque(maxlen=TIMINGS_KEPT)
+        self._timings_new = False
+        self._contention_learned = False
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -195,7 +207,18 @@ class Scheduler:
 
     @property
     def node(self) -> NodeSpec:
+        """The node as plans see it: its contention learned from jobs timed together, once
+        they were (`contention_learned`)."""
         return self._node
+
+    @property
+    def contention_learned(self) -> bool:
+        return self._contention_learned
+
+    def measured_loads(self) -> frozenset[int]:
+        """The node loads (loader processes) at which the kept timings measure the node's
+        contention (tpm/joint.py)."""
+        return measured_loads(tuple(self._timings))
 
     @property
     def config(self) -> SchedulerConfig:
@@ -289,6 +312,8 @@ class Scheduler:
         except (TpmError, InvalidRequest) as error:
             raise RefitRejected(str(error)) from None
         self._rates, self._node = rates, node
+        self._prior_contention, self._timings_new = node.contention.points, bool(self._timings)
+        self._contention_learned = False
         for job_id, spec in specs.items():
             job = self._live[job_id]
             job.prior, job.spec = spec, job.curve.learned(spec)
@@ -411,20 +436,29 @@ class Scheduler:
         job.measured_samples_per_s = event.samples_per_s
         allocation = job.allocation
         if (
-            job.state is JobState.RUNNING
-            and allocation is not None
-            and event.workers_per_gpu == allocation.workers_per_gpu  # not a stale one
-            and self._config.learn_curves
+            job.state is not JobState.RUNNING
+            or allocation is None
+            or event.workers_per_gpu != allocation.workers_per_gpu  # a stale one
         ):
-            self._learn(job, allocation, event, now)
-
-    def _learn(self, job: _Job, allocation: Allocation, event: Heartbeat, now: float) -> None:
-        """Weigh a heartbeat into the job's curve (scheduler/curves.py): later plans use
-        what it learned, and the prediction for the job's allocation now follows it."""
+            return
         if job.warming:  # it waited for workers that were starting: not its steady rate
             job.warming = False
             return
-        efficiency = self._node.contention.efficiency(self.loader_processes())
+        processes = self.loader_processes()
+        on_device = allocation.decode_mode == "device"
+        if event.loader_cost_s > 0.0 and not on_device and self._config.learn_contention:
+            self._timings.append(LoaderTiming(job.request.id, processes, event.loader_cost_s))
+            self._timings_new = True
+        if self._config.learn_curves:
+            self._learn(job, allocation, event, processes, now)
+
+    def _learn(
+        self, job: _Job, allocation: Allocation, event: Heartbeat, processes: int, now: float
+    ) -> None:
+        """Weigh a heartbeat into the job's curve (scheduler/curves.py), taken with
+        `processes` loader processes on the node: later plans use what it learned, and the
+        prediction for the job's allocation now follows it."""
+        efficiency = self._node.contention.efficiency(processes)
         on_device = allocation.decode_mode == "device"
         seen = Observation(
             event.samples_per_s,
@@ -616,6 +650,7 @@ class Scheduler:
         self._start_round(planned, now, out)
 
     def _start_round(self, planned: list[_Job], now: float, out: list[Command]) -> None:
+        self._relearn_contention()
         request = AllocationRequest(
             node=self._node_left(),
             jobs=tuple(self._planned_spec(job) for job in planned),
@@ -656,6 +691,20 @@ class Scheduler:
                 current.waiting.add(job.request.id)
         if not current.waiting:
             self._finish_round(now, out)
+
+    def _relearn_contention(self) -> None:
+        """Plan on the contention the jobs measured together (tpm/joint.py), the configured
+        curve where they did not reach. A job's learned cost was taken at the curve of its
+        heartbeat's time; its window renews it within `WINDOW` heartbeats."""
+        if not self._timings_new:
+            return
+        self._timings_new = False
+        points = fit_joint_contention(
+            tuple(self._timings), self._prior_contention, most=self._node.cpu_workers
+        )
+        if points is not None:
+            self._node = replace(self._node, contention=ContentionCurve(points))
+            self._contention_learned = True
 
     def _node_left(self, also_fixed: tuple[JobState, ...] = ()) -> NodeSpec:
         """The node less the processes of jobs no plan can change now: those starting or

@@ -132,7 +132,11 @@ def test_a_scripts_loader_workers_are_timed_and_its_curve_learned(
         assert reply.status_code == 201, reply.text
         job_id = reply.json()["id"]
         done = wait_for("the job to end", lambda: ended(client, job_id), 120)
+        contention = client.get("/v1/node").json()["contention"]
     assert done["state"] == "completed", done
+    # One job at one load says nothing of the node's contention: the configured curve stands.
+    assert contention["learned_from_jobs"] is False, contention
+    assert contention["points"] and 0.0 < contention["efficiency_now"] <= 1.0, contention
     curve = done["curve"]
     assert 0.06 < curve["step_time_s"] < 0.08, curve  # the sleep, and a step of a tiny model
     assert 0.019 < curve["sample_cost_s"] < 0.03, curve  # the sleep, timed in the workers

@@ -293,3 +293,57 @@ def test_a_hard_knee_seen_through_noise_asks_for_no_rounds() -> None:
     rounds, learned = _rounds_asked(None, beats=120, noise=0.03)
     assert learned >= 6.0
     assert rounds == [], rounds
+
+
+def _eta_truth(processes: int) -> float:
+    """A node whose 30 loader processes deliver what 18 would without contention."""
+    return {10: 1.0, 30: 0.6}[processes]
+
+
+def _timed_together(config: SchedulerConfig) -> tuple[Scheduler, int]:
+    """`waa` gives each job the workers its hints say keep it fed: "a" alone (10 processes),
+    then "a" and "b" (c twice a's: 30 processes), each job timing its loaders at the node's
+    contention then, c / eta(D); then "c" arrives and a round plans. The core and the load
+    "a" and "b" ran at together."""
+    node = NodeSpec(cpu_workers=60, contention=ContentionCurve.contention_free())
+    core = Scheduler(node, RateModel(), config)
+    costs = {"a": 0.01, "b": 0.02}
+    now = 0.0
+
+    def run(job_id: str, beats: int) -> None:
+        nonlocal now
+        for launch in only(
+            core.handle(JobSubmitted(job(job_id, sample_cost_s=costs[job_id])), now), Launch
+        ):
+            core.handle(AgentHello(launch.job_id, launch.gen, 0), now)
+        for _ in range(beats):
+            now += 1.0
+            load = core.loader_processes()
+            for running in (job_id for job_id in costs if job_id in core.jobs()):
+                allocation = core.status(running).allocation
+                assert allocation is not None
+                workers = allocation.workers_per_gpu
+                timing = costs[running] / _eta_truth(load)
+                beat = Heartbeat(running, core.generation, int(now), 1000.0, 0.0, workers, timing)
+                core.handle(beat, now)
+
+    run("a", beats=6)
+    assert core.loader_processes() == 10
+    run("b", beats=6)
+    together = core.loader_processes()
+    assert together == 30
+    core.handle(JobSubmitted(job("c", step_time_s=10.0)), now + 1.0)
+    return core, together
+
+
+def test_the_node_curve_is_learned_from_jobs_timed_together() -> None:
+    """No single-job profile said the node contends (the prior is contention-free); "a"'s
+    timings at 10 and 30 processes did, and the plans after it use what they said."""
+    config = SchedulerConfig(policy="waa", arrival_window_s=0.0, gate=False)
+    core, together = _timed_together(config)
+    learned = core.node.contention
+    assert learned.efficiency(10) == pytest.approx(1.0)
+    assert learned.efficiency(together) == pytest.approx(_eta_truth(together), rel=0.02)
+    unlearned = replace(config, learn_contention=False)
+    core, together = _timed_together(unlearned)
+    assert core.node.contention.efficiency(together) == 1.0, "switched off: the prior stays"

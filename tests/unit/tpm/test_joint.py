@@ -1,0 +1,100 @@
+"""The node's contention learned from jobs' loader timings together (tpm/joint.py)."""
+
+import math
+import random
+
+import pytest
+
+from allocator.contention import ContentionCurve
+from tpm.joint import MIN_CELL, LoaderTiming, fit_joint_contention
+
+FREE_UNTIL = 6.0  # the truth's contention-free workers
+SATURATED = 14.0  # and the capacity it approaches
+
+
+def true_eta(processes: float) -> float:
+    """A smooth truth as the simulator's (workloads/truth.py): eta 1 up to FREE_UNTIL, then
+    capacity approaching SATURATED."""
+    if processes <= FREE_UNTIL:
+        return 1.0
+    headroom = SATURATED - FREE_UNTIL
+    capacity = FREE_UNTIL + headroom * (1.0 - math.exp(-(processes - FREE_UNTIL) / headroom))
+    return capacity / processes
+
+
+def timed(
+    costs: dict[str, float], loads: dict[str, list[int]], *, per_cell: int = 10, noise: float = 0.05
+) -> list[LoaderTiming]:
+    """Heartbeats of each job at each of its loads: c / eta(D) with lognormal noise."""
+    rng = random.Random(7)
+    return [
+        LoaderTiming(job, load, costs[job] / true_eta(load) * math.exp(rng.gauss(0.0, noise)))
+        for job, at in loads.items()
+        for load in at
+        for _ in range(per_cell)
+    ]
+
+
+def read(points: tuple[tuple[float, float], ...], load: float) -> float:
+    """eta as the allocator reads points (allocator/contention.py)."""
+    return ContentionCurve(points).efficiency(load)
+
+
+def test_jobs_measured_together_recover_the_node_curve_within_5_percent() -> None:
+    costs = {"resnet": 0.01, "vgg": 0.03, "speech": 0.08}
+    loads = {"resnet": [3, 6, 9, 12], "vgg": [9, 12, 16, 20], "speech": [16, 20, 24, 30]}
+    no_contention = ()  # single-job profiles that saw none
+    points = fit_joint_contention(timed(costs, loads), no_contention, most=30)
+    assert points is not None
+    for load in (3, 6, 9, 12, 16, 20, 24, 30):
+        assert read(points, load) == pytest.approx(true_eta(load), rel=0.05), load
+    etas = [eta for _, eta in points]
+    assert etas == sorted(etas, reverse=True)
+    assert all(0.0 < eta <= 1.0 for eta in etas)
+
+
+def test_past_the_loads_seen_the_priors_shape_holds_up_to_the_most() -> None:
+    costs = {"a": 0.02, "b": 0.05}
+    timings = timed(costs, {"a": [4, 8, 12], "b": [8, 12, 16]})
+    points = fit_joint_contention(timings, (), most=24)
+    assert points is not None
+    assert read(points, 24) == pytest.approx(read(points, 16)), "no contention said the prior"
+    assert 40 * read(points, 40) == pytest.approx(24 * read(points, 24)), "flat past the most"
+    contending = ((8.0, 1.0), (24.0, 0.5))
+    points = fit_joint_contention(timings, contending, most=24)
+    assert points is not None
+    scale = read(points, 16) / read(contending, 16)
+    assert read(points, 20) == pytest.approx(read(contending, 20) * scale)
+
+
+def test_a_job_seen_at_one_load_says_nothing_of_the_node() -> None:
+    """Its timings fit any curve: its own cost absorbs the node's contention there, as a
+    single-job profile's saturation would."""
+    alone = timed({"a": 0.02, "b": 0.05}, {"a": [8], "b": [16]})
+    assert fit_joint_contention(alone, ((1.0, 1.0), (24.0, 0.5)), most=24) is None
+
+
+def test_too_few_timings_at_a_load_are_not_a_measurement() -> None:
+    few = timed({"a": 0.02}, {"a": [4, 16]}, per_cell=MIN_CELL - 1)
+    assert fit_joint_contention(few, (), most=16) is None
+    enough = timed({"a": 0.02}, {"a": [4, 16]}, per_cell=MIN_CELL)
+    assert fit_joint_contention(enough, (), most=16) is not None
+
+
+def test_the_prior_holds_where_no_job_reaches_and_sets_the_scale() -> None:
+    """Timings say eta's ratios; the prior says where the curve starts. Below the loads
+    seen the prior stands (never under the fit)."""
+    prior = ((1.0, 1.0), (6.0, 1.0), (30.0, 0.4))
+    points = fit_joint_contention(timed({"a": 0.02}, {"a": [10, 20]}, per_cell=30), prior, most=30)
+    assert points is not None
+    assert read(points, 2) == pytest.approx(1.0)
+    ratio = read(points, 20) / read(points, 10)
+    assert ratio == pytest.approx(true_eta(20) / true_eta(10), rel=0.05)
+
+
+def test_noise_never_makes_eta_rise_with_load() -> None:
+    noisy = timed({"a": 0.02, "b": 0.04}, {"a": [2, 3, 4, 5], "b": [3, 4, 5, 6]}, noise=0.3)
+    points = fit_joint_contention(noisy, (), most=8)
+    assert points is not None
+    etas = [eta for _, eta in points]
+    assert etas == sorted(etas, reverse=True)
