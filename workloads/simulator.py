@@ -104,6 +104,9 @@ class SimulationOptions:
     seed: int = 0
     heartbeat_s: float = 5.0  # agents' heartbeat period (the daemon's is 1 s; coarser is cheaper)
     loader_timing: bool = True  # agents time their loader workers, as the SDK does
+    # The contention eta(D) the core starts from, as points (D, eta); None: fitted from the
+    # simulated profiles (the truth's for `oracle`). `()`: a node said to have none.
+    contention_prior: tuple[tuple[float, float], ...] | None = None
 
 
 class Simulation:
@@ -151,7 +154,9 @@ class Simulation:
 
     def _node_spec(self) -> NodeSpec:
         node = self._workload.node
-        if self._oracle:
+        if self._options.contention_prior is not None:
+            points = self._options.contention_prior
+        elif self._oracle:
             points = self._truth.contention_points(2 * node.cpu_workers)
         else:
             points = self._fitted().contention_points()
@@ -367,6 +372,19 @@ class Simulation:
     def model(self) -> ThroughputModel | None:
         """The fitted TPM the core plans with; None for the oracle (the truth's rates)."""
         return None if self._oracle else self._fitted()
+
+    @property
+    def planned_node(self) -> NodeSpec:
+        """The node as the core plans on it now: its contention learned, once it is."""
+        return self._scheduler.node
+
+    @property
+    def truth(self) -> NodeTruth:
+        return self._truth
+
+    def measured_loads(self) -> frozenset[int]:
+        """The node loads at which jobs' loader timings measured the node's contention."""
+        return self._scheduler.measured_loads()
 
     def _carry_out(self, command: Command) -> None:
         match command:
