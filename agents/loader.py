@@ -100,6 +100,10 @@ class ResizableLoader:
         self.clock = LoaderClock()
         self._built_with: int | None = None  # the worker count of the live DataLoader
         self._renew = False  # start a new DataLoader at the next batch, whatever the count
+        # With `persistent_workers`, the DataLoader whose workers live on from epoch to
+        # epoch, and the batches it is to make next.
+        self._kept: DataLoader[Any] | None = None
+        self._batches = _Shares([])
 
     def rebuild(self) -> None:
         """Start a new DataLoader from the next batch on (its workers see the dataset as it
@@ -170,6 +174,14 @@ class ResizableLoader:
         ]
 
     def _dataloader(self, shares: list[list[int]]) -> DataLoader[Any]:
+        """A DataLoader making these batches: with `persistent_workers`, the one whose workers
+        made the last ones while their count holds and no `rebuild` was asked; else a new
+        one (PyTorch's own rule: without the flag, workers start afresh each epoch)."""
+        keep = bool(self._kwargs.get("persistent_workers")) and self.workers > 0
+        if keep and self._kept is not None and self._built_with == self.workers and not self._renew:
+            self._batches.shares = shares  # its next pass draws these (DataLoader resets it)
+            return self._kept
+        self._kept = None  # its workers stop as it goes
         self._built_with = self.workers
         self._renew = False
         kwargs = dict(self._kwargs)
@@ -178,25 +190,34 @@ class ResizableLoader:
         else:
             kwargs.pop("persistent_workers", None)
             kwargs.pop("prefetch_factor", None)
-        return DataLoader(
+        self._batches = _Shares(shares)
+        loader = DataLoader(
             self.dataset,
-            batch_sampler=[_Indices(share) for share in shares],
+            batch_sampler=self._batches,
             num_workers=self.workers,
             **self._timed(kwargs),
         )
+        if keep:
+            self._kept = loader
+        return loader
 
     def _plain(self) -> DataLoader[Any]:
+        """The iterable dataset's one DataLoader: its workers never change, and with
+        `persistent_workers` they live on from pass to pass."""
+        if self._kept is not None:
+            return self._kept
         self._built_with = self.workers
         kwargs = dict(self._kwargs)
         if self.workers > 0:
             kwargs["worker_init_fn"] = _quiet_workers(kwargs.get("worker_init_fn"))
-        return DataLoader(
+        self._kept = DataLoader(
             self.dataset,
             batch_size=self.batch_size,
             drop_last=self.drop_last,
             num_workers=self.workers,
             **kwargs,  # not timed: its batches' indices are made in the workers
         )
+        return self._kept
 
 
 def _quiet_workers(user_init: Callable[[int], None] | None) -> Callable[[int], None]:
@@ -216,6 +237,20 @@ class _WorkerInit:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if self.user_init is not None:
             self.user_init(worker_id)
+
+
+class _Shares:
+    """A DataLoader's batch sampler: the batches (lists of indices) of its next pass, which
+    the loader replaces before each pass of a DataLoader whose workers it keeps."""
+
+    def __init__(self, shares: list[list[int]]) -> None:
+        self.shares = shares
+
+    def __len__(self) -> int:
+        return len(self.shares)
+
+    def __iter__(self) -> Iterator["_Indices"]:
+        return iter([_Indices(share) for share in self.shares])
 
 
 class LoaderClock:

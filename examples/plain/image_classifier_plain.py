@@ -69,7 +69,9 @@ def main() -> None:
     dataset = JpegFolder(args.data, args.size)
     model = network(classes=max(label for _, label in dataset.items) + 1).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=2)
+    loader = DataLoader(
+        dataset, batch_size=args.batch_size, shuffle=True, num_workers=2, persistent_workers=True
+    )
     for epoch in range(args.epochs):
         for images, labels in loader:
             logits = model(images.to(device))

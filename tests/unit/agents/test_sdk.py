@@ -3,6 +3,7 @@ loader's position across worker changes and restarts, tracked state, checkpoints
 the job's allocation and its callbacks. Real torch on a tiny model."""
 
 import json
+import os
 import signal
 import time
 from pathlib import Path
@@ -63,6 +64,40 @@ def test_every_sample_once_per_epoch_across_worker_changes(tmp_path: Path) -> No
     assert loader.position.epoch == 1 and loader.position.consumed == 0
     second = [i for _, batch in loader for i in batch.tolist()]
     assert sorted(second) == list(range(50)) and second != seen, "a new order each epoch"
+
+
+class Pids(Numbers):
+    """Sample i is (the pid of the process that loaded it, i)."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.tensor([os.getpid()]), index
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_persistent_workers_live_on_from_epoch_to_epoch_until_a_resize(
+    tmp_path: Path, persistent: bool
+) -> None:
+    sdk = job(tmp_path)
+    loader = sdk.loader(
+        Pids(24), batch_size=4, shuffle=True, num_workers=2, persistent_workers=persistent
+    )
+    epochs: list[set[int]] = []
+    seen: list[list[int]] = []
+    for epoch in sdk.epochs(4):
+        pids: set[int] = set()
+        seen.append([])
+        for step, (pid, indices) in enumerate(loader):
+            pids.update(pid.flatten().tolist())
+            seen[-1] += indices.tolist()
+            if epoch == 2 and step == 1:
+                loader.workers = 1  # a resize mid-epoch: a new worker, whatever the flag
+        epochs.append(pids)
+    assert all(sorted(indices) == list(range(24)) for indices in seen), "each sample once"
+    assert len(epochs[0]) == 2 and len(epochs[3]) == 1
+    if persistent:  # as PyTorch's flag says: the same workers, epoch after epoch
+        assert epochs[1] == epochs[0] and epochs[2] == epochs[1] | epochs[3]
+    else:  # PyTorch's default: new workers each epoch
+        assert not epochs[0] & epochs[1] and not epochs[2] & epochs[3]
 
 
 class Steps:
