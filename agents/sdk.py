@@ -190,8 +190,21 @@ class Job:
             self.step = int(self._restored["step"])
             self._epoch = int(self._restored["epoch"])
             _set_rng(self._restored["rng"])
+            self._say(f"resuming from {newest} (epoch {self._epoch}, step {self.step})")
         if self._control is not None:
             self._control.hello(self.step)
+
+    def _say(self, what: str, afresh: bool = True) -> None:
+        """A line on stderr from rank 0; alone, with how to start afresh instead (a second
+        run of a script in the same folder goes on from the first's checkpoints)."""
+        if self.rank != 0:
+            return
+        if self._control is None and afresh:
+            what += (
+                f"; to start afresh, remove {self.environment.checkpoint_dir}"
+                " or give stoker.init(output_dir=...) another folder"
+            )
+        print(f"stoker: {what}", file=sys.stderr, flush=True)
 
     @property
     def resumed(self) -> bool:
@@ -283,6 +296,8 @@ class Job:
         """Epochs from where the job is to `count`; the last checkpoint when they are done.
         Between two epochs, after the script's own end of an epoch, is a batch boundary (the
         loaders leave their last one to it), so a stop there goes on with the next epoch."""
+        if self._restored is not None and self._epoch >= count:
+            self._say(f"epoch {self._epoch} of {count}: nothing left to train", afresh=False)
         while self._epoch < count:
             epoch = self._epoch
             yield epoch

@@ -53,6 +53,12 @@ def test_the_tabular_example_runs_alone_and_picks_up_where_it_stopped(tmp_path: 
     assert again.returncode == 0, again.stderr
     assert "epoch 0" not in again.stdout and "epoch 1" in again.stdout, "it resumed"
     assert len(list((tmp_path / "stoker-out" / "checkpoints").glob("*.pt"))) == 2
+    # It says so, and how to start afresh; run once more with nothing left, it says that.
+    assert "stoker: resuming from stoker-out/checkpoints/checkpoint-" in again.stderr
+    assert "(epoch 1, step 4); to start afresh, remove stoker-out/checkpoints" in again.stderr
+    done = alone(tmp_path, str(EXAMPLES / "tabular.py"), "--epochs", "2", "--rows", "256")
+    assert done.returncode == 0 and done.stdout == "", done
+    assert "stoker: epoch 2 of 2: nothing left to train" in done.stderr
 
 
 def test_the_image_example_trains_alone_on_a_made_dataset(tmp_path: Path) -> None:
