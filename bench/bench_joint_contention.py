@@ -10,7 +10,7 @@ contention (`contention_prior = ()`), with `scheduler.learn_contention` off and 
 each it prints the makespan and average JCT and the planned curve's largest error against
 the truth's eta at any load up to C, and at the loads the jobs' timings measured (jobs
 timed at two loads or more; none with learning off); saves
-bench/out/joint_contention.json. About 30 s with the defaults.
+bench/out/joint_contention.json. About 10 s with the defaults.
 """
 
 import argparse

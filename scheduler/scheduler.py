@@ -166,6 +166,9 @@ class Scheduler:
         self._timings: deque[LoaderTiming] = deque(maxlen=TIMINGS_KEPT)
         self._timings_new = False
         self._contention_learned = False
+        # Jobs whose loaders are starting, stopping or stopped while they hold processes:
+        # while there are any, the node's load is not what the plan counts.
+        self._unsettled: set[str] = set()
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -314,6 +317,7 @@ class Scheduler:
         self._rates, self._node = rates, node
         self._prior_contention, self._timings_new = node.contention.points, bool(self._timings)
         self._contention_learned = False
+        self._relearn_contention()  # the new curve, corrected by what the jobs measured
         for job_id, spec in specs.items():
             job = self._live[job_id]
             job.prior, job.spec = spec, job.curve.learned(spec)
@@ -446,7 +450,16 @@ class Scheduler:
             return
         processes = self.loader_processes()
         on_device = allocation.decode_mode == "device"
-        if event.loader_cost_s > 0.0 and not on_device and self._config.learn_contention:
+        # Timed at a load the plan knows: every job holding processes runs with them (none
+        # starting, pausing, paused or resuming, whose loaders the count has but the node
+        # may not run).
+        settled = not self._unsettled
+        if (
+            event.loader_cost_s > 0.0
+            and not on_device
+            and settled
+            and self._config.learn_contention
+        ):
             self._timings.append(LoaderTiming(job.request.id, processes, event.loader_cost_s))
             self._timings_new = True
         if self._config.learn_curves:
@@ -835,6 +848,10 @@ class Scheduler:
         if new is JobState.RUNNING and job.state is not JobState.RUNNING:
             job.warming = True  # a start or a resume: the next heartbeat times its loaders' start
         job.state = new
+        if new.holds_resources and new is not JobState.RUNNING:
+            self._unsettled.add(job.request.id)
+        else:
+            self._unsettled.discard(job.request.id)
         if new in (JobState.STARTING, JobState.RUNNING):
             self._watched[job.request.id] = job
         else:

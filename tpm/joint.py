@@ -35,6 +35,9 @@ from sklearn.isotonic import IsotonicRegression
 MIN_CELL = 3
 # The weight that pins a group's least load to the prior: the scale, not a measurement.
 _ANCHOR = 1e6
+# No node's loaders run a thousand times slower for contention: a fit below this is the
+# timings' own error (a job whose pipeline changed between loads), not the node.
+LEAST_ETA = 1e-3
 
 Points = tuple[tuple[float, float], ...]
 
@@ -74,10 +77,13 @@ def fit_joint_contention(
             matrix[row, column] = coefficient * root
         values[row] = value * root
     solution = np.linalg.lstsq(matrix, values, rcond=None)[0]
+    logs = np.clip(solution[: len(loads)], math.log(LEAST_ETA), 0.0)
     counts = [sum(n for (_, at), (_, n) in cells.items() if at == load) for load in loads]
-    etas = IsotonicRegression(increasing=False, y_max=1.0).fit_transform(
-        np.array(loads, dtype=float), np.exp(solution[: len(loads)]), sample_weight=counts
+    etas = IsotonicRegression(increasing=False).fit_transform(
+        np.array(loads, dtype=float), np.exp(logs), sample_weight=counts
     )
+    # Pooling may have moved the least load off its anchor: the scale is the prior's there.
+    etas = np.minimum(etas * _efficiency(prior, loads[0]) / etas[0], 1.0)
     fitted = [(float(load), float(eta)) for load, eta in zip(loads, etas, strict=True)]
     return _merge(prior, fitted, most)
 
@@ -93,8 +99,9 @@ def _cells(timings: Sequence[LoaderTiming]) -> dict[tuple[str, int], tuple[float
     timings, of the jobs timed at two loads or more."""
     logs: dict[tuple[str, int], list[float]] = defaultdict(list)
     for timing in timings:
-        if timing.seconds_per_sample > 0.0 and timing.processes >= 1:
-            logs[(timing.job, timing.processes)].append(math.log(timing.seconds_per_sample))
+        seconds = timing.seconds_per_sample
+        if math.isfinite(seconds) and seconds > 0.0 and timing.processes >= 1:
+            logs[(timing.job, timing.processes)].append(math.log(seconds))
     full = {key: values for key, values in logs.items() if len(values) >= MIN_CELL}
     loads_of: dict[str, int] = defaultdict(int)
     for job, _ in full:

@@ -303,37 +303,40 @@ def _eta_truth(processes: int) -> float:
 def _timed_together(config: SchedulerConfig) -> tuple[Scheduler, int]:
     """`waa` gives each job the workers its hints say keep it fed: "a" alone (10 processes),
     then "a" and "b" (c twice a's: 30 processes), each job timing its loaders at the node's
-    contention then, c / eta(D); then "c" arrives and a round plans. The core and the load
-    "a" and "b" ran at together."""
+    contention then, c / eta(D); then "c" arrives and a round plans. While "b" starts, the
+    count says 30 but only a's 10 run, and "a" times its loaders at 10. The core and the
+    load "a" and "b" ran at together."""
     node = NodeSpec(cpu_workers=60, contention=ContentionCurve.contention_free())
     core = Scheduler(node, RateModel(), config)
     costs = {"a": 0.01, "b": 0.02}
     now = 0.0
 
-    def run(job_id: str, beats: int) -> None:
+    def beats(count: int, running: dict[str, int]) -> None:
+        """Heartbeats of the jobs `running` (id: workers), timed at their processes' load."""
         nonlocal now
-        for launch in only(
-            core.handle(JobSubmitted(job(job_id, sample_cost_s=costs[job_id])), now), Launch
-        ):
-            core.handle(AgentHello(launch.job_id, launch.gen, 0), now)
-        for _ in range(beats):
+        load = sum(running.values())
+        for _ in range(count):
             now += 1.0
-            load = core.loader_processes()
-            for running in (job_id for job_id in costs if job_id in core.jobs()):
-                allocation = core.status(running).allocation
-                assert allocation is not None
-                workers = allocation.workers_per_gpu
-                timing = costs[running] / _eta_truth(load)
-                beat = Heartbeat(running, core.generation, int(now), 1000.0, 0.0, workers, timing)
+            for job_id, workers in running.items():
+                timing = costs[job_id] / _eta_truth(load)
+                beat = Heartbeat(job_id, core.generation, int(now), 1000.0, 0.0, workers, timing)
                 core.handle(beat, now)
 
-    run("a", beats=6)
-    assert core.loader_processes() == 10
-    run("b", beats=6)
-    together = core.loader_processes()
-    assert together == 30
+    def submit(job_id: str) -> list[Launch]:
+        request = job(job_id, sample_cost_s=costs[job_id])
+        return only(core.handle(JobSubmitted(request), now), Launch)
+
+    for launch in submit("a"):
+        core.handle(AgentHello(launch.job_id, launch.gen, 0), now)
+    beats(6, {"a": 10})
+    starting = submit("b")
+    assert core.loader_processes() == 30
+    beats(8, {"a": 10})  # "b" starting (a slow import): its loaders not running yet
+    for launch in starting:
+        core.handle(AgentHello(launch.job_id, launch.gen, 0), now)
+    beats(6, {"a": 10, "b": 20})
     core.handle(JobSubmitted(job("c", step_time_s=10.0)), now + 1.0)
-    return core, together
+    return core, 30
 
 
 def test_the_node_curve_is_learned_from_jobs_timed_together() -> None:

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from allocator.contention import ContentionCurve
-from tpm.joint import MIN_CELL, LoaderTiming, fit_joint_contention
+from tpm.joint import LEAST_ETA, MIN_CELL, LoaderTiming, fit_joint_contention
 
 FREE_UNTIL = 6.0  # the truth's contention-free workers
 SATURATED = 14.0  # and the capacity it approaches
@@ -82,14 +82,30 @@ def test_too_few_timings_at_a_load_are_not_a_measurement() -> None:
 
 
 def test_the_prior_holds_where_no_job_reaches_and_sets_the_scale() -> None:
-    """Timings say eta's ratios; the prior says where the curve starts. Below the loads
-    seen the prior stands (never under the fit)."""
-    prior = ((1.0, 1.0), (6.0, 1.0), (30.0, 0.4))
+    """Timings say eta's ratios; the prior says where the curve starts: at the least load
+    measured the fit is the prior's, and below it the prior stands."""
+    prior = ((1.0, 1.0), (4.0, 0.8), (30.0, 0.75))  # wrong in shape, but the scale
     points = fit_joint_contention(timed({"a": 0.02}, {"a": [10, 20]}, per_cell=30), prior, most=30)
     assert points is not None
-    assert read(points, 2) == pytest.approx(1.0)
+    for load in (2, 4, 10):
+        assert read(points, load) == pytest.approx(read(prior, load)), load
     ratio = read(points, 20) / read(points, 10)
     assert ratio == pytest.approx(true_eta(20) / true_eta(10), rel=0.05)
+    assert ratio != pytest.approx(read(prior, 20) / read(prior, 10), rel=0.05), "measured"
+
+
+@pytest.mark.parametrize(
+    ("at_2", "at_4"), [(1e200, 1e-200), (1e-200, 1e200), (5e-324, 1.0), (float("nan"), 1.0)]
+)
+def test_timings_no_node_could_give_still_make_a_curve(at_2: float, at_4: float) -> None:
+    """A job whose pipeline changed between loads, or a broken clock: never an error that
+    would stop every later round, and never an eta a plan cannot use."""
+    timings = [LoaderTiming("a", load, t) for load, t in ((2, at_2), (4, at_4)) for _ in range(3)]
+    timings += [LoaderTiming("b", load, 0.01) for load in (2, 4) for _ in range(3)]
+    points = fit_joint_contention(timings, (), most=8)
+    assert points is not None
+    ContentionCurve(points)  # valid: loads increasing, eta in (0, 1] and never rising
+    assert min(eta for _, eta in points) >= LEAST_ETA
 
 
 def test_noise_never_makes_eta_rise_with_load() -> None:
