@@ -110,6 +110,16 @@ class ResizableLoader:
         is then), even with the same worker count."""
         self._renew = True
 
+    def close(self) -> None:
+        """Stop the workers of a DataLoader kept between passes (`persistent_workers`); the
+        next pass, if any, starts new ones."""
+        kept, self._kept = self._kept, None
+        # PyTorch has no public way to stop a persistent DataLoader's workers; its iterator
+        # does it when it is collected, which a suspended loop over it would delay.
+        stop = getattr(getattr(kept, "_iterator", None), "_shutdown_workers", None)
+        if stop is not None:
+            stop()
+
     def __len__(self) -> int:
         """Batches left in the current epoch for this rank."""
         if not self.resizable:

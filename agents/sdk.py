@@ -312,9 +312,17 @@ class Job:
                 self.at_boundary()
         self.checkpoint()
         self._metrics.flush()
+        self._stop_workers()
         if self._control is not None:
             self._control.finished(self.step)
             self._control.close()
+
+    def _stop_workers(self) -> None:
+        """Stop the workers the loaders keep between epochs (`persistent_workers`) before
+        the script ends: left to the interpreter's exit, they are killed, and PyTorch then
+        reports a worker "killed by signal" on stderr."""
+        for loader in self._loaders:
+            loader.close()
 
     def report(self, **metrics: Any) -> None:
         """Record metrics for this step: numbers or tensors. Tensors are read (one device
@@ -423,6 +431,7 @@ class Job:
         a signal."""
         path = None if checkpointed else self.checkpoint()
         self._metrics.flush()
+        self._stop_workers()
         if self._control is not None:
             self._control.close()
         if cancelled:

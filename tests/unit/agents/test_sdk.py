@@ -5,6 +5,8 @@ the job's allocation and its callbacks. Real torch on a tiny model."""
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -98,6 +100,32 @@ def test_persistent_workers_live_on_from_epoch_to_epoch_until_a_resize(
         assert epochs[1] == epochs[0] and epochs[2] == epochs[1] | epochs[3]
     else:  # PyTorch's default: new workers each epoch
         assert not epochs[0] & epochs[1] and not epochs[2] & epochs[3]
+
+
+LEAVES_MID_EPOCH = """
+import sys, tempfile
+from pathlib import Path
+from tests.unit.agents.test_sdk import Numbers, job
+sdk = job(Path(tempfile.mkdtemp()))
+loader = sdk.loader(Numbers(64), batch_size=4, num_workers=2, persistent_workers=True)
+for epoch in sdk.epochs(3):
+    for step, _ in enumerate(loader):
+        if epoch == 1 and step == 3:
+            sdk._leave(cancelled=True)  # as a cancel or a cold resize leaves
+"""
+
+
+def test_a_job_that_leaves_stops_its_persistent_workers_first() -> None:
+    # Left to the interpreter's exit, they were killed, and PyTorch wrote on stderr that a
+    # DataLoader worker was "killed by signal: Terminated" (3 exits in 4 before the fix).
+    root = Path(__file__).resolve().parents[3]
+    for _ in range(2):
+        run = subprocess.run(
+            [sys.executable, "-c", LEAVES_MID_EPOCH], cwd=root, capture_output=True,
+            text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        assert "killed by signal" not in run.stderr, run.stderr
 
 
 class Steps:
