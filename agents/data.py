@@ -114,7 +114,8 @@ class Augment:
 class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
     """Samples of a `make_dataset` folder, decoded by Pillow and augmented (cropped to
     `image_size`, or to the size its images were made at); `epoch` must be set before each
-    epoch's loader is built (the augmentation seed depends on it)."""
+    epoch's pass (the augmentation seed depends on it). It lives in memory the loader's
+    workers share, so persistent workers see each epoch the main process sets."""
 
     def __init__(self, root: Path, image_size: int | None = None, seed: int = 0) -> None:
         try:
@@ -130,7 +131,15 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
         self.image_size = image_size or int(index["size"])
         self.augment = Augment(self.image_size)
         self.seed = seed
-        self.epoch = 0
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch[0])
+
+    @epoch.setter
+    def epoch(self, value: int) -> None:
+        self._epoch[0] = value
 
     def __len__(self) -> int:
         return len(self.labels)

@@ -46,6 +46,21 @@ def test_a_sample_looks_the_same_wherever_it_is_decoded_in_an_epoch(folder: Path
     assert not torch.equal(dataset[3][0], again[3][0])  # a new epoch, a new crop
 
 
+def test_persistent_workers_see_each_epoch_the_script_sets(folder: Path) -> None:
+    dataset = JpegDataset(folder, image_size=32)
+    loader = DataLoader(dataset, batch_size=8, num_workers=1, persistent_workers=True)
+    firsts = []
+    for epoch in range(2):
+        dataset.epoch = epoch  # in the main process, after its worker started
+        batches = [pixels for pixels, _ in loader]  # the whole epoch, as training goes
+        firsts.append(batches[0][0])
+    fresh = JpegDataset(folder, image_size=32)
+    for epoch, first in enumerate(firsts):
+        fresh.epoch = epoch
+        assert torch.equal(first, fresh[0][0]), f"epoch {epoch}'s draws"
+    assert not torch.equal(firsts[0], firsts[1]), "a new epoch, new augmentation draws"
+
+
 def test_missing_index_says_how_to_make_one(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="stoker dataset make"):
         JpegDataset(tmp_path, image_size=32)
