@@ -131,7 +131,8 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
         self.image_size = image_size or int(index["size"])
         self.augment = Augment(self.image_size)
         self.seed = seed
-        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        epoch = torch.zeros(1, dtype=torch.int64)
+        self._epoch = epoch.share_memory_()  # type: ignore[no-untyped-call]
 
     @property
     def epoch(self) -> int:
