@@ -309,9 +309,10 @@ class Control:
         if self.loader_clock is not None:  # a worker's seconds per sample this interval
             clocked, then = self.loader_clock(), self._clocked
             self._clocked = clocked
-            # An interval in which workers started (each epoch's, each resize's) is left
-            # untimed: its idle share holds the wait for their start, a cost per epoch, not
-            # per sample, which would read as a softer bend than the loaders have.
+            # An interval in which a pass began (each epoch's, each resize's; new workers or
+            # kept ones) is left untimed: its idle share holds the wait for the pipeline to
+            # fill, a cost per epoch, not per sample, which would read as a softer bend than
+            # the loaders have.
             if clocked.samples > then.samples and clocked.starts == then.starts:
                 loader_s = (clocked.seconds - then.seconds) / (clocked.samples - then.samples)
         heartbeat = functools.partial(

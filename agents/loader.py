@@ -190,6 +190,7 @@ class ResizableLoader:
         keep = bool(self._kwargs.get("persistent_workers")) and self.workers > 0
         if keep and self._kept is not None and self._built_with == self.workers and not self._renew:
             self._batches.shares = shares  # its next pass draws these (DataLoader resets it)
+            self.clock.new_pass()
             return self._kept
         self._kept = None  # its workers stop as it goes
         self._built_with = self.workers
@@ -265,7 +266,9 @@ class _Shares:
 
 class LoaderClock:
     """What the workers of a loader's DataLoaders spent: wall seconds making batches, and
-    the samples in them, summed over every DataLoader it built; and how many it built."""
+    the samples in them, summed over every DataLoader it built; and how many passes began
+    (a new DataLoader, or a kept one's next epoch: either waits for its pipeline to fill,
+    a cost per pass, not per sample)."""
 
     def __init__(self) -> None:
         self._retired = Clocked()
@@ -279,6 +282,11 @@ class LoaderClock:
         self._live = live.share_memory_()  # type: ignore[no-untyped-call]
         return self._live
 
+    def new_pass(self) -> None:
+        """A kept DataLoader's workers begin another pass."""
+        retired = self._retired
+        self._retired = Clocked(retired.seconds, retired.samples, retired.starts + 1)
+
     def totals(self) -> "Clocked":
         retired = self._retired
         if self._live is None:
@@ -289,7 +297,7 @@ class LoaderClock:
 
 @dataclass(frozen=True)
 class Clocked:
-    """A `LoaderClock`'s totals: seconds and samples its workers made, DataLoaders started."""
+    """A `LoaderClock`'s totals: seconds and samples its workers made, passes begun."""
 
     seconds: float = 0.0
     samples: float = 0.0

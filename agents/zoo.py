@@ -122,7 +122,6 @@ def train(job: stoker.Job, args: argparse.Namespace) -> None:
         seed=args.seed,
         num_workers=args.workers,
         pin_memory=job.device.type == "cuda",
-        persistent_workers=True,  # the epoch reaches them in shared memory (JpegDataset)
     )
     job.track(model=network, optimizer=optimizer)
     decoding = Decoding(job, samples, max_batch=per_rank + 1)  # a merged tail adds one

@@ -96,6 +96,9 @@ def test_persistent_workers_live_on_from_epoch_to_epoch_until_a_resize(
         epochs.append(pids)
     assert all(sorted(indices) == list(range(24)) for indices in seen), "each sample once"
     assert len(epochs[0]) == 2 and len(epochs[3]) == 1
+    # Every epoch's pass begins with its pipeline filling, kept workers or new: heartbeats
+    # spanning one are not timed (agents/control.py). 4 epochs and a resize: 5 passes.
+    assert loader.clock.totals().starts == 5
     if persistent:  # as PyTorch's flag says: the same workers, epoch after epoch
         assert epochs[1] == epochs[0] and epochs[2] == epochs[1] | epochs[3]
     else:  # PyTorch's default: new workers each epoch
