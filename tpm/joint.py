@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.isotonic import IsotonicRegression
 
 # A job's timings at one load count once they are this many: the median of fewer is noise.
 MIN_CELL = 3
@@ -78,6 +77,10 @@ def fit_joint_contention(
         values[row] = value * root
     solution = np.linalg.lstsq(matrix, values, rcond=None)[0]
     logs = np.clip(solution[: len(loads)], math.log(LEAST_ETA), 0.0)
+    # Here, not at the top: scikit-learn takes most of a second to import, and every
+    # process that imports the scheduler (the daemon, the CLI, the simulator) would pay it.
+    from sklearn.isotonic import IsotonicRegression  # noqa: PLC0415
+
     counts = [sum(n for (_, at), (_, n) in cells.items() if at == load) for load in loads]
     etas = IsotonicRegression(increasing=False).fit_transform(
         np.array(loads, dtype=float), np.exp(logs), sample_weight=counts
