@@ -162,7 +162,7 @@ class Scheduler:
         self._generation = 0
         # The node's contention as configured (or fitted from profiles), and the loader
         # timings of jobs running together that relearn it (`_relearn_contention`).
-        self._prior_contention = node.contention.points
+        self._prior_contention = node.contention
         self._timings: deque[LoaderTiming] = deque(maxlen=TIMINGS_KEPT)
         self._timings_new = False
         self._contention_learned = False
@@ -315,7 +315,7 @@ class Scheduler:
         except (TpmError, InvalidRequest) as error:
             raise RefitRejected(str(error)) from None
         self._rates, self._node = rates, node
-        self._prior_contention, self._timings_new = node.contention.points, bool(self._timings)
+        self._prior_contention, self._timings_new = node.contention, bool(self._timings)
         self._contention_learned = False
         self._relearn_contention()  # the new curve, corrected by what the jobs measured
         for job_id, spec in specs.items():

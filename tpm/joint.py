@@ -27,6 +27,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -41,6 +42,16 @@ LEAST_ETA = 1e-3
 Points = tuple[tuple[float, float], ...]
 
 
+class Curve(Protocol):
+    """eta(D) as the allocator reads it (allocator/contention.py's `ContentionCurve`, which
+    tpm may not import): its points, and eta at any load."""
+
+    @property
+    def points(self) -> Points: ...
+
+    def efficiency(self, processes: float) -> float: ...
+
+
 @dataclass(frozen=True)
 class LoaderTiming:
     """One heartbeat's loader timing, with where it was measured."""
@@ -51,7 +62,7 @@ class LoaderTiming:
 
 
 def fit_joint_contention(
-    timings: Sequence[LoaderTiming], prior: Points, most: float
+    timings: Sequence[LoaderTiming], prior: Curve, most: float
 ) -> Points | None:
     """eta(D) as points (D, eta) up to `most` loader processes from jobs' timings at
     several node loads, the prior where none reach; None while no job has been timed at two
@@ -67,7 +78,7 @@ def fit_joint_contention(
     for (job, load), (log_time, count) in cells.items():
         equations.append(({rows[job]: 1.0, columns[load]: -1.0}, log_time, float(count)))
     for load in _least_of_each_group(cells):
-        equations.append(({columns[load]: 1.0}, math.log(_efficiency(prior, load)), _ANCHOR))
+        equations.append(({columns[load]: 1.0}, math.log(prior.efficiency(load)), _ANCHOR))
     matrix = np.zeros((len(equations), len(loads) + len(jobs)))
     values = np.zeros(len(equations))
     for row, (coefficients, value, weight) in enumerate(equations):
@@ -86,7 +97,7 @@ def fit_joint_contention(
         np.array(loads, dtype=float), np.exp(logs), sample_weight=counts
     )
     # Pooling may have moved the least load off its anchor: the scale is the prior's there.
-    etas = np.minimum(etas * _efficiency(prior, loads[0]) / etas[0], 1.0)
+    etas = np.minimum(etas * prior.efficiency(loads[0]) / etas[0], 1.0)
     fitted = [(float(load), float(eta)) for load, eta in zip(loads, etas, strict=True)]
     return _merge(prior, fitted, most)
 
@@ -135,28 +146,17 @@ def _least_of_each_group(cells: Mapping[tuple[str, int], object]) -> list[int]:
     return sorted(least.values())
 
 
-def _efficiency(points: Points, load: float) -> float:
-    """eta at `load` on the allocator's reading of points: linear between them, the first
-    point's before, flat capacity past the last; 1 without points."""
-    if not points:
-        return 1.0
-    loads = [d for d, _ in points]
-    if load >= loads[-1]:
-        return points[-1][1] * loads[-1] / load
-    return float(np.interp(load, loads, [eta for _, eta in points]))
-
-
-def _merge(prior: Points, fitted: list[tuple[float, float]], most: float) -> Points:
+def _merge(prior: Curve, fitted: list[tuple[float, float]], most: float) -> Points:
     """The prior corrected by the fit: at each load the prior's eta times the fit's ratio to
     it, linear between the loads measured and held past them, up to `most`; made
     non-increasing throughout."""
     loads = [d for d, _ in fitted]
-    ratios = [eta / _efficiency(prior, d) for d, eta in fitted]
-    grid = sorted({*loads, *(d for d, _ in prior if d < most), max(most, loads[-1])})
+    ratios = [eta / prior.efficiency(d) for d, eta in fitted]
+    grid = sorted({*loads, *(d for d, _ in prior.points if d < most), max(most, loads[-1])})
     merged: list[tuple[float, float]] = []
     ceiling = 1.0
     for load in grid:
         ratio = float(np.interp(load, loads, ratios))
-        ceiling = min(ceiling, _efficiency(prior, load) * ratio)
+        ceiling = min(ceiling, prior.efficiency(load) * ratio)
         merged.append((float(load), max(ceiling, 1e-6)))
     return tuple(merged)
