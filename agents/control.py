@@ -103,6 +103,7 @@ class _Meter:
     """Time since the last heartbeat, split into waiting for data and computing."""
 
     started: float = field(default_factory=time.monotonic)
+    cpu_started: float = field(default_factory=time.process_time)  # this process's threads
     idle_s: float = 0.0
     step_s: float = 0.0
     steps: int = 0
@@ -305,7 +306,8 @@ class Control:
         # The samples of this interval over its time (not this run's samples per step of
         # every run: after a restart from a checkpoint that read a hundredth of the rate).
         rate = meter.samples / busy if busy > 0 else 0.0
-        loader_s = 0.0
+        loader_s = loader_cpu_s = 0.0
+        timed = self.workers == 0  # without workers the process loads: its CPU is all of it
         if self.loader_clock is not None:  # a worker's seconds per sample this interval
             clocked, then = self.loader_clock(), self._clocked
             self._clocked = clocked
@@ -314,7 +316,14 @@ class Control:
             # fill, a cost per epoch, not per sample, which would read as a softer bend than
             # the loaders have.
             if clocked.samples > then.samples and clocked.starts == then.starts:
-                loader_s = (clocked.seconds - then.seconds) / (clocked.samples - then.samples)
+                made = clocked.samples - then.samples
+                loader_s = (clocked.seconds - then.seconds) / made
+                loader_cpu_s = (clocked.cpu_seconds - then.cpu_seconds) / made
+                timed = True
+        cpu_s = 0.0
+        if timed and meter.samples > 0:  # this rank's share of the samples, as every rank's
+            training = (time.process_time() - meter.cpu_started) * self.world_size
+            cpu_s = training / meter.samples + loader_cpu_s
         heartbeat = functools.partial(
             HeartbeatMessage,
             job=self.job_id,
@@ -327,6 +336,8 @@ class Control:
             workers=self.workers,
             share=self.share,
             loader_s=loader_s,
+            loader_cpu_s=loader_cpu_s,
+            cpu_s=cpu_s,
         )
         self.link.send_built(lambda: [heartbeat()])  # validated on the link's thread
         self._meter = _Meter()

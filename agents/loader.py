@@ -22,7 +22,7 @@ its samples/s, which its GPU's rate and the knee's bend blur.
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import torch
@@ -265,10 +265,12 @@ class _Shares:
 
 
 class LoaderClock:
-    """What the workers of a loader's DataLoaders spent: wall seconds making batches, and
-    the samples in them, summed over every DataLoader it built; and how many passes began
-    (a new DataLoader, or a kept one's next epoch: either waits for its pipeline to fill,
-    a cost per pass, not per sample)."""
+    """What the workers of a loader's DataLoaders spent: wall seconds making batches, the
+    CPU seconds in them and the samples in them, summed over every DataLoader it built; and
+    how many passes began (a new DataLoader, or a kept one's next epoch: either waits for
+    its pipeline to fill, a cost per pass, not per sample). CPU against wall seconds is the
+    share of a core a worker got while it worked: below 1 where the node's CPUs are
+    contended."""
 
     def __init__(self) -> None:
         self._retired = Clocked()
@@ -277,45 +279,52 @@ class LoaderClock:
     def fresh(self, workers: int) -> torch.Tensor:
         """A row per worker of a new DataLoader, in memory its workers share."""
         so_far = self.totals()
-        self._retired = Clocked(so_far.seconds, so_far.samples, so_far.starts + 1)
-        live = torch.zeros((workers, 2), dtype=torch.float64)
+        self._retired = replace(so_far, starts=so_far.starts + 1)
+        live = torch.zeros((workers, 3), dtype=torch.float64)
         self._live = live.share_memory_()  # type: ignore[no-untyped-call]
         return self._live
 
     def new_pass(self) -> None:
         """A kept DataLoader's workers begin another pass."""
-        retired = self._retired
-        self._retired = Clocked(retired.seconds, retired.samples, retired.starts + 1)
+        self._retired = replace(self._retired, starts=self._retired.starts + 1)
 
     def totals(self) -> "Clocked":
         retired = self._retired
         if self._live is None:
             return retired
-        seconds, samples = self._live.sum(dim=0).tolist()
-        return Clocked(retired.seconds + seconds, retired.samples + samples, retired.starts)
+        seconds, samples, cpu_seconds = self._live.sum(dim=0).tolist()
+        return Clocked(
+            retired.seconds + seconds,
+            retired.samples + samples,
+            retired.starts,
+            retired.cpu_seconds + cpu_seconds,
+        )
 
 
 @dataclass(frozen=True)
 class Clocked:
-    """A `LoaderClock`'s totals: seconds and samples its workers made, passes begun."""
+    """A `LoaderClock`'s totals: wall seconds and samples its workers made, passes begun,
+    and the CPU seconds the workers spent in those wall seconds."""
 
     seconds: float = 0.0
     samples: float = 0.0
     starts: int = 0
+    cpu_seconds: float = 0.0
 
 
 @dataclass
 class _Batch:
-    """In a worker: when it took up the batch it is making, and its samples (`_Indices`)."""
+    """In a worker: when it took up the batch it is making (wall and CPU clocks), and its
+    samples (`_Indices`)."""
 
-    taken_up: tuple[float, int] | None = None
+    taken_up: tuple[float, float, int] | None = None
 
 
 _MAKING = _Batch()
 
 
 def _take_up(indices: list[int]) -> list[int]:
-    _MAKING.taken_up = (time.monotonic(), len(indices))
+    _MAKING.taken_up = (time.monotonic(), time.process_time(), len(indices))
     return indices
 
 
@@ -338,6 +347,8 @@ class _TimedCollate:
         batch = self.collate(samples)
         worker, taken, _MAKING.taken_up = get_worker_info(), _MAKING.taken_up, None
         if worker is not None and taken is not None:
-            spent = torch.tensor((time.monotonic() - taken[0], taken[1]), dtype=torch.float64)
-            self.clock[worker.id] += spent  # one write: a heartbeat reads both or neither
+            started, cpu_started, count = taken
+            wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
+            spent = torch.tensor((wall, count, cpu), dtype=torch.float64)
+            self.clock[worker.id] += spent  # one write: a heartbeat reads all or none
         return batch

@@ -12,7 +12,8 @@ hello said version 2 (an older agent gets its new share with its next resume).
 Version 3 added `metrics`: what a script reported with `job.report`, sent by the SDK.
 Version 4 added the heartbeat's `loader_s`. An agent sends it only to a daemon that said,
 in its launch's `STOKER_PROTOCOL`, that it reads version 4: an older daemon refuses a
-field it does not know.
+field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_s` and
+`cpu_s`, on the same terms.
 """
 
 import json
@@ -25,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 4
+VERSION = 5
 PROTOCOL_VARIABLE = "STOKER_PROTOCOL"  # the protocol version of the daemon that launched it
 SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
 MAX_METRIC_NAME = 64
@@ -45,7 +46,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1, 2, 3, 4] = 4  # VERSION; 1 to 3 are still understood
+    v: Literal[1, 2, 3, 4, 5] = 5  # VERSION; 1 to 4 are still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -89,6 +90,25 @@ class HeartbeatMessage(_Message):
         description=(
             "since v4: a loader worker's wall seconds per sample this interval, from taking"
             " up a batch to handing it over; 0 when not timed, and then left out of the bytes"
+        ),
+    )
+    loader_cpu_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description=(
+            "since v5: the CPU seconds a loader worker spent per sample in the span loader_s"
+            " times (its share of a core while it worked: loader_cpu_s / loader_s); 0 when"
+            " not timed"
+        ),
+    )
+    cpu_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description=(
+            "since v5: the job's CPU seconds per sample this interval, its training"
+            " processes and loader workers together; 0 when not measured"
         ),
     )
 
@@ -197,7 +217,7 @@ def _left_out(message: _Message) -> set[str] | None:
 
 # Optional fields and the version that brought them (the secret came without a new
 # version: a daemon that gives none reads messages without it).
-_SINCE = {"secret": 1, "loader_s": 4}
+_SINCE = {"secret": 1, "loader_s": 4, "loader_cpu_s": 5, "cpu_s": 5}
 
 
 def daemon_version(environ: Mapping[str, str]) -> int:

@@ -29,6 +29,12 @@ worse than it.
 
 A job without `remaining_samples` cannot be looked ahead for: the request is then planned
 by the marginal gains of the smooth curves alone (the `greedy` candidate).
+
+On a node that trains on its CPUs (`NodeSpec.cpu_cores`), once every job's CPU clocks are
+measured, the rates of every split are those of one budget of cores shared by training and
+loading (allocator/cpunode.py): there a worker more for one job is CPU time less for the
+others, and the paper's model, which gives the CPUs to the loaders alone, would promise
+gains the node cannot give.
 """
 
 from dataclasses import dataclass, replace
@@ -38,6 +44,7 @@ import numpy.typing as npt
 
 from allocator.baselines import NO_SPARE_NOTE, balance
 from allocator.contention import ContentionCurve
+from allocator.cpunode import CoreBudget
 from allocator.knapsack import FloatArray, IntArray
 from allocator.throughput import make_plan
 from allocator.types import AllocationPlan, AllocationRequest
@@ -82,6 +89,11 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
         best = min(scores.values())
         name = next(key for key, score in scores.items() if score <= best * (1.0 + _TIE))
         chosen, notes = candidates[name], [f"lookahead chose the {name} split"]
+        if jobs.cores is not None:
+            notes.append(
+                f"predicted on one budget of {jobs.cores.cores:g} CPUs that train and load "
+                f"(the jobs keep {jobs.cores.busy_now:.2f} busy now)"
+            )
         plan = make_plan(
             "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
         )
@@ -108,11 +120,13 @@ class _Jobs:
     sharpness: FloatArray  # p of each job's knee: its own where known, else KNEE_SHARPNESS
     capacity: int
     contention: ContentionCurve
+    # On a node that trains on its CPUs, the cores every split shares (allocator/cpunode.py).
+    cores: CoreBudget | None = None
 
     @classmethod
     def of(cls, request: AllocationRequest) -> "_Jobs":
         jobs = request.jobs
-        return cls(
+        planned = cls(
             gpus=np.array([job.gpus for job in jobs], dtype=np.int64),
             cost=np.array([job.sample_cost_s for job in jobs]),
             peak=np.array([job.max_samples_per_s for job in jobs]),
@@ -128,6 +142,10 @@ class _Jobs:
             capacity=request.node.cpu_workers,
             contention=request.node.contention,
         )
+        running = planned.current > 0
+        now = planned.rates(np.where(running, planned.current, 1), running)
+        cores = CoreBudget.of(request, now, running)
+        return planned if cores is None else replace(planned, cores=cores)
 
     def rates(self, splits: IntArray, alive: BoolArray) -> FloatArray:
         """Samples/s of every job under each split (rows), counting the loader processes of
@@ -138,6 +156,8 @@ class _Jobs:
         loading = np.maximum(self.gpus * splits_2d * efficiency / self.cost, 1e-12)
         power = -self.sharpness
         rates: FloatArray = (loading**power + self.peak**power) ** (1.0 / power)
+        if self.cores is not None:
+            rates = self.cores.spend(rates, alive)
         return rates if splits.ndim == 2 else rates[0]
 
 

@@ -36,6 +36,12 @@ class JobSpec:
     # The sharpness p of this job's own knee, where it is known (a curve fitted to its
     # measurements); plans on the smooth knee use it instead of their default. None: unknown.
     knee_sharpness: float | None = None
+    # On a node whose CPUs train as well as load (`NodeSpec.cpu_cores`), as measured: the
+    # CPU seconds the job's processes spend per sample, training and loading together, and
+    # the share of a core each of its threads got meanwhile (below 1 where the CPUs are
+    # contended). None: not measured.
+    cpu_cost_s: float | None = None
+    core_share: float | None = None
 
     def __post_init__(self) -> None:
         where = f"jobs[{self.id}]"
@@ -72,6 +78,14 @@ class JobSpec:
             raise InvalidRequest(
                 f"{where}.knee_sharpness", f"must be a positive number (got {sharpness})"
             )
+        if self.cpu_cost_s is not None and not 0.0 < self.cpu_cost_s < float("inf"):
+            raise InvalidRequest(
+                f"{where}.cpu_cost_s", f"must be a positive number (got {self.cpu_cost_s})"
+            )
+        if self.core_share is not None and not 0.0 < self.core_share <= 1.0:
+            raise InvalidRequest(
+                f"{where}.core_share", f"must be in (0, 1] (got {self.core_share})"
+            )
         current = self.current_workers_per_gpu
         if current is not None and current < 1:
             raise InvalidRequest(
@@ -91,16 +105,25 @@ class JobSpec:
 
 @dataclass(frozen=True)
 class NodeSpec:
-    """What the node offers: loader processes C, decoder capacity K, and contention eta(D)."""
+    """What the node offers: loader processes C, decoder capacity K, and contention eta(D);
+    on a node without GPUs, the CPUs its jobs train and load on together."""
 
     cpu_workers: int
     contention: ContentionCurve = field(default_factory=ContentionCurve.contention_free)
     decoder_capacity: float = 0.0  # samples per second; 0 means no decoder device
+    # The CPUs training and loading share, on a node that trains on its CPUs: `lookahead`
+    # then predicts on one budget of cores (allocator/cpunode.py). None: a GPU node, whose
+    # CPUs the paper's model gives to the loaders.
+    cpu_cores: float | None = None
 
     def __post_init__(self) -> None:
         if self.cpu_workers < 1:
             raise InvalidRequest(
                 "node.cpu_workers", f"must be at least 1 loader process (got {self.cpu_workers})"
+            )
+        if self.cpu_cores is not None and not 0.0 < self.cpu_cores < float("inf"):
+            raise InvalidRequest(
+                "node.cpu_cores", f"must be a positive number of CPUs (got {self.cpu_cores})"
             )
         if not self.decoder_capacity >= 0.0:
             raise InvalidRequest(

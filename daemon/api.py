@@ -532,6 +532,8 @@ def _curve(spec: JobSpec) -> CurveView:
         step_time_s=spec.step_time_s,
         sample_cost_s=spec.sample_cost_s,
         knee_sharpness=spec.knee_sharpness,
+        cpu_cost_s=spec.cpu_cost_s,
+        core_share=spec.core_share,
     )
 
 

@@ -177,6 +177,20 @@ class CurveView(BaseModel):
             " null when none is known (the policy's default applies)"
         )
     )
+    cpu_cost_s: float | None = Field(
+        None,
+        description=(
+            "CPU seconds per sample, its training and loading together, as its heartbeats"
+            " measured (protocol v5); null until three did"
+        ),
+    )
+    core_share: float | None = Field(
+        None,
+        description=(
+            "the share of a core its loader workers got while they worked (1: a core each;"
+            " below on contended CPUs); null until three heartbeats measured it"
+        ),
+    )
 
 
 class JobView(BaseModel):
@@ -229,6 +243,15 @@ class NodeBody(BaseModel):
     contention: list[tuple[float, float]] | None = Field(
         None, description="eta(D) as [processes, eta] points; omitted = from --tpm or none"
     )
+    cpu_cores: float | None = Field(
+        None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description=(
+            "on a node without GPUs, the CPUs training and loading share: `lookahead`"
+            " predicts on one budget of them once every job gives cpu_cost_s and core_share"
+        ),
+    )
 
 
 class JobBody(BaseModel):
@@ -248,6 +271,15 @@ class JobBody(BaseModel):
     current_workers_per_gpu: int | None = Field(None, ge=1)
     remaining_samples: float | None = Field(
         None, ge=0.0, allow_inf_nan=False, description="work left; orders optimal's ties"
+    )
+    cpu_cost_s: float | None = Field(
+        None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="CPU seconds per sample, training and loading together (a CPU node)",
+    )
+    core_share: float | None = Field(
+        None, gt=0.0, le=1.0, description="the share of a core its loader workers get now"
     )
 
 
@@ -272,6 +304,7 @@ class AllocationRequestBody(BaseModel):
             cpu_workers=self.node.cpu_workers,
             contention=curve,
             decoder_capacity=self.node.decoder_capacity,
+            cpu_cores=self.node.cpu_cores,
         )
         jobs = tuple(_job_spec(index, job, model) for index, job in enumerate(self.jobs))
         return AllocationRequest(node=node, jobs=jobs, fair_floor=self.fair_floor)
@@ -288,6 +321,8 @@ def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpe
         spec,
         current_workers_per_gpu=job.current_workers_per_gpu,
         remaining_samples=job.remaining_samples,
+        cpu_cost_s=job.cpu_cost_s,
+        core_share=job.core_share,
     )
 
 

@@ -120,7 +120,9 @@ class Service:
         self.node = detect_node(config.node)  # what the config leaves unset, from the host
         self.uses_gpus = self.node.uses_gpus
         self.slots = self.node.slots
-        self.tpm = TpmKeeper(config, self.store, model, self.node.cpu_workers)
+        # A node that trains on its CPUs plans on one budget of them (allocator/cpunode.py).
+        cores = None if self.uses_gpus else float(self.node.cpus.usable)
+        self.tpm = TpmKeeper(config, self.store, model, self.node.cpu_workers, cores)
         self.scheduler = Scheduler(
             self.tpm.node_spec(),
             self.tpm.rates,
@@ -490,6 +492,8 @@ class Service:
                     idle,
                     message.workers,
                     loader_cost_s=message.loader_s,
+                    loader_cpu_s=message.loader_cpu_s,
+                    cpu_cost_s=message.cpu_s,
                 )
             case PausedMessage():
                 kept = self.actions.paused(message)  # only a file in the job's own folder

@@ -27,10 +27,17 @@ class ModelRejected(TpmError):
 
 class TpmKeeper:
     def __init__(
-        self, config: DaemonConfig, store: Store, model: ThroughputModel, cpu_workers: int
+        self,
+        config: DaemonConfig,
+        store: Store,
+        model: ThroughputModel,
+        cpu_workers: int,
+        cpu_cores: float | None = None,
     ) -> None:
         self._config = config
         self._cpu_workers = cpu_workers  # the node's, set or chosen from the host
+        # On a node without GPUs, the CPUs its jobs train and load on (allocator/cpunode.py).
+        self._cpu_cores = cpu_cores
         self._store = store
         self.source = "given at start"
         self.report: dict[str, Any] = {}
@@ -54,6 +61,7 @@ class TpmKeeper:
             cpu_workers=self._cpu_workers,
             contention=ContentionCurve((model or self.model).contention_points()),
             decoder_capacity=self._config.node.decoder_capacity,
+            cpu_cores=self._cpu_cores,
         )
 
     def sample(

@@ -62,6 +62,7 @@ TIMED_BENDS = 3  # a timed job's bend is its own once this many heartbeats measu
 # A heartbeat below this share of its GPU's rate is on the straight part of any curve: its
 # loaders' rate is its own whatever the bend, so the bend it implies is its timing's noise.
 BEND_FROM = 0.5
+CLOCKED = 3  # heartbeats whose CPU clocks say a job's CPU cost and core share
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,10 @@ class Observation:
     # A loader worker's wall seconds per sample as the SDK timed them (0: not timed; an
     # older SDK or no workers). Contention included: the node's eta then is in it.
     loader_cost_s: float = 0.0
+    # CPU clocks (0: not measured): a loader worker's CPU seconds in that span, and the
+    # job's CPU seconds per sample, its training and loading together.
+    loader_cpu_s: float = 0.0
+    cpu_cost_s: float = 0.0
 
 
 @dataclass
@@ -91,11 +96,16 @@ class JobCurve:
     # (logs, newest last), for its sharpness.
     waited: dict[float, deque[float]] = field(default_factory=dict)
     bends: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))  # timed, logs
+    # From the CPU clocks (logs, newest last): CPU seconds per sample, and the share of a
+    # core its loader workers got while they worked.
+    cpu_costs: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    core_shares: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
 
     def observe(self, spec: JobSpec, seen: Observation) -> None:
         """Learn from one heartbeat of the job `spec` describes (its batch and GPUs)."""
         if not seen.samples_per_s > 0 or not 0.0 <= seen.idle_fraction < 1.0:
             return
+        self._clock(seen)
         iteration_s = spec.batch_size / seen.samples_per_s
         self.step_times.append(math.log((1.0 - seen.idle_fraction) * iteration_s))
         self.step_seen += 1
@@ -122,10 +132,26 @@ class JobCurve:
         elif seen.loader_cost_s <= 0.0:  # untimed and fed: its loaders kept up, c is no more
             self.cost_ceiling = cost if self.cost_ceiling is None else min(cost, self.cost_ceiling)
 
+    def _clock(self, seen: Observation) -> None:
+        """Keep what the CPU clocks measured: they have no prior, so only measurements."""
+        if math.isfinite(seen.cpu_cost_s) and seen.cpu_cost_s > 0.0:
+            self.cpu_costs.append(math.log(seen.cpu_cost_s))
+        timed, cpu = seen.loader_cost_s, seen.loader_cpu_s
+        if timed > 0.0 and math.isfinite(cpu) and cpu > 0.0:
+            # A clock's tick can put CPU seconds a hair above wall seconds: a core, no more.
+            self.core_shares.append(min(0.0, math.log(cpu / timed)))
+
     def learned(self, prior: JobSpec) -> JobSpec:
         """`prior` with the parameters its heartbeats measured weighed in."""
         if not self.step_times:
             return prior
+        return replace(
+            self._learned(prior),
+            cpu_cost_s=_clocked(self.cpu_costs, prior.cpu_cost_s),
+            core_share=_clocked(self.core_shares, prior.core_share),
+        )
+
+    def _learned(self, prior: JobSpec) -> JobSpec:
         cost = _weighed(prior.sample_cost_s, self.sample_costs, self.cost_seen)
         if not self.sample_costs and self.cost_ceiling is not None:
             cost = min(cost, self.cost_ceiling)
@@ -187,6 +213,14 @@ def _sharpness(of_gpu: float, of_loaders: float) -> float | None:
         middle = (low + high) / 2.0
         low, high = (middle, high) if of_gpu**middle + of_loaders**middle > 1.0 else (low, middle)
     return (low + high) / 2.0
+
+
+def _clocked(window: deque[float], before: float | None) -> float | None:
+    """The median of a CPU clock's window (logs), once `CLOCKED` heartbeats measured it;
+    what was known `before` until then."""
+    if len(window) < CLOCKED:
+        return before
+    return math.exp(statistics.median(window))
 
 
 def _weighed(prior: float, window: deque[float], seen: int) -> float:

@@ -480,12 +480,20 @@ class Scheduler:
             efficiency,
             loaders=not on_device,
             loader_cost_s=event.loader_cost_s,
+            loader_cpu_s=event.loader_cpu_s,
+            cpu_cost_s=event.cpu_cost_s,
         )
         workers = allocation.workers_per_gpu
         if job.replan_basis is None:
             job.replan_basis = job_samples_per_s(job.spec, workers, efficiency)
         job.curve.observe(job.spec, seen)
+        unclocked = job.spec.core_share is None or job.spec.cpu_cost_s is None
         job.spec = job.curve.learned(job.prior)
+        clocked = job.spec.core_share is not None and job.spec.cpu_cost_s is not None
+        if unclocked and clocked and self._node.cpu_cores is not None:
+            # Its plan was on the loaders-only model (allocator/cpunode.py): plan on the
+            # node's one budget of cores now that the job's CPU clocks are known.
+            self._replan_soon(now)
         if not on_device:  # a device job's rate is its decoder share's: the plan's stands
             job.predicted_samples_per_s = job_samples_per_s(job.spec, workers, efficiency)
             self._replan_if_off(job, job.predicted_samples_per_s, now)
@@ -509,6 +517,10 @@ class Scheduler:
         if not (off or bent):
             return
         job.replan_basis, job.replan_bend = learned, bend or job.replan_bend
+        self._replan_soon(now)
+
+    def _replan_soon(self, now: float) -> None:
+        """A round after the replan window, as a completion asks for one."""
         if self._completions_due is None:  # else with the completion window already open
             self._completions_due = now + self._config.replan_window_s
 
@@ -732,9 +744,9 @@ class Scheduler:
         shares = sum(_share(_holding(job)) for job in fixed)
         if not held:
             return self._node
-        return NodeSpec(
+        return replace(
+            self._node,
             cpu_workers=max(1, self._node.cpu_workers - held),
-            contention=self._node.contention,
             decoder_capacity=self._node.decoder_capacity * max(0.0, 1.0 - shares),
         )
 

@@ -48,7 +48,7 @@ def test_metrics_carry_nan_and_infinity_and_refuse_oversized_points() -> None:
     [
         (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
         (b'{"type": "launch", "job": "j"}', "does not match"),
-        (b'{"type": "hello", "job": "j", "pid": 1, "v": 5}', "hello.v"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 6}', "hello.v"),
         (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
         (b"\xff\xfe", "Invalid JSON"),
         (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only
@@ -94,8 +94,21 @@ def test_version_4_adds_the_loader_timing_and_a_message_of_3_leaves_it_out() -> 
     assert "secret" not in data, "nor is an empty secret sent"
 
 
+def test_version_5_adds_the_cpu_clocks_and_a_message_of_4_leaves_them_out() -> None:
+    clocked = HeartbeatMessage(
+        job="j", iteration=5, samples=40, idle_s=0.2, step_s=0.8, samples_per_s=40.0,
+        workers=2, loader_s=0.012, loader_cpu_s=0.006, cpu_s=0.02,
+    )  # fmt: skip
+    assert decode_agent(encode(clocked)) == clocked
+    data = json.loads(encode(clocked.model_copy(update={"v": 4})))
+    assert data["loader_s"] == 0.012, "version 4's field stays"
+    assert "loader_cpu_s" not in data and "cpu_s" not in data, "a daemon of version 4 refuses them"
+    with pytest.raises(ProtocolError, match="cpu_s"):
+        decode_agent(encode(clocked).replace(b'"cpu_s":0.02', b'"cpu_s":-1'))
+
+
 @pytest.mark.parametrize(
-    ("said", "speaks"), [(None, 3), ("4", 4), ("2", 2), ("99", VERSION), ("four", 3)]
+    ("said", "speaks"), [(None, 3), ("4", 4), ("5", 5), ("2", 2), ("99", VERSION), ("four", 3)]
 )
 def test_an_agent_speaks_the_version_its_daemon_said(said: str | None, speaks: int) -> None:
     environ = {} if said is None else {PROTOCOL_VARIABLE: said}

@@ -21,6 +21,7 @@ from agents.control import Allocation
 from agents.loader import Position, ResizableLoader
 from agents.protocol import (
     PROTOCOL_VARIABLE,
+    VERSION,
     FinishedMessage,
     HeartbeatMessage,
     Hello,
@@ -441,6 +442,61 @@ def test_to_a_daemon_from_before_version_4_the_sdk_speaks_3_and_leaves_the_timin
     beat = heartbeats(tmp_path, 2, 0.0)[1]
     assert beat.v == 3 and beat.loader_s == 0.0, beat
     assert b"loader_s" not in encode(beat), "a field such a daemon would refuse"
+
+
+def spin(cpu_s: float) -> None:
+    """Keep this process's CPU busy for `cpu_s` CPU seconds (however long that takes)."""
+    until = time.process_time() + cpu_s
+    while time.process_time() < until:
+        pass
+
+
+class Busy(Numbers):
+    """Each sample takes a worker 4 ms of CPU."""
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        spin(0.004)
+        return super().__getitem__(index)
+
+
+def clocked_heartbeats(tmp_path: Path, dataset: Numbers) -> list[HeartbeatMessage]:
+    """Heartbeats of an epoch of `dataset` on 2 workers whose steps spend 20 ms of CPU on
+    a batch of 4 samples (5 ms a sample), under a daemon of this version."""
+    router = Router(tmp_path / "agents.sock")
+    try:
+        sdk = job(
+            tmp_path, STOKER_JOB_ID="j", STOKER_CONTROL=router.endpoint, STOKER_HEARTBEAT_S="0.3"
+        )
+        for _ in sdk.epochs(1):
+            for _ in sdk.loader(dataset, batch_size=4, shuffle=False, num_workers=2):
+                spin(0.02)
+        return [router.expect(HeartbeatMessage, timeout_s=10) for _ in range(3)]
+    finally:
+        router.close()
+
+
+def test_a_heartbeat_says_the_cpu_a_sample_costs_and_the_share_of_a_core_its_loaders_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CPU seconds, not wall: the same on an idle machine and a busy one. A worker that
+    sleeps for its samples spends wall time and almost no CPU."""
+    monkeypatch.setenv(PROTOCOL_VARIABLE, str(VERSION))
+    beat = clocked_heartbeats(tmp_path, Busy(192))[2]
+    assert 0.0035 < beat.loader_cpu_s <= beat.loader_s * 1.05, beat
+    assert 0.0085 < beat.cpu_s < 0.02, beat  # 5 ms training and 4 ms loading a sample
+    (tmp_path / "sleepy").mkdir()
+    sleepy = clocked_heartbeats(tmp_path / "sleepy", Slow(192))[2]
+    assert sleepy.loader_s > 0.009 and sleepy.loader_cpu_s < 0.3 * sleepy.loader_s, sleepy
+    assert 0.005 < sleepy.cpu_s < 0.012, sleepy  # the step's 5 ms, the loaders' little
+
+
+def test_to_a_daemon_of_version_4_the_cpu_clocks_are_left_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PROTOCOL_VARIABLE, "4")
+    beat = clocked_heartbeats(tmp_path, Busy(192))[2]
+    assert beat.v == 4 and beat.loader_s > 0.0, beat
+    assert beat.cpu_s == beat.loader_cpu_s == 0.0, "not sent: fields it would refuse"
 
 
 def test_without_workers_nothing_is_timed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

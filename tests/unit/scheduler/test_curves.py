@@ -154,6 +154,31 @@ def test_a_device_jobs_heartbeat_leaves_its_loaders_cost_alone() -> None:
     assert curve.step_seen == 1 and curve.cost_seen == 0
 
 
+def test_the_cpu_clocks_say_a_jobs_cpu_cost_and_core_share_from_the_third_heartbeat() -> None:
+    """No prior: what the clocks measured, the median, and a core at most (a clock's tick
+    can put a worker's CPU seconds a hair above its wall seconds)."""
+    curve = JobCurve()
+    clocked = replace(
+        heartbeat(TRUTH, 2, 1.0), loader_cost_s=0.02, loader_cpu_s=0.01, cpu_cost_s=0.03
+    )
+    odd = replace(clocked, loader_cpu_s=0.0201, cpu_cost_s=0.3)
+    for beat in (clocked, odd):
+        curve.observe(TRUTH, beat)
+        learned = curve.learned(TRUTH)
+        assert (learned.cpu_cost_s, learned.core_share) == (None, None), "not yet measured"
+    curve.observe(TRUTH, clocked)
+    learned = curve.learned(TRUTH)
+    assert learned.cpu_cost_s == pytest.approx(0.03), "the odd one outvoted"
+    assert learned.core_share == pytest.approx(0.5)
+    for _ in range(3):
+        curve.observe(TRUTH, odd)
+    assert curve.learned(TRUTH).core_share == 1.0, "a core at most"
+    unclocked = JobCurve()
+    for _ in range(5):
+        unclocked.observe(TRUTH, replace(clocked, loader_cpu_s=0.0, cpu_cost_s=0.0))
+    assert unclocked.learned(TRUTH).cpu_cost_s is None, "an SDK before version 5"
+
+
 # A job whose loaders are twice as slow as its hints say: 20 workers keep it fed, not 10.
 SLOW_LOADERS = JobSpec(
     id="a", gpus=1, batch_size=100, model_params=1e6, step_time_s=0.1, sample_cost_s=0.02
@@ -191,6 +216,22 @@ def test_the_core_plans_with_what_a_jobs_heartbeats_taught_it() -> None:
     (pause,) = only(core.handle(JobSubmitted(job("b", step_time_s=10.0)), 21.0), Pause)
     (resume,) = only(core.handle(Paused("a", pause.gen, 100), 21.5), Resume)
     assert resume.allocation.workers_per_gpu in (19, 20, 21), "planned on its own curve: ~20"
+
+
+def test_the_core_plans_with_a_jobs_cpu_clocks() -> None:
+    core, gen = launched_alone(SchedulerConfig(policy="optimal", arrival_window_s=0.0))
+    core.handle(Heartbeat("a", gen, 1, 5.0, 0.99, 10), 0.5)  # the loaders were starting
+    seen = heartbeat(SLOW_LOADERS, 10, 1.0, efficiency=1.0)
+    for second in range(1, 4):
+        beat = Heartbeat(
+            "a", gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10,
+            loader_cost_s=0.04, loader_cpu_s=0.03, cpu_cost_s=0.05,
+        )  # fmt: skip
+        core.handle(beat, float(second))
+    curve = core.status("a").curve
+    assert curve is not None
+    assert curve.cpu_cost_s == pytest.approx(0.05)
+    assert curve.core_share == pytest.approx(0.75)
 
 
 def _beats_until_paused(config: SchedulerConfig) -> list[Pause]:
