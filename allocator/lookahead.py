@@ -97,10 +97,14 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
         plan = make_plan(
             "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
         )
+        # Balance's makespan as if its split were the one running: what a run under
+        # `balance` would take from here, not what a move to it now would (its pauses are
+        # in the candidate's score, not in the figure reported).
+        unmoved = predict_finishes(jobs, candidates["balance"], moved=False)
         return replace(
             plan,
             predicted_makespan_s=float(finishes[name].max()),
-            balance_makespan_s=float(finishes["balance"].max()),
+            balance_makespan_s=float(unmoved.max()),
         )
     return make_plan(
         "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
@@ -120,6 +124,7 @@ class _Jobs:
     sharpness: FloatArray  # p of each job's knee: its own where known, else KNEE_SHARPNESS
     capacity: int
     contention: ContentionCurve
+    regrow_delay: float  # seconds from a finish to the plan that hands its processes on
     # On a node that trains on its CPUs, the cores every split shares (allocator/cpunode.py).
     cores: CoreBudget | None = None
 
@@ -141,6 +146,7 @@ class _Jobs:
             sharpness=np.array([job.knee_sharpness or KNEE_SHARPNESS for job in jobs]),
             capacity=request.node.cpu_workers,
             contention=request.node.contention,
+            regrow_delay=request.regrow_delay_s,
         )
         running = planned.current > 0
         now = planned.rates(np.where(running, planned.current, 1), running)
@@ -226,28 +232,35 @@ def _candidates(jobs: _Jobs) -> dict[str, IntArray]:
     return out
 
 
-def predict_finishes(jobs: _Jobs, split: IntArray) -> FloatArray:
+def predict_finishes(jobs: _Jobs, split: IntArray, *, moved: bool = True) -> FloatArray:
     """Seconds from now until each job finishes under `split`, in a fluid model: running jobs
-    whose workers change first pause; at each finish the processes freed go to the jobs left
-    (`_fill`), a job growing only if that saves more than its pause over its remaining work."""
+    whose workers change first pause (unless not `moved`: as if they ran with it already);
+    `regrow_delay` after a finish (the scheduler's completion window) the processes freed go
+    to the jobs left (`_fill`), a job growing only if that saves more than its pause over
+    its remaining work."""
     count = len(split)
     left = jobs.remaining.copy()
     split = split.copy()
-    stalled = np.where((jobs.current > 0) & (split != jobs.current), jobs.pause_cost, 0.0)
+    changed = (jobs.current > 0) & (split != jobs.current) & moved
+    stalled = np.where(changed, jobs.pause_cost, 0.0)
     alive = np.ones(count, dtype=bool)
     finishes = np.zeros(count)
-    clock = 0.0
+    clock, regrow_at = 0.0, np.inf  # when the plan after the first unserved finish comes
     while alive.any():
         rates = jobs.rates(split, alive)
         until = np.where(alive, stalled + left / rates, np.inf)
         first = int(np.argmin(until))
-        step = float(until[first])
+        to_finish, to_plan = float(until[first]), regrow_at - clock
+        step = min(to_finish, to_plan)
         left = np.where(alive, left - np.clip(step - stalled, 0.0, None) * rates, left)
         stalled = np.clip(stalled - step, 0.0, None)
         clock += step
-        finishes[first], alive[first], left[first] = clock, False, 0.0
-        if not alive.any():
-            break
+        if to_finish <= to_plan:
+            finishes[first], alive[first], left[first] = clock, False, 0.0
+            regrow_at = min(regrow_at, clock + jobs.regrow_delay)
+            if clock < regrow_at or not alive.any():
+                continue  # the jobs left run as they are until the plan
+        regrow_at = np.inf
         before = jobs.rates(split, alive)
         grown = _fill(jobs, split, alive, alive)
         after = jobs.rates(grown, alive)

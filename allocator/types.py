@@ -139,8 +139,15 @@ class AllocationRequest:
     node: NodeSpec
     jobs: tuple[JobSpec, ...]
     fair_floor: float = 0.8  # `fair`: no job below this fraction of its `balance` throughput
+    # Seconds from a job's finish to the plan that hands its processes on (the scheduler's
+    # completion window): `lookahead`'s fluid model waits it too.
+    regrow_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.regrow_delay_s < float("inf"):
+            raise InvalidRequest(
+                "regrow_delay_s", f"must be 0 or more seconds (got {self.regrow_delay_s})"
+            )
         seen: set[str] = set()
         for job in self.jobs:
             if job.id in seen:

@@ -680,6 +680,7 @@ class Scheduler:
             node=self._node_left(),
             jobs=tuple(self._planned_spec(job) for job in planned),
             fair_floor=self._config.fair_floor,
+            regrow_delay_s=self._config.completion_window_s,
         )
         plan = allocate(request, self._config.policy)
         self._generation += 1
@@ -821,6 +822,7 @@ class Scheduler:
                 node=self._node_left(also_fixed=(JobState.RUNNING,)),
                 jobs=tuple(self._planned_spec(job) for job in flexible),
                 fair_floor=self._config.fair_floor,
+                regrow_delay_s=self._config.completion_window_s,
             )
             replan = allocate(request, self._config.policy)
             for job in flexible:

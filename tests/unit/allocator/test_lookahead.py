@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator import AllocationRequest, allocate
+from allocator import AllocationRequest, InvalidRequest, allocate
 from allocator.lookahead import DEFAULT_PAUSE_COST_S, KNEE_SHARPNESS, lookahead
 from allocator.throughput import job_samples_per_s
 from tests.unit.allocator.builders import make_job, make_request
@@ -56,6 +56,33 @@ def test_a_plan_says_when_its_jobs_end_and_when_they_would_under_balance() -> No
     shown = plan.to_dict()
     assert shown["predicted_makespan_s"] == plan.predicted_makespan_s
     assert "balance_makespan_s" not in allocate(make_request(long, short), "optimal").to_dict()
+
+
+def test_a_finished_jobs_processes_go_on_when_the_completion_window_closes() -> None:
+    """The scheduler plans a finish `regrow_delay_s` later: until then the long job runs
+    with its 9 workers, and only then pauses and takes all 18."""
+    long = make_job("long", step_time_s=0.1, sample_cost_s=0.015, remaining_samples=1e5)
+    short = make_job("short", step_time_s=0.1, sample_cost_s=0.001, remaining_samples=1e4)
+    request = replace(make_request(long, short, cpu_workers=18, contention=FREE), regrow_delay_s=5)
+    plan = lookahead(request)
+    long_rate = [job_samples_per_s(long, d, 1.0, KNEE_SHARPNESS) for d in (9, 18)]
+    planned_at = 1e4 / short.max_samples_per_s + 5.0
+    after = 1e5 - planned_at * long_rate[0]
+    expected = planned_at + DEFAULT_PAUSE_COST_S + after / long_rate[1]
+    assert plan.balance_makespan_s == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(InvalidRequest, match="regrow_delay_s"):
+        replace(request, regrow_delay_s=-1.0)
+
+
+def test_balances_figure_is_a_run_on_its_split_not_a_move_to_it() -> None:
+    """Reported beside the plan, `balance_makespan_s` is what `balance` would take had the
+    jobs run on its split: no pause to get there (the candidate's score has it)."""
+    running = make_job("a", current_workers_per_gpu=15, remaining_samples=1e5)
+    running = replace(running, pause_cost_s=30.0)
+    other = make_job("b", current_workers_per_gpu=3, remaining_samples=1e5)
+    plan = lookahead(make_request(running, other, cpu_workers=18, contention=FREE))
+    rate = job_samples_per_s(running, 9, 1.0, KNEE_SHARPNESS)
+    assert plan.balance_makespan_s == pytest.approx(1e5 / rate, rel=1e-6), "both at 9, unpaused"
 
 
 def test_a_running_job_keeps_its_workers_when_a_move_would_not_pay_its_pause() -> None:
