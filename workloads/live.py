@@ -56,10 +56,6 @@ def demo_settings(jobs: Workload, dataset: Path, policy: str = DEFAULT_POLICY) -
             "arrival_window_s": 2.0,
             "completion_window_s": 2.0,
             "replan_window_s": 2.0,  # four heartbeats: jobs of seconds cannot wait 15
-            # The SDK's jobs resize hot: 0.05 to 0.6 s on this kind of node (docs/results.md,
-            # "Hot resize"), not the paper's 16-s cold restart, which would make jobs of
-            # seconds look as if no move could ever pay.
-            "default_pause_cost_s": 0.5,
             "gate": False,
             "policy": policy,
         },
