@@ -151,6 +151,7 @@ class Control:
         # The job's first loader's worker time so far, and at the last heartbeat
         # (agents/loader.py, LoaderClock).
         self.loader_clock: Callable[[], Clocked] | None = None
+        self.loader_workers: Callable[[], int] | None = None  # that loader's workers now
         self._clocked = Clocked()
 
     @property
@@ -306,8 +307,9 @@ class Control:
         # The samples of this interval over its time (not this run's samples per step of
         # every run: after a restart from a checkpoint that read a hundredth of the rate).
         rate = meter.samples / busy if busy > 0 else 0.0
-        loader_s = loader_cpu_s = 0.0
-        timed = self.workers == 0  # without workers the process loads: its CPU is all of it
+        loader_s = loader_cpu_s = loader_wait_s = 0.0
+        # A loader without workers loads in this process: its CPU time is all of the job's.
+        timed = self.loader_workers is not None and self.loader_workers() == 0
         if self.loader_clock is not None:  # a worker's seconds per sample this interval
             clocked, then = self.loader_clock(), self._clocked
             self._clocked = clocked
@@ -319,6 +321,7 @@ class Control:
                 made = clocked.samples - then.samples
                 loader_s = (clocked.seconds - then.seconds) / made
                 loader_cpu_s = (clocked.cpu_seconds - then.cpu_seconds) / made
+                loader_wait_s = (clocked.wait_seconds - then.wait_seconds) / made
                 timed = True
         cpu_s = 0.0
         if timed and meter.samples > 0:  # this rank's share of the samples, as every rank's
@@ -337,6 +340,7 @@ class Control:
             share=self.share,
             loader_s=loader_s,
             loader_cpu_s=loader_cpu_s,
+            loader_wait_s=loader_wait_s,
             cpu_s=cpu_s,
         )
         self.link.send_built(lambda: [heartbeat()])  # validated on the link's thread

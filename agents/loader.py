@@ -16,7 +16,10 @@ Each worker times its batches (`LoaderClock`): wall seconds from taking up a bat
 (the moment its process unpickles them from its queue, so a worker idle for lack of work is
 not counted) to handing over the collated batch. The daemon reads a worker's cost per
 sample from it (scheduler/curves.py); without it a job's loaders could only be inferred from
-its samples/s, which its GPU's rate and the knee's bend blur.
+its samples/s, which its GPU's rate and the knee's bend blur. It also reads, over the same
+span, the CPU seconds it spent and the seconds it waited in the kernel's run queue for a
+core (Linux's /proc/self/schedstat): their ratio is the share of a core it got, which time
+it spent waiting on a file or a socket does not lower.
 """
 
 import signal
@@ -266,11 +269,9 @@ class _Shares:
 
 class LoaderClock:
     """What the workers of a loader's DataLoaders spent: wall seconds making batches, the
-    CPU seconds in them and the samples in them, summed over every DataLoader it built; and
-    how many passes began (a new DataLoader, or a kept one's next epoch: either waits for
-    its pipeline to fill, a cost per pass, not per sample). CPU against wall seconds is the
-    share of a core a worker got while it worked: below 1 where the node's CPUs are
-    contended."""
+    samples in them, and the CPU seconds and run-queue seconds in them, summed over every
+    DataLoader it built; and how many passes began (a new DataLoader, or a kept one's next
+    epoch: either waits for its pipeline to fill, a cost per pass, not per sample)."""
 
     def __init__(self) -> None:
         self._retired = Clocked()
@@ -280,7 +281,7 @@ class LoaderClock:
         """A row per worker of a new DataLoader, in memory its workers share."""
         so_far = self.totals()
         self._retired = replace(so_far, starts=so_far.starts + 1)
-        live = torch.zeros((workers, 3), dtype=torch.float64)
+        live = torch.zeros((workers, 4), dtype=torch.float64)
         self._live = live.share_memory_()  # type: ignore[no-untyped-call]
         return self._live
 
@@ -292,39 +293,53 @@ class LoaderClock:
         retired = self._retired
         if self._live is None:
             return retired
-        seconds, samples, cpu_seconds = self._live.sum(dim=0).tolist()
+        seconds, samples, cpu_seconds, wait_seconds = self._live.sum(dim=0).tolist()
         return Clocked(
             retired.seconds + seconds,
             retired.samples + samples,
             retired.starts,
             retired.cpu_seconds + cpu_seconds,
+            retired.wait_seconds + wait_seconds,
         )
 
 
 @dataclass(frozen=True)
 class Clocked:
     """A `LoaderClock`'s totals: wall seconds and samples its workers made, passes begun,
-    and the CPU seconds the workers spent in those wall seconds."""
+    and in those wall seconds the CPU seconds they spent and the seconds they waited for a
+    core (0 where the kernel does not say)."""
 
     seconds: float = 0.0
     samples: float = 0.0
     starts: int = 0
     cpu_seconds: float = 0.0
+    wait_seconds: float = 0.0
 
 
 @dataclass
 class _Batch:
-    """In a worker: when it took up the batch it is making (wall and CPU clocks), and its
-    samples (`_Indices`)."""
+    """In a worker: when it took up the batch it is making (wall, CPU and run-queue clocks),
+    and its samples (`_Indices`)."""
 
-    taken_up: tuple[float, float, int] | None = None
+    taken_up: tuple[float, float, float, int] | None = None
 
 
 _MAKING = _Batch()
+_SCHEDSTAT = "/proc/self/schedstat"  # ns on a CPU, ns waiting in a run queue, timeslices
+
+
+def run_queue_s() -> float:
+    """Seconds this process's main thread has waited for a core since it started; 0 where
+    the kernel does not say (not Linux, or no scheduler statistics)."""
+    try:
+        with open(_SCHEDSTAT, "rb") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 def _take_up(indices: list[int]) -> list[int]:
-    _MAKING.taken_up = (time.monotonic(), time.process_time(), len(indices))
+    _MAKING.taken_up = (time.monotonic(), time.process_time(), run_queue_s(), len(indices))
     return indices
 
 
@@ -347,8 +362,9 @@ class _TimedCollate:
         batch = self.collate(samples)
         worker, taken, _MAKING.taken_up = get_worker_info(), _MAKING.taken_up, None
         if worker is not None and taken is not None:
-            started, cpu_started, count = taken
+            started, cpu_started, waited, count = taken
             wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
-            spent = torch.tensor((wall, count, cpu), dtype=torch.float64)
+            wait = max(0.0, run_queue_s() - waited)
+            spent = torch.tensor((wall, count, cpu, wait), dtype=torch.float64)
             self.clock[worker.id] += spent  # one write: a heartbeat reads all or none
         return batch

@@ -12,8 +12,8 @@ hello said version 2 (an older agent gets its new share with its next resume).
 Version 3 added `metrics`: what a script reported with `job.report`, sent by the SDK.
 Version 4 added the heartbeat's `loader_s`. An agent sends it only to a daemon that said,
 in its launch's `STOKER_PROTOCOL`, that it reads version 4: an older daemon refuses a
-field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_s` and
-`cpu_s`, on the same terms.
+field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_s`,
+`loader_wait_s` and `cpu_s`, on the same terms.
 """
 
 import json
@@ -98,8 +98,17 @@ class HeartbeatMessage(_Message):
         allow_inf_nan=False,
         description=(
             "since v5: the CPU seconds a loader worker spent per sample in the span loader_s"
-            " times (its share of a core while it worked: loader_cpu_s / loader_s); 0 when"
-            " not timed"
+            " times; 0 when not timed"
+        ),
+    )
+    loader_wait_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description=(
+            "since v5: the seconds per sample a loader worker waited in the kernel's run"
+            " queue for a core in that span (the share of a core it got is"
+            " loader_cpu_s / (loader_cpu_s + loader_wait_s)); 0 when not timed or not known"
         ),
     )
     cpu_s: float = Field(
@@ -217,7 +226,7 @@ def _left_out(message: _Message) -> set[str] | None:
 
 # Optional fields and the version that brought them (the secret came without a new
 # version: a daemon that gives none reads messages without it).
-_SINCE = {"secret": 1, "loader_s": 4, "loader_cpu_s": 5, "cpu_s": 5}
+_SINCE = {"secret": 1, "loader_s": 4, "loader_cpu_s": 5, "loader_wait_s": 5, "cpu_s": 5}
 
 
 def daemon_version(environ: Mapping[str, str]) -> int:

@@ -269,6 +269,7 @@ class Job:
         self._loaders.append(made)
         if index == 0 and self._control is not None:  # its workers' cost: the job's loading
             self._control.loader_clock = made.clock.totals
+            self._control.loader_workers = lambda: made.workers
         if not made.resizable and self._control is not None:
             self._control.fix_workers(self.step)
         return made

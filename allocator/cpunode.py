@@ -14,12 +14,15 @@ The model. The jobs' curves give each job's rate x_i under a split, as learned a
 node's sharing now. Job i spends w_i CPU seconds per sample (`JobSpec.cpu_cost_s`,
 measured: its training and loading together), so under the split it would keep x_i * w_i
 cores busy. The cores the running jobs keep busy now, U, are what the jobs get under any
-split (more, up to `NodeSpec.cpu_cores`, where the split asks for more): every job's rate
-is scaled by one factor f that spends that budget, sum of f * x_i * w_i = max(U, min(P,
-demand)), except that no job runs faster than its threads would with a core each: its
-factor stops at 1 / s_i, s_i the share of a core they get now (`JobSpec.core_share`).
-At the split the jobs run now, f is 1 and the curves' rates stand; a finish frees its
-cores to the jobs left, up to their caps.
+split (more, up to `NodeSpec.cpu_cores` P, where the split asks for more; never more than
+P): every job's rate is scaled by one factor f that spends that budget, sum of f * x_i *
+w_i = min(P, max(U, demand)), except that no job runs faster than its threads would with a
+core each: its factor stops at 1 / s_i, s_i the share of a core its loader workers get now
+when they can run (`JobSpec.core_share`: CPU time over CPU time and run-queue wait, so a
+wait on a file is not taken for contention). At the split the jobs run now, f is 1 and the
+curves' rates stand (unless they put the jobs over P); a finish frees its cores to the jobs
+left, up to their caps. The jobs outside the request (starting, resuming, or held as they
+are) are not in U: their cores are taken as free.
 """
 
 from dataclasses import dataclass
@@ -65,7 +68,8 @@ class CoreBudget:
         rows = np.atleast_2d(rates)
         use = rows * (alive * self.cost)  # cores each job keeps busy at factor 1
         demand = use.sum(axis=1)
-        budget = np.maximum(self.busy_now, np.minimum(self.cores, demand))
+        # The curves can put the jobs now a little over the node's cores: never more than it.
+        budget = np.minimum(self.cores, np.maximum(self.busy_now, demand))
         factor = np.where(demand > 0.0, budget / np.maximum(demand, 1e-300), 1.0)
         # Water-filling: the jobs that reach their fastest stop there, the rest share what
         # they leave. The factor only rises, so one pass per job settles it.

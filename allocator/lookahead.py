@@ -77,6 +77,7 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
     candidates = _candidates(jobs)
     if any(job.remaining_samples is None for job in request.jobs):
         chosen, notes = candidates["greedy"], ["no lookahead: a job's remaining samples unknown"]
+        notes += _budget_note(jobs)
     else:
         shared = balance(request).allocations
         candidates["balance"] = np.array(
@@ -89,11 +90,7 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
         best = min(scores.values())
         name = next(key for key, score in scores.items() if score <= best * (1.0 + _TIE))
         chosen, notes = candidates[name], [f"lookahead chose the {name} split"]
-        if jobs.cores is not None:
-            notes.append(
-                f"predicted on one budget of {jobs.cores.cores:g} CPUs that train and load "
-                f"(the jobs keep {jobs.cores.busy_now:.2f} busy now)"
-            )
+        notes += _budget_note(jobs)
         plan = make_plan(
             "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
         )
@@ -109,6 +106,16 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
     return make_plan(
         "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
     )
+
+
+def _budget_note(jobs: "_Jobs") -> list[str]:
+    """The plan's word that its splits were weighed on the node's one budget of cores."""
+    if jobs.cores is None:
+        return []
+    return [
+        f"splits weighed on one budget of {jobs.cores.cores:g} CPUs that train and load "
+        f"(the jobs keep {jobs.cores.busy_now:.2f} busy now)"
+    ]
 
 
 @dataclass(frozen=True)

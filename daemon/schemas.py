@@ -291,6 +291,12 @@ class AllocationRequestBody(BaseModel):
     node: NodeBody
     jobs: list[JobBody]
     fair_floor: float = Field(0.8, ge=0.0, le=1.0)
+    regrow_delay_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="seconds from a finish to the plan after it (the daemon's completion window)",
+    )
 
     def to_request(self, model: ThroughputModel | None = None) -> AllocationRequest:
         """Resolve missing rates through `model` and build the allocator's frozen request."""
@@ -307,7 +313,9 @@ class AllocationRequestBody(BaseModel):
             cpu_cores=self.node.cpu_cores,
         )
         jobs = tuple(_job_spec(index, job, model) for index, job in enumerate(self.jobs))
-        return AllocationRequest(node=node, jobs=jobs, fair_floor=self.fair_floor)
+        return AllocationRequest(
+            node=node, jobs=jobs, fair_floor=self.fair_floor, regrow_delay_s=self.regrow_delay_s
+        )
 
 
 def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpec:

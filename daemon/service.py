@@ -120,8 +120,10 @@ class Service:
         self.node = detect_node(config.node)  # what the config leaves unset, from the host
         self.uses_gpus = self.node.uses_gpus
         self.slots = self.node.slots
-        # A node that trains on its CPUs plans on one budget of them (allocator/cpunode.py).
-        cores = None if self.uses_gpus else float(self.node.cpus.usable)
+        # A node that trains on its CPUs plans on one budget of them (allocator/cpunode.py);
+        # not with `node.cpu_sets`, where each job keeps to its own cores.
+        shared = not self.uses_gpus and not self.node.cpu_sets
+        cores = float(self.node.cpus.usable) if shared else None
         self.tpm = TpmKeeper(config, self.store, model, self.node.cpu_workers, cores)
         self.scheduler = Scheduler(
             self.tpm.node_spec(),
@@ -493,6 +495,7 @@ class Service:
                     message.workers,
                     loader_cost_s=message.loader_s,
                     loader_cpu_s=message.loader_cpu_s,
+                    loader_wait_s=message.loader_wait_s,
                     cpu_cost_s=message.cpu_s,
                 )
             case PausedMessage():

@@ -77,9 +77,10 @@ class Observation:
     # A loader worker's wall seconds per sample as the SDK timed them (0: not timed; an
     # older SDK or no workers). Contention included: the node's eta then is in it.
     loader_cost_s: float = 0.0
-    # CPU clocks (0: not measured): a loader worker's CPU seconds in that span, and the
-    # job's CPU seconds per sample, its training and loading together.
+    # CPU clocks per sample (0: not measured): a loader worker's CPU seconds in that span and
+    # its seconds waiting for a core, and the job's CPU seconds, training and loading.
     loader_cpu_s: float = 0.0
+    loader_wait_s: float = 0.0
     cpu_cost_s: float = 0.0
 
 
@@ -97,7 +98,7 @@ class JobCurve:
     waited: dict[float, deque[float]] = field(default_factory=dict)
     bends: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))  # timed, logs
     # From the CPU clocks (logs, newest last): CPU seconds per sample, and the share of a
-    # core its loader workers got while they worked.
+    # core its loader workers got while they could run (waits on I/O left out).
     cpu_costs: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     core_shares: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
 
@@ -136,10 +137,9 @@ class JobCurve:
         """Keep what the CPU clocks measured: they have no prior, so only measurements."""
         if math.isfinite(seen.cpu_cost_s) and seen.cpu_cost_s > 0.0:
             self.cpu_costs.append(math.log(seen.cpu_cost_s))
-        timed, cpu = seen.loader_cost_s, seen.loader_cpu_s
-        if timed > 0.0 and math.isfinite(cpu) and cpu > 0.0:
-            # A clock's tick can put CPU seconds a hair above wall seconds: a core, no more.
-            self.core_shares.append(min(0.0, math.log(cpu / timed)))
+        cpu, wait = seen.loader_cpu_s, seen.loader_wait_s
+        if math.isfinite(cpu) and cpu > 0.0 and math.isfinite(wait) and wait >= 0.0:
+            self.core_shares.append(math.log(cpu / (cpu + wait)))
 
     def learned(self, prior: JobSpec) -> JobSpec:
         """`prior` with the parameters its heartbeats measured weighed in."""

@@ -86,10 +86,11 @@ class Heartbeat:
     idle_fraction: float  # share of the interval spent waiting for batches
     workers_per_gpu: int
     loader_cost_s: float = 0.0  # a loader worker's wall seconds per sample; 0: not timed
-    # CPU clocks, 0 where not measured: a loader worker's CPU seconds in the same span (over
-    # loader_cost_s, the share of a core it got), and the job's CPU seconds per sample,
-    # training and loading together.
+    # CPU clocks per sample, 0 where not measured: a loader worker's CPU seconds and its
+    # seconds waiting for a core in the same span (together, the share of a core it got),
+    # and the job's CPU seconds, training and loading together.
     loader_cpu_s: float = 0.0
+    loader_wait_s: float = 0.0
     cpu_cost_s: float = 0.0
 
 

@@ -481,19 +481,21 @@ class Scheduler:
             loaders=not on_device,
             loader_cost_s=event.loader_cost_s,
             loader_cpu_s=event.loader_cpu_s,
+            loader_wait_s=event.loader_wait_s,
             cpu_cost_s=event.cpu_cost_s,
         )
         workers = allocation.workers_per_gpu
         if job.replan_basis is None:
             job.replan_basis = job_samples_per_s(job.spec, workers, efficiency)
         job.curve.observe(job.spec, seen)
-        unclocked = job.spec.core_share is None or job.spec.cpu_cost_s is None
+        was_clocked = _clocked(job.spec)
         job.spec = job.curve.learned(job.prior)
-        clocked = job.spec.core_share is not None and job.spec.cpu_cost_s is not None
-        if unclocked and clocked and self._node.cpu_cores is not None:
-            # Its plan was on the loaders-only model (allocator/cpunode.py): plan on the
-            # node's one budget of cores now that the job's CPU clocks are known.
-            self._replan_soon(now)
+        if self._node.cpu_cores is not None and not was_clocked and _clocked(job.spec):
+            # Plans weighed splits without the node's one budget of cores while a running
+            # job's CPU clocks were unknown (allocator/cpunode.py): once all are, a round.
+            running = (j for j in self._live.values() if j.state is JobState.RUNNING)
+            if all(_clocked(j.spec) for j in running):
+                self._replan_soon(now)
         if not on_device:  # a device job's rate is its decoder share's: the plan's stands
             job.predicted_samples_per_s = job_samples_per_s(job.spec, workers, efficiency)
             self._replan_if_off(job, job.predicted_samples_per_s, now)
@@ -907,6 +909,11 @@ def _needs_pause(now: Allocation | None, target: Allocation) -> bool:
         target.workers_per_gpu,
         target.decode_mode,
     )
+
+
+def _clocked(spec: JobSpec) -> bool:
+    """Whether the job's CPU clocks are known (scheduler/curves.py)."""
+    return spec.cpu_cost_s is not None and spec.core_share is not None
 
 
 def _planned_spec(job: _Job, fixed: Allocation | None, pause_cost_s: float) -> JobSpec:

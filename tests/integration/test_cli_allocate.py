@@ -1,5 +1,6 @@
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +123,52 @@ def test_duplicate_job_ids(tmp_path: Path) -> None:
     run = stoker("allocate", write(tmp_path, request))
     assert run.code == 2
     assert "unique" in run.stderr
+
+
+# Item 7's mix on a 2-CPU node mid-run: (id, step s, loader s per sample, workers, samples
+# left, CPU s per sample), each job's CPU clocks measured.
+CPU_MIX = [
+    ("vgg11", 0.64, 0.0008, 1, 600.0, 0.0097),
+    ("resnet18", 0.29, 0.00083, 1, 1200.0, 0.0047),
+    ("decode-heavy", 0.06, 0.0146, 2, 1860.0, 0.007),
+]
+
+
+def cpu_node_request(core_share: float = 0.45) -> dict[str, Any]:
+    jobs = [
+        {
+            "id": job_id,
+            "gpus": 1,
+            "batch_size": 32,
+            "model_params": 1e6,
+            "step_time_s": step,
+            "sample_cost_s": cost,
+            "current_workers_per_gpu": workers,
+            "remaining_samples": left,
+            "cpu_cost_s": cpu,
+            "core_share": core_share,
+        }
+        for job_id, step, cost, workers, left, cpu in CPU_MIX
+    ]
+    return {"node": {"cpu_workers": 4, "cpu_cores": 2}, "regrow_delay_s": 2, "jobs": jobs}
+
+
+def test_a_cpu_nodes_request_is_weighed_on_its_cores_and_says_so(tmp_path: Path) -> None:
+    run = stoker("allocate", write(tmp_path, cpu_node_request()), "--policy", "lookahead")
+    assert run.code == 0, run.stderr
+    plan: dict[str, Any] = run.json()
+    assert any("one budget of 2 CPUs" in note for note in plan["notes"]), plan["notes"]
+    request = cpu_node_request()
+    del request["node"]["cpu_cores"]  # the same jobs, loaders on CPUs of their own
+    run = stoker("allocate", write(tmp_path, request), "--policy", "lookahead")
+    gpu_node: dict[str, Any] = run.json()
+    assert not any("budget" in note for note in gpu_node["notes"])
+    # Sharing the cores, a split buys less over balance than the loaders-only model says.
+    told = plan["balance_makespan_s"] / plan["predicted_makespan_s"]
+    assert told < gpu_node["balance_makespan_s"] / gpu_node["predicted_makespan_s"]
+
+
+def test_a_core_share_past_a_core_names_the_field(tmp_path: Path) -> None:
+    run = stoker("allocate", write(tmp_path, cpu_node_request(core_share=1.5)))
+    assert run.code == 2
+    assert "jobs[0].core_share" in run.stderr and "Traceback" not in run.stderr

@@ -114,3 +114,24 @@ def test_a_node_of_no_cores_is_refused_by_name() -> None:
     with pytest.raises(InvalidRequest) as raised:
         NodeSpec(cpu_workers=4, cpu_cores=0.0)
     assert raised.value.field == "node.cpu_cores"
+
+
+def test_a_job_at_a_core_per_thread_leaves_the_rest_to_the_others() -> None:
+    """Water-filling: the job whose threads already get 90 % of a core can go 1.11 times
+    faster, no more; the one at a quarter takes what it leaves of the freed cores."""
+    cost = np.array([0.01, 0.01, 0.01])
+    budget = CoreBudget(
+        cores=3.0, cost=cost, fastest=1.0 / np.array([0.9, 0.25, 0.25]), busy_now=3.0
+    )
+    rates = np.array([100.0, 100.0, 100.0])
+    scaled = budget.spend(rates, np.array([True, True, False]))
+    assert scaled[0] == pytest.approx(100.0 / 0.9)
+    assert scaled[1] == pytest.approx(300.0 - 100.0 / 0.9), "the third job's core, and more"
+    assert float(scaled[:2] @ cost[:2]) == pytest.approx(3.0)
+
+
+def test_curves_that_put_the_jobs_over_the_node_are_scaled_to_its_cores() -> None:
+    cost = np.array([0.01, 0.01])
+    budget = CoreBudget(cores=2.0, cost=cost, fastest=np.array([4.0, 4.0]), busy_now=2.2)
+    scaled = budget.spend(np.array([110.0, 110.0]), np.ones(2, dtype=bool))
+    assert float(scaled @ cost) == pytest.approx(2.0)

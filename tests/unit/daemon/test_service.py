@@ -295,3 +295,23 @@ def test_an_agent_proves_its_launch_and_after_that_nothing_else_speaks_for_the_j
         await driver.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("node", "cores"),
+    [
+        (NodeConfig(gpus=0, cpu_slots=2, cpu_workers=4), True),  # trains on its CPUs
+        (NodeConfig(gpus=0, cpu_slots=2, cpu_workers=4, cpu_sets=True), False),  # own cores
+        (NodeConfig(gpus=1, cpu_workers=4), False),  # the loaders have the CPUs
+    ],
+)
+def test_a_node_that_trains_on_shared_cpus_is_planned_on_one_budget_of_them(
+    tmp_path: Path, node: NodeConfig, cores: bool
+) -> None:
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, node=node)
+        planned = driver.service.scheduler.node.cpu_cores
+        assert planned == (float(driver.service.node.cpus.usable) if cores else None)
+        await driver.close()
+
+    asyncio.run(scenario())

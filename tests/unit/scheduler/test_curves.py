@@ -21,6 +21,7 @@ from scheduler.messages import (
     Paused,
     Planned,
     Resume,
+    Tick,
 )
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
@@ -155,13 +156,18 @@ def test_a_device_jobs_heartbeat_leaves_its_loaders_cost_alone() -> None:
 
 
 def test_the_cpu_clocks_say_a_jobs_cpu_cost_and_core_share_from_the_third_heartbeat() -> None:
-    """No prior: what the clocks measured, the median, and a core at most (a clock's tick
-    can put a worker's CPU seconds a hair above its wall seconds)."""
+    """No prior: what the clocks measured, the median. The share of a core is CPU time over
+    CPU time and run-queue wait: a worker that waits on a file, and not for a core, got
+    all of the core it could use."""
     curve = JobCurve()
     clocked = replace(
-        heartbeat(TRUTH, 2, 1.0), loader_cost_s=0.02, loader_cpu_s=0.01, cpu_cost_s=0.03
+        heartbeat(TRUTH, 2, 1.0),
+        loader_cost_s=0.02,
+        loader_cpu_s=0.004,
+        loader_wait_s=0.004,
+        cpu_cost_s=0.03,
     )
-    odd = replace(clocked, loader_cpu_s=0.0201, cpu_cost_s=0.3)
+    odd = replace(clocked, loader_wait_s=0.0, cpu_cost_s=0.3)
     for beat in (clocked, odd):
         curve.observe(TRUTH, beat)
         learned = curve.learned(TRUTH)
@@ -169,10 +175,10 @@ def test_the_cpu_clocks_say_a_jobs_cpu_cost_and_core_share_from_the_third_heartb
     curve.observe(TRUTH, clocked)
     learned = curve.learned(TRUTH)
     assert learned.cpu_cost_s == pytest.approx(0.03), "the odd one outvoted"
-    assert learned.core_share == pytest.approx(0.5)
+    assert learned.core_share == pytest.approx(0.5), "as long waiting for a core as on one"
     for _ in range(3):
         curve.observe(TRUTH, odd)
-    assert curve.learned(TRUTH).core_share == 1.0, "a core at most"
+    assert curve.learned(TRUTH).core_share == 1.0, "12 ms of 20 on a file: no contention"
     unclocked = JobCurve()
     for _ in range(5):
         unclocked.observe(TRUTH, replace(clocked, loader_cpu_s=0.0, cpu_cost_s=0.0))
@@ -225,13 +231,48 @@ def test_the_core_plans_with_a_jobs_cpu_clocks() -> None:
     for second in range(1, 4):
         beat = Heartbeat(
             "a", gen, second * 5, seen.samples_per_s, seen.idle_fraction, 10,
-            loader_cost_s=0.04, loader_cpu_s=0.03, cpu_cost_s=0.05,
+            loader_cost_s=0.04, loader_cpu_s=0.03, loader_wait_s=0.01, cpu_cost_s=0.05,
         )  # fmt: skip
         core.handle(beat, float(second))
     curve = core.status("a").curve
     assert curve is not None
     assert curve.cpu_cost_s == pytest.approx(0.05)
     assert curve.core_share == pytest.approx(0.75)
+
+
+def test_on_a_cpu_node_a_round_comes_once_every_running_job_is_clocked() -> None:
+    """Its plans weighed splits without the node's core budget (allocator/cpunode.py) while
+    a job's CPU clocks were unknown: once all are, one round weighs them on it."""
+    node = NodeSpec(cpu_workers=4, contention=ContentionCurve.contention_free(), cpu_cores=2.0)
+    config = SchedulerConfig(
+        policy="lookahead", arrival_window_s=0.0, replan_window_s=1.0, replan_error=100.0
+    )
+    core = Scheduler(node, RateModel(), config)
+    launches = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
+    launches += only(core.handle(JobSubmitted(job("b")), 0.0), Launch)
+    workers = {launch.job_id: launch.allocation.workers_per_gpu for launch in launches}
+    for launch in launches:
+        core.handle(AgentHello(launch.job_id, launch.gen, 0), 0.0)
+
+    def beat(job_id: str, at: float, clocked: bool) -> list[Planned]:
+        clocks = {"loader_cpu_s": 0.004, "loader_wait_s": 0.004, "cpu_cost_s": 0.01}
+        event = Heartbeat(
+            job_id, core.generation, int(at * 10), 500.0, 0.0, workers[job_id],
+            loader_cost_s=0.008, **(clocks if clocked else {}),
+        )  # fmt: skip
+        planned = only(core.handle(event, at), Planned)
+        return planned + only(core.handle(Tick(), at + 0.01), Planned)
+
+    rounds: list[Planned] = []
+    for second in range(1, 6):  # a clocked from its second heartbeat on, b not
+        rounds += beat("a", float(second), clocked=True)
+        rounds += beat("b", second + 0.5, clocked=False)
+    assert not rounds, "b's clocks unknown: a round could not use them"
+    for second in range(6, 10):
+        rounds += beat("a", float(second), clocked=True)
+        rounds += beat("b", second + 0.5, clocked=True)
+    assert len(rounds) == 1, rounds
+    assert any("one budget of 2 CPUs" in note for note in rounds[0].plan.notes)
 
 
 def _beats_until_paused(config: SchedulerConfig) -> list[Pause]:
