@@ -163,6 +163,10 @@ class Job:
         self.step = 0  # batches this rank has trained, over every attempt
         self._tracked: dict[str, Any] = {}
         self._loaders: list[ResizableLoader] = []
+        # What each loader was asked for, by its dataset: a script that makes its loader
+        # inside the epoch loop, as one may with a DataLoader, gets the same one back.
+        self._asked: dict[int, tuple[ResizableLoader, tuple[Any, ...]]] = {}
+        self._epochs_run = 0  # epochs this run finished: a loader made after one is late
         self._stop_signal: int | None = None
         self._last_checkpoint = time.monotonic()
         newest = checkpoints.latest(environment.checkpoint_dir)
@@ -245,6 +249,25 @@ class Job:
             if owned in dataloader_kwargs:
                 raise TypeError(f"{owned}: the job's loader owns the order of the data")
         _check_batch(dataset, batch_size, self.world_size)
+        asked = (batch_size, shuffle, seed, drop_last, num_workers, sorted(dataloader_kwargs))
+        again = self._asked.get(id(dataset))
+        if again is not None and again[0].dataset is dataset:
+            if again[1] != asked:
+                raise ValueError(
+                    "job.loader: this dataset has a loader already, made with other settings"
+                    " (batch_size, shuffle, seed, drop_last, num_workers or DataLoader"
+                    " arguments); make it once, before `for epoch in job.epochs(n)`, and"
+                    " iterate it each epoch"
+                )
+            return again[0]  # its position goes on: the next epoch, not the first again
+        if self._epochs_run:
+            self._say(
+                f"job.loader made a new loader in epoch {self._epoch}: a new"
+                " dataset object gets a loader of its own, with its own position (its epoch"
+                " 0's order again) and untimed; make the loader once, before"
+                " `for epoch in job.epochs(n)`, or pass the same dataset object",
+                afresh=False,
+            )
         index = len(self._loaders)
         position = Position(seed=seed)
         if self._restored is not None and index < len(self._restored["loaders"]):
@@ -267,6 +290,7 @@ class Job:
             audit=audit,
         )
         self._loaders.append(made)
+        self._asked[id(dataset)] = (made, asked)
         if index == 0 and self._control is not None:  # its workers' cost: the job's loading
             self._control.loader_clock = made.clock.totals
             self._control.loader_workers = lambda: made.workers
@@ -302,6 +326,7 @@ class Job:
         while self._epoch < count:
             epoch = self._epoch
             yield epoch
+            self._epochs_run += 1
             primary = self._loaders[0] if self._loaders else None
             if primary is not None and primary.position.epoch > epoch:
                 self._epoch = primary.position.epoch

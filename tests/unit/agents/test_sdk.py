@@ -503,7 +503,8 @@ def test_a_worker_waiting_on_its_data_is_not_waiting_for_a_core(
     almost no CPU, and no time queued for a core."""
     monkeypatch.setenv(PROTOCOL_VARIABLE, str(VERSION))
     first, _, sleepy = clocked_heartbeats(tmp_path, Slow(288))
-    assert first.cpu_s == 0.0, "its workers' start: untimed, and the job's CPU unknown then"
+    assert first.loader_s == 0.0, "its workers' start: the wall clock's wait is the pass's"
+    assert first.cpu_s > 0.0 and first.loader_cpu_s > 0.0, "but CPU seconds are a sample's"
     assert sleepy.loader_s > 0.009, sleepy
     assert sleepy.loader_cpu_s < 0.3 * sleepy.loader_s, sleepy
     assert sleepy.loader_wait_s < 0.3 * sleepy.loader_s, sleepy
@@ -524,3 +525,32 @@ def test_without_workers_nothing_is_timed(tmp_path: Path, monkeypatch: pytest.Mo
     beat = heartbeats(tmp_path, 0, 0.0)[1]
     assert beat.loader_s == beat.loader_cpu_s == 0.0  # the main process loads: the step's
     assert beat.cpu_s > 0.0, "and its CPU time is all the job's"
+
+
+def test_a_loader_made_inside_the_epoch_loop_is_the_same_loader_each_epoch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As one may make a DataLoader each epoch: the same dataset gets its loader back, so
+    each epoch has its own order and every sample once, and nothing is said."""
+    sdk, data = job(tmp_path), Numbers(24)
+    orders = []
+    for _ in sdk.epochs(3):
+        loader = sdk.loader(data, batch_size=4, shuffle=True)
+        orders.append([int(i) for _, indices in loader for i in indices])
+    assert all(sorted(order) == list(range(24)) for order in orders)
+    assert len({tuple(order) for order in orders}) == 3, "each epoch its own order"
+    assert "stoker:" not in capsys.readouterr().err
+    with pytest.raises(ValueError, match="made with other settings"):
+        sdk.loader(data, batch_size=8, shuffle=True)
+
+
+def test_a_new_dataset_object_each_epoch_is_told_what_it_costs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sdk = job(tmp_path)
+    for _ in sdk.epochs(2):
+        for _ in sdk.loader(Numbers(8), batch_size=4):
+            pass
+    said = capsys.readouterr().err
+    assert "job.loader made a new loader in epoch 1" in said
+    assert "before `for epoch in job.epochs(n)`" in said
