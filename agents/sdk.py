@@ -167,6 +167,7 @@ class Job:
         # inside the epoch loop, as one may with a DataLoader, gets the same one back.
         self._asked: dict[int, tuple[ResizableLoader, tuple[Any, ...]]] = {}
         self._epochs_run = 0  # epochs this run finished: a loader made after one is late
+        self._said_late = False
         self._stop_signal: int | None = None
         self._last_checkpoint = time.monotonic()
         newest = checkpoints.latest(environment.checkpoint_dir)
@@ -260,7 +261,8 @@ class Job:
                     " iterate it each epoch"
                 )
             return again[0]  # its position goes on: the next epoch, not the first again
-        if self._epochs_run:
+        if self._epochs_run and not self._said_late:
+            self._said_late = True  # once: a loop that does it does it every epoch
             self._say(
                 f"job.loader made a new loader in epoch {self._epoch}: a new"
                 " dataset object gets a loader of its own, with its own position (its epoch"

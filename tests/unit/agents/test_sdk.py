@@ -548,9 +548,10 @@ def test_a_new_dataset_object_each_epoch_is_told_what_it_costs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sdk = job(tmp_path)
-    for _ in sdk.epochs(2):
+    for _ in sdk.epochs(3):
         for _ in sdk.loader(Numbers(8), batch_size=4):
             pass
     said = capsys.readouterr().err
+    assert said.count("job.loader made a new loader") == 1, "once, not every epoch"
     assert "job.loader made a new loader in epoch 1" in said
     assert "before `for epoch in job.epochs(n)`" in said
