@@ -20,12 +20,12 @@ grows). T is concave in d, so a worker's marginal gain falls smoothly past the k
 plan keeps headroom there. It builds a few candidate splits (`_candidates`) and predicts,
 for each, when every job finishes (`predict_finishes`): a fluid model of the samples each
 job has left, in which a running job whose workers change first pauses for its measured
-pause cost, and the processes a finished job frees go to the jobs still running,
-each growth made only if it pays its pause over the job's remaining work (the gate's rule).
-It keeps the candidate with the least score: the GPU-weighted mean finish (when GPUs come
-free for the jobs queued behind them, the average JCT) plus the last finish (the makespan of
-the jobs now running). `balance` is one of the candidates, so no plan is predicted to do
-worse than it.
+pause cost, and the processes a finished job frees go to the jobs still running when the
+scheduler's next plan comes (`regrow_delay_s` later), each growth made only if it pays its
+pause over the job's remaining work (the gate's rule). It keeps the candidate with the
+least score: the GPU-weighted mean finish (when GPUs come free for the jobs queued behind
+them, the average JCT) plus the last finish (the makespan of the jobs now running). A move
+to `balance`'s split is one of the candidates, so no plan scores worse than that move.
 
 A job without `remaining_samples` cannot be looked ahead for: the request is then planned
 by the marginal gains of the smooth curves alone (the `greedy` candidate).
