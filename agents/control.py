@@ -313,17 +313,16 @@ class Control:
         if self.loader_clock is not None:  # a worker's seconds per sample this interval
             clocked, then = self.loader_clock(), self._clocked
             self._clocked = clocked
-            made = clocked.samples - then.samples
-            if made > 0:  # CPU and run-queue seconds are per sample whatever the interval
+            # An interval in which a pass began (each epoch's, each resize's; new workers or
+            # kept ones) is left untimed: its idle share holds the wait for the pipeline to
+            # fill, a cost per epoch, not per sample, which would read as a softer bend than
+            # the loaders have.
+            if clocked.samples > then.samples and clocked.starts == then.starts:
+                made = clocked.samples - then.samples
+                loader_s = (clocked.seconds - then.seconds) / made
                 loader_cpu_s = (clocked.cpu_seconds - then.cpu_seconds) / made
                 loader_wait_s = (clocked.wait_seconds - then.wait_seconds) / made
                 timed = True
-            # But an interval in which a pass began (each epoch's, each resize's; new workers
-            # or kept ones) is left unclocked on the wall: its idle share holds the wait for
-            # the pipeline to fill, a cost per epoch, not per sample, which would read as a
-            # softer bend than the loaders have. (Short epochs leave every interval so.)
-            if made > 0 and clocked.starts == then.starts:
-                loader_s = (clocked.seconds - then.seconds) / made
         cpu_s = 0.0
         if timed and meter.samples > 0:  # this rank's share of the samples, as every rank's
             training = (time.process_time() - meter.cpu_started) * self.world_size

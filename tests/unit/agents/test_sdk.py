@@ -503,8 +503,7 @@ def test_a_worker_waiting_on_its_data_is_not_waiting_for_a_core(
     almost no CPU, and no time queued for a core."""
     monkeypatch.setenv(PROTOCOL_VARIABLE, str(VERSION))
     first, _, sleepy = clocked_heartbeats(tmp_path, Slow(288))
-    assert first.loader_s == 0.0, "its workers' start: the wall clock's wait is the pass's"
-    assert first.cpu_s > 0.0 and first.loader_cpu_s > 0.0, "but CPU seconds are a sample's"
+    assert first.cpu_s == 0.0, "its workers' start: untimed, and the job's CPU unknown then"
     assert sleepy.loader_s > 0.009, sleepy
     assert sleepy.loader_cpu_s < 0.3 * sleepy.loader_s, sleepy
     assert sleepy.loader_wait_s < 0.3 * sleepy.loader_s, sleepy
