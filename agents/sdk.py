@@ -163,9 +163,9 @@ class Job:
         self.step = 0  # batches this rank has trained, over every attempt
         self._tracked: dict[str, Any] = {}
         self._loaders: list[ResizableLoader] = []
-        # What each loader was asked for, by its dataset: a script that makes its loader
-        # inside the epoch loop, as one may with a DataLoader, gets the same one back.
-        self._asked: dict[int, tuple[ResizableLoader, tuple[Any, ...]]] = {}
+        # Each loader by its dataset and what it was asked for: a script that makes it inside
+        # the epoch loop, as one may a DataLoader, gets the same one back.
+        self._asked: dict[tuple[int, tuple[Any, ...]], ResizableLoader] = {}
         self._epochs_run = 0  # epochs this run finished: a loader made after one is late
         self._said_late = False
         self._stop_signal: int | None = None
@@ -250,17 +250,12 @@ class Job:
             if owned in dataloader_kwargs:
                 raise TypeError(f"{owned}: the job's loader owns the order of the data")
         _check_batch(dataset, batch_size, self.world_size)
-        asked = (batch_size, shuffle, seed, drop_last, num_workers, sorted(dataloader_kwargs))
-        again = self._asked.get(id(dataset))
-        if again is not None and again[0].dataset is dataset:
-            if again[1] != asked:
-                raise ValueError(
-                    "job.loader: this dataset has a loader already, made with other settings"
-                    " (batch_size, shuffle, seed, drop_last, num_workers or DataLoader"
-                    " arguments); make it once, before `for epoch in job.epochs(n)`, and"
-                    " iterate it each epoch"
-                )
-            return again[0]  # its position goes on: the next epoch, not the first again
+        kwargs = tuple(sorted(dataloader_kwargs))
+        asked = (batch_size, shuffle, seed, drop_last, num_workers, kwargs)
+        again = self._asked.get((id(dataset), asked))
+        if again is not None and again.dataset is dataset:
+            return again  # its position goes on: the next epoch, not the first again
+        # Other settings over the same dataset (an evaluation loader, say) are another loader.
         if self._epochs_run and not self._said_late:
             self._said_late = True  # once: a loop that does it does it every epoch
             self._say(
@@ -292,7 +287,7 @@ class Job:
             audit=audit,
         )
         self._loaders.append(made)
-        self._asked[id(dataset)] = (made, asked)
+        self._asked[(id(dataset), asked)] = made
         if index == 0 and self._control is not None:  # its workers' cost: the job's loading
             self._control.loader_clock = made.clock.totals
             self._control.loader_workers = lambda: made.workers

@@ -539,8 +539,17 @@ def test_a_loader_made_inside_the_epoch_loop_is_the_same_loader_each_epoch(
     assert all(sorted(order) == list(range(24)) for order in orders)
     assert len({tuple(order) for order in orders}) == 3, "each epoch its own order"
     assert "stoker:" not in capsys.readouterr().err
-    with pytest.raises(ValueError, match="made with other settings"):
-        sdk.loader(data, batch_size=8, shuffle=True)
+
+
+def test_other_settings_over_the_same_dataset_are_another_loader(tmp_path: Path) -> None:
+    """An evaluation loader over the training set, say: its own order and position."""
+    sdk, data = job(tmp_path), Numbers(8)
+    train = sdk.loader(data, batch_size=4, shuffle=True)
+    evaluate = sdk.loader(data, batch_size=8, shuffle=False)
+    assert evaluate is not train
+    assert sdk.loader(data, batch_size=4, shuffle=True) is train
+    assert sdk.loader(data, batch_size=8, shuffle=False) is evaluate
+    assert [int(i) for _, indices in evaluate for i in indices] == list(range(8))
 
 
 def test_a_new_dataset_object_each_epoch_is_told_what_it_costs(
