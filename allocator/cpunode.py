@@ -53,12 +53,10 @@ class CoreBudget:
         (`running` marks the jobs that run); None on a GPU node, or while a job's CPU
         clocks are not measured (the loaders-only model then stands)."""
         cores = request.node.cpu_cores
-        costs = [job.cpu_cost_s for job in request.jobs]
-        shares = [job.core_share for job in request.jobs]
-        if cores is None or any(value is None for value in (*costs, *shares)):
+        if cores is None or not all(job.cpu_clocked for job in request.jobs):
             return None
-        cost = np.array(costs, dtype=np.float64)
-        fastest = 1.0 / np.array(shares, dtype=np.float64)
+        cost = np.array([job.cpu_cost_s for job in request.jobs], dtype=np.float64)
+        fastest = 1.0 / np.array([job.core_share for job in request.jobs], dtype=np.float64)
         busy_now = float(np.sum(np.where(running, rates_now * cost, 0.0)))
         return cls(cores, cost, fastest, busy_now)
 

@@ -93,6 +93,11 @@ class JobSpec:
             )
 
     @property
+    def cpu_clocked(self) -> bool:
+        """Whether its CPU clocks are measured: `cpu_cost_s` and `core_share` both known."""
+        return self.cpu_cost_s is not None and self.core_share is not None
+
+    @property
     def batch_size_per_gpu(self) -> float:
         """b = B / n."""
         return self.batch_size / self.gpus

@@ -187,8 +187,9 @@ class CurveView(BaseModel):
     core_share: float | None = Field(
         None,
         description=(
-            "the share of a core its loader workers got while they worked (1: a core each;"
-            " below on contended CPUs); null until three heartbeats measured it"
+            "the share of a core its loader workers got when they could run: CPU seconds over"
+            " CPU and run-queue seconds (1: a core each; below on contended CPUs); null until"
+            " three heartbeats measured it"
         ),
     )
 

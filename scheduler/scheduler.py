@@ -488,13 +488,13 @@ class Scheduler:
         if job.replan_basis is None:
             job.replan_basis = job_samples_per_s(job.spec, workers, efficiency)
         job.curve.observe(job.spec, seen)
-        was_clocked = _clocked(job.spec)
+        was_clocked = job.spec.cpu_clocked
         job.spec = job.curve.learned(job.prior)
-        if self._node.cpu_cores is not None and not was_clocked and _clocked(job.spec):
+        if self._node.cpu_cores is not None and not was_clocked and job.spec.cpu_clocked:
             # Plans weighed splits without the node's one budget of cores while a running
             # job's CPU clocks were unknown (allocator/cpunode.py): once all are, a round.
             running = (j for j in self._live.values() if j.state is JobState.RUNNING)
-            if all(_clocked(j.spec) for j in running):
+            if all(j.spec.cpu_clocked for j in running):
                 self._replan_soon(now)
         if not on_device:  # a device job's rate is its decoder share's: the plan's stands
             job.predicted_samples_per_s = job_samples_per_s(job.spec, workers, efficiency)
@@ -909,11 +909,6 @@ def _needs_pause(now: Allocation | None, target: Allocation) -> bool:
         target.workers_per_gpu,
         target.decode_mode,
     )
-
-
-def _clocked(spec: JobSpec) -> bool:
-    """Whether the job's CPU clocks are known (scheduler/curves.py)."""
-    return spec.cpu_cost_s is not None and spec.core_share is not None
 
 
 def _planned_spec(job: _Job, fixed: Allocation | None, pause_cost_s: float) -> JobSpec:
