@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from agents.link import DaemonLink
-from agents.loader import Clocked
+from agents.loader import Clocked, thread_clocks
 from agents.protocol import (
     MAX_MESSAGE_BYTES,
     MAX_METRIC_NAME,
@@ -94,6 +94,7 @@ class Decision(IntEnum):
     CANCEL = 2
 
 
+_REFILL = 6  # the protocol version that brought `refill_s`
 _DECISIONS = tuple(Decision)  # by value
 _GO = Decision.GO  # a global: an enum's attribute costs ~10 us in cold code
 
@@ -104,7 +105,11 @@ class _Meter:
 
     started: float = field(default_factory=time.monotonic)
     cpu_started: float = field(default_factory=time.process_time)  # this process's threads
+    # The training thread's seconds on a core and in the run queue (`thread_clocks`): the
+    # meter is made on the thread that trains, at each heartbeat.
+    thread_started: tuple[float, float] = field(default_factory=thread_clocks)
     idle_s: float = 0.0
+    refill_s: float = 0.0  # of idle_s: the waits for the first batch of a pass
     step_s: float = 0.0
     steps: int = 0
     samples: int = 0  # handed to the script, all ranks
@@ -153,6 +158,9 @@ class Control:
         self.loader_clock: Callable[[], Clocked] | None = None
         self.loader_workers: Callable[[], int] | None = None  # that loader's workers now
         self._clocked = Clocked()
+        # Only where the job trains on CPUs do its training thread's clocks say its pace: on
+        # a GPU its step is the GPU's, however long the thread waits for a core meanwhile.
+        self._trains_on_cpus = not torch.cuda.is_available()
 
     @property
     def workers(self) -> int:
@@ -184,12 +192,14 @@ class Control:
             self.resizable = False
             self.hello(iteration)
 
-    def on_batch(self, samples: int) -> None:
+    def on_batch(self, samples: int, refill: bool = False) -> None:
         """A batch of `samples` (all ranks) went to the script: the wait for it was idle
-        time."""
+        time, and with `refill` (a pass's first batch) the pipeline filling."""
         now = time.monotonic()
         meter = self._meter
         meter.idle_s += now - self._handed_out
+        if refill:
+            meter.refill_s += now - self._handed_out
         meter.samples += samples
         self._handed_out = now
 
@@ -313,20 +323,28 @@ class Control:
         if self.loader_clock is not None:  # a worker's seconds per sample this interval
             clocked, then = self.loader_clock(), self._clocked
             self._clocked = clocked
-            # An interval in which a pass began (each epoch's, each resize's; new workers or
-            # kept ones) is left untimed: its idle share holds the wait for the pipeline to
-            # fill, a cost per epoch, not per sample, which would read as a softer bend than
-            # the loaders have.
-            if clocked.samples > then.samples and clocked.starts == then.starts:
-                made = clocked.samples - then.samples
-                loader_s = (clocked.seconds - then.seconds) / made
+            made = clocked.samples - then.samples
+            if made > 0:  # CPU and run-queue seconds are per sample whatever the interval
                 loader_cpu_s = (clocked.cpu_seconds - then.cpu_seconds) / made
                 loader_wait_s = (clocked.wait_seconds - then.wait_seconds) / made
                 timed = True
-        cpu_s = 0.0
+            # So is the wall clock, for a daemon that reads the waits for a pass's first
+            # batch apart (`refill_s`, v6). An older one reads all of an interval's idle share
+            # as its loaders': in an interval in which a pass began (each epoch's, each
+            # resize's) that holds the pipeline filling, a cost per pass, which it would
+            # read as a softer bend than the loaders have, so it gets no wall clock there.
+            if made > 0 and (self.link.version >= _REFILL or clocked.starts == then.starts):
+                loader_s = (clocked.seconds - then.seconds) / made
+        cpu_s = train_cpu_s = train_wait_s = 0.0
         if timed and meter.samples > 0:  # this rank's share of the samples, as every rank's
             training = (time.process_time() - meter.cpu_started) * self.world_size
             cpu_s = training / meter.samples + loader_cpu_s
+        ran, waited = thread_clocks()
+        ran -= meter.thread_started[0]
+        if self._trains_on_cpus and ran > 0.0 and meter.samples > 0:  # per sample, as above
+            train_cpu_s = ran * self.world_size / meter.samples
+            train_wait_s = max(0.0, waited - meter.thread_started[1]) * self.world_size
+            train_wait_s /= meter.samples
         heartbeat = functools.partial(
             HeartbeatMessage,
             job=self.job_id,
@@ -342,6 +360,9 @@ class Control:
             loader_cpu_s=loader_cpu_s,
             loader_wait_s=loader_wait_s,
             cpu_s=cpu_s,
+            train_cpu_s=train_cpu_s,
+            train_wait_s=train_wait_s,
+            refill_s=meter.refill_s,
         )
         self.link.send_built(lambda: [heartbeat()])  # validated on the link's thread
         self._meter = _Meter()

@@ -85,6 +85,11 @@ class DaemonLink:
 
     # ---- the caller's side --------------------------------------------------------------
 
+    @property
+    def version(self) -> int:
+        """The protocol version this link speaks: the daemon's, at most this SDK's."""
+        return self._version
+
     def send(self, message: AgentMessage) -> None:
         """Send, stamped with the wall clock (the thread sends it)."""
         self._post((time.time(), message))

@@ -40,9 +40,10 @@ class Boundary(Protocol):
     then on, so a checkpoint the script writes after its step does not repeat it), and the
     script is back for the next one (the boundary where the job may stop or checkpoint).
     After an epoch's last batch the loader says nothing: the script's own end of the epoch
-    comes first, then the job's boundary (`Job.epochs`)."""
+    comes first, then the job's boundary (`Job.epochs`). `refill`: the batch is the first of
+    a pass, whose wait was the workers starting and the pipeline filling."""
 
-    def on_batch(self, samples: int) -> None: ...
+    def on_batch(self, samples: int, refill: bool = False) -> None: ...
 
     def at_boundary(self) -> None: ...
 
@@ -152,7 +153,7 @@ class ResizableLoader:
                         self.position.epoch, self.position.consumed, self._share(batch)
                     )
                 self.position.consumed += len(batch)
-                self._job.on_batch(len(batch))
+                self._job.on_batch(len(batch), refill=number == 0)
                 yield data
                 if number == len(batches) - 1:
                     break  # the epoch's end: Job.epochs has that boundary, after the script's
@@ -336,6 +337,20 @@ def run_queue_s() -> float:
             return int(stats.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+_THREAD_SCHEDSTAT = "/proc/thread-self/schedstat"  # the calling thread's, same fields
+
+
+def thread_clocks() -> tuple[float, float]:
+    """Seconds the calling thread has run on a core, and waited in a run queue for one,
+    since it started; (0, 0) where the kernel does not say."""
+    try:
+        with open(_THREAD_SCHEDSTAT, "rb") as stats:
+            ran, waited = stats.read().split()[:2]
+            return int(ran) / 1e9, int(waited) / 1e9
+    except (OSError, ValueError):
+        return 0.0, 0.0
 
 
 def _take_up(indices: list[int]) -> list[int]:

@@ -13,7 +13,8 @@ Version 3 added `metrics`: what a script reported with `job.report`, sent by the
 Version 4 added the heartbeat's `loader_s`. An agent sends it only to a daemon that said,
 in its launch's `STOKER_PROTOCOL`, that it reads version 4: an older daemon refuses a
 field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_s`,
-`loader_wait_s` and `cpu_s`, on the same terms.
+`loader_wait_s` and `cpu_s`, on the same terms; version 6 the training thread's,
+`train_cpu_s` and `train_wait_s`, and `refill_s`.
 """
 
 import json
@@ -26,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 5
+VERSION = 6
 PROTOCOL_VARIABLE = "STOKER_PROTOCOL"  # the protocol version of the daemon that launched it
 SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
 MAX_METRIC_NAME = 64
@@ -46,7 +47,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1, 2, 3, 4, 5] = 5  # VERSION; 1 to 4 are still understood
+    v: Literal[1, 2, 3, 4, 5, 6] = 6  # VERSION; 1 to 5 are still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -118,6 +119,34 @@ class HeartbeatMessage(_Message):
         description=(
             "since v5: the job's CPU seconds per sample this interval, its training"
             " processes and loader workers together; 0 when not measured"
+        ),
+    )
+    refill_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description=(
+            "since v6: of idle_s, the seconds spent waiting for the first batch of a pass"
+            " (each epoch's, each resize's): its pipeline filling, a cost per pass"
+        ),
+    )
+    train_cpu_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description=(
+            "since v6: the seconds per sample the training thread ran on a core this"
+            " interval; 0 when not measured"
+        ),
+    )
+    train_wait_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description=(
+            "since v6: the seconds per sample the training thread waited in the kernel's run"
+            " queue for a core this interval (the share of a core it got is"
+            " train_cpu_s / (train_cpu_s + train_wait_s)); 0 when not known"
         ),
     )
 
@@ -226,7 +255,16 @@ def _left_out(message: _Message) -> set[str] | None:
 
 # Optional fields and the version that brought them (the secret came without a new
 # version: a daemon that gives none reads messages without it).
-_SINCE = {"secret": 1, "loader_s": 4, "loader_cpu_s": 5, "loader_wait_s": 5, "cpu_s": 5}
+_SINCE = {
+    "secret": 1,
+    "loader_s": 4,
+    "loader_cpu_s": 5,
+    "loader_wait_s": 5,
+    "cpu_s": 5,
+    "train_cpu_s": 6,
+    "train_wait_s": 6,
+    "refill_s": 6,
+}
 
 
 def daemon_version(environ: Mapping[str, str]) -> int:

@@ -377,12 +377,13 @@ class Job:
 
     # ---- the loaders' side --------------------------------------------------------------
 
-    def on_batch(self, samples: int) -> None:
-        """A batch of `samples` (all ranks) went to the script: one more step."""
+    def on_batch(self, samples: int, refill: bool = False) -> None:
+        """A batch of `samples` (all ranks) went to the script: one more step. `refill`: the
+        first batch of a pass, whose wait was the pipeline filling."""
         self.step += 1
         self._samples += samples
         if self._control is not None:
-            self._control.on_batch(samples)
+            self._control.on_batch(samples, refill)
 
     def at_boundary(self) -> None:
         """Between two batches: flush metrics, stop when asked (after a checkpoint), and

@@ -48,7 +48,7 @@ def test_metrics_carry_nan_and_infinity_and_refuse_oversized_points() -> None:
     [
         (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
         (b'{"type": "launch", "job": "j"}', "does not match"),
-        (b'{"type": "hello", "job": "j", "pid": 1, "v": 6}', "hello.v"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 7}', "hello.v"),
         (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
         (b"\xff\xfe", "Invalid JSON"),
         (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only
@@ -108,8 +108,24 @@ def test_version_5_adds_the_cpu_clocks_and_a_message_of_4_leaves_them_out() -> N
     assert "heartbeat.cpu_s" in raised.value.reason and "loader_cpu_s" not in raised.value.reason
 
 
+def test_version_6_adds_the_training_thread_and_the_refills_and_5_leaves_them_out() -> None:
+    seen = HeartbeatMessage(
+        job="j", iteration=5, samples=40, idle_s=0.3, step_s=0.7, samples_per_s=40.0,
+        workers=2, loader_s=0.012, cpu_s=0.02, train_cpu_s=0.015, train_wait_s=0.01,
+        refill_s=0.2,
+    )  # fmt: skip
+    assert decode_agent(encode(seen)) == seen
+    data = json.loads(encode(seen.model_copy(update={"v": 5})))
+    assert data["cpu_s"] == 0.02, "version 5's field stays"
+    assert not {"train_cpu_s", "train_wait_s", "refill_s"} & set(data), "version 5 refuses them"
+    with pytest.raises(ProtocolError) as raised:
+        decode_agent(encode(seen).replace(b'"refill_s":0.2', b'"refill_s":-0.2'))
+    assert "heartbeat.refill_s" in raised.value.reason
+
+
 @pytest.mark.parametrize(
-    ("said", "speaks"), [(None, 3), ("4", 4), ("5", 5), ("2", 2), ("99", VERSION), ("four", 3)]
+    ("said", "speaks"),
+    [(None, 3), ("4", 4), ("5", 5), ("6", 6), ("2", 2), ("99", VERSION), ("four", 3)],
 )
 def test_an_agent_speaks_the_version_its_daemon_said(said: str | None, speaks: int) -> None:
     environ = {} if said is None else {PROTOCOL_VARIABLE: said}

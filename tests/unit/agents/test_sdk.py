@@ -138,7 +138,7 @@ class Steps:
     def __init__(self) -> None:
         self.batches = self.boundaries = 0
 
-    def on_batch(self, samples: int) -> None:
+    def on_batch(self, samples: int, refill: bool = False) -> None:
         self.batches += 1
 
     def at_boundary(self) -> None:
@@ -494,6 +494,9 @@ def test_a_heartbeat_says_the_cpu_a_sample_costs_and_how_long_its_loaders_waited
     assert beat.loader_wait_s > 0.5 * beat.loader_cpu_s, beat
     assert beat.loader_cpu_s + beat.loader_wait_s == pytest.approx(beat.loader_s, rel=0.25)
     assert 0.0085 < beat.cpu_s < 0.02, beat  # 5 ms training and 4 ms loading a sample
+    # The training thread waits for the core its workers hold: the share it got says so.
+    assert 0.004 < beat.train_cpu_s < 0.009, beat  # the step's 5 ms a sample
+    assert beat.train_wait_s > 0.3 * beat.train_cpu_s, beat
 
 
 def test_a_worker_waiting_on_its_data_is_not_waiting_for_a_core(
@@ -503,11 +506,47 @@ def test_a_worker_waiting_on_its_data_is_not_waiting_for_a_core(
     almost no CPU, and no time queued for a core."""
     monkeypatch.setenv(PROTOCOL_VARIABLE, str(VERSION))
     first, _, sleepy = clocked_heartbeats(tmp_path, Slow(288))
-    assert first.cpu_s == 0.0, "its workers' start: untimed, and the job's CPU unknown then"
+    # Its workers' start is the wait for the first batch, said apart: the rest is timed.
+    assert 0.0 < first.refill_s <= first.idle_s, first
+    assert first.loader_s > 0.009 and first.cpu_s > 0.0, first
     assert sleepy.loader_s > 0.009, sleepy
     assert sleepy.loader_cpu_s < 0.3 * sleepy.loader_s, sleepy
     assert sleepy.loader_wait_s < 0.3 * sleepy.loader_s, sleepy
     assert 0.005 < sleepy.cpu_s < 0.012, sleepy  # the step's 5 ms, the loaders' little
+    assert sleepy.train_wait_s < 0.3 * sleepy.train_cpu_s, "two cores, sleepy workers"
+
+
+def test_short_epochs_wait_mostly_for_their_first_batch_and_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Epochs of two batches, each starting its workers afresh (PyTorch's default): most of
+    the wait is each pass's first batch, a cost per pass that more workers do not cut."""
+    monkeypatch.setenv(PROTOCOL_VARIABLE, str(VERSION))
+    router = Router(tmp_path / "agents.sock")
+    try:
+        sdk = job(
+            tmp_path, STOKER_JOB_ID="j", STOKER_CONTROL=router.endpoint, STOKER_HEARTBEAT_S="0.3"
+        )
+        for _ in sdk.epochs(12):
+            for _ in sdk.loader(Slow(8), batch_size=4, shuffle=False, num_workers=2):
+                spin(0.02)
+        beats = [router.expect(HeartbeatMessage, timeout_s=10) for _ in range(3)]
+    finally:
+        router.close()
+    assert all(0.0 < beat.refill_s <= beat.idle_s for beat in beats), beats
+    assert sum(beat.refill_s for beat in beats) > 0.6 * sum(beat.idle_s for beat in beats)
+
+
+def test_a_daemon_of_version_5_gets_no_wall_clock_where_a_pass_began(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It does not read the waits for a pass's first batch apart: the interval that saw the
+    workers start would read as loaders slower than they are."""
+    monkeypatch.setenv(PROTOCOL_VARIABLE, "5")
+    first, second, _ = clocked_heartbeats(tmp_path, Busy(288))
+    assert first.v == 5 and first.loader_s == 0.0 and first.cpu_s > 0.0, first
+    assert second.loader_s > 0.0, second
+    assert b"refill_s" not in encode(first) and b"train_cpu_s" not in encode(first)
 
 
 def test_to_a_daemon_of_version_4_the_cpu_clocks_are_left_out(
