@@ -7,8 +7,14 @@ throughput is T = B * min(mu, lambda) = min(B/step_time, n*d*eta/c) samples per 
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
 
 from allocator.types import AllocationPlan, AllocationRequest, JobAllocation, JobSpec
+
+T = TypeVar("T", float, npt.NDArray[np.float64])
 
 # Rounding guard for ceilings of worker counts computed in floating point.
 _CEIL_TOLERANCE = 1e-9
@@ -20,13 +26,22 @@ def job_samples_per_s(
     """T_i in samples per second for d workers per GPU at contention efficiency eta: formula
     5's min of the GPU's rate and the loaders', or with a sharpness p the smooth
     (G^-p + L^-p)^(-1/p) that `lookahead` plans on: the job's own p where it has one (its
-    measurements say how it bends), else `knee_sharpness`."""
+    measurements say how it bends), else `knee_sharpness`; then the job's wait at the start
+    of each pass added to every sample's time (`with_pass_overhead`)."""
     loading = job.gpus * workers_per_gpu * efficiency / job.sample_cost_s
     sharpness = job.knee_sharpness or knee_sharpness
     if sharpness is None:
-        return min(job.max_samples_per_s, loading)
+        return with_pass_overhead(min(job.max_samples_per_s, loading), job.pass_overhead_s)
     power = -sharpness
-    return float((loading**power + job.max_samples_per_s**power) ** (1.0 / power))
+    steady = float((loading**power + job.max_samples_per_s**power) ** (1.0 / power))
+    return with_pass_overhead(steady, job.pass_overhead_s)
+
+
+def with_pass_overhead(steady: T, overhead_s: float | T) -> T:
+    """Samples/s of a job that runs at `steady` between the starts of its passes and waits
+    `overhead_s` per sample at them: 1 / (1 / steady + overhead). The wait is a pass's, not
+    its loaders': concave in `steady`, so curves stay concave in the workers."""
+    return steady / (1.0 + steady * overhead_s)
 
 
 def workers_to_keep_up(job: JobSpec, efficiency: float) -> float:

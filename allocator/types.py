@@ -42,6 +42,9 @@ class JobSpec:
     # contended). None: not measured.
     cpu_cost_s: float | None = None
     core_share: float | None = None
+    # Seconds per sample the job waits at the start of each pass for its first batch (its
+    # workers starting, its pipeline filling), as measured: no worker count shortens it.
+    pass_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"jobs[{self.id}]"
@@ -64,15 +67,14 @@ class JobSpec:
                 f"{where}.device_sample_cost_s",
                 f"must be a positive number (got {self.device_sample_cost_s})",
             )
-        remaining = self.remaining_samples
-        if remaining is not None and not 0.0 <= remaining < float("inf"):
-            raise InvalidRequest(
-                f"{where}.remaining_samples", f"must be 0 or more samples (got {remaining})"
-            )
-        if self.pause_cost_s is not None and not 0.0 <= self.pause_cost_s < float("inf"):
-            raise InvalidRequest(
-                f"{where}.pause_cost_s", f"must be 0 or more seconds (got {self.pause_cost_s})"
-            )
+        for name, unit in (
+            ("remaining_samples", "samples"),
+            ("pause_cost_s", "seconds"),
+            ("pass_overhead_s", "seconds"),
+        ):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < float("inf"):
+                raise InvalidRequest(f"{where}.{name}", f"must be 0 or more {unit} (got {value})")
         sharpness = self.knee_sharpness
         if sharpness is not None and not 0.0 < sharpness < float("inf"):
             raise InvalidRequest(
