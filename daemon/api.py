@@ -534,6 +534,7 @@ def _curve(spec: JobSpec) -> CurveView:
         knee_sharpness=spec.knee_sharpness,
         cpu_cost_s=spec.cpu_cost_s,
         core_share=spec.core_share,
+        pass_overhead_s=spec.pass_overhead_s,
     )
 
 

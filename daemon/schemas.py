@@ -163,7 +163,12 @@ class CurveView(BaseModel):
     """The job's curve as the scheduler plans on it: its prior, moved by what its heartbeats
     measured (docs/daemon.md, "learned curves")."""
 
-    step_time_s: float = Field(description="its GPUs' seconds per iteration, loading aside")
+    step_time_s: float = Field(
+        description=(
+            "its GPUs' seconds per iteration, loading aside; on a node that trains on its"
+            " CPUs, at the share of a core its training thread gets now"
+        )
+    )
     sample_cost_s: float = Field(
         description=(
             "c: a loader worker's seconds per sample without the node's contention (its"
@@ -190,6 +195,14 @@ class CurveView(BaseModel):
             "the share of a core its loader workers got when they could run: CPU seconds over"
             " CPU and run-queue seconds (1: a core each; below on contended CPUs); null until"
             " three heartbeats measured it"
+        ),
+    )
+    pass_overhead_s: float = Field(
+        0.0,
+        description=(
+            "seconds per sample it waits for the first batch of each pass (epoch or resize):"
+            " its workers starting, its pipeline filling, which no worker count shortens;"
+            " 0 until measured (protocol v6)"
         ),
     )
 
@@ -282,6 +295,12 @@ class JobBody(BaseModel):
     core_share: float | None = Field(
         None, gt=0.0, le=1.0, description="the share of a core its loader workers get now"
     )
+    pass_overhead_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="seconds per sample waited for the first batch of each pass",
+    )
 
 
 class AllocationRequestBody(BaseModel):
@@ -332,6 +351,7 @@ def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpe
         remaining_samples=job.remaining_samples,
         cpu_cost_s=job.cpu_cost_s,
         core_share=job.core_share,
+        pass_overhead_s=job.pass_overhead_s,
     )
 
 

@@ -497,6 +497,9 @@ class Service:
                     loader_cpu_s=message.loader_cpu_s,
                     loader_wait_s=message.loader_wait_s,
                     cpu_cost_s=message.cpu_s,
+                    train_cpu_s=message.train_cpu_s,
+                    train_wait_s=message.train_wait_s,
+                    refill_fraction=min(message.refill_s / busy, idle) if busy > 0 else 0.0,
                 )
             case PausedMessage():
                 kept = self.actions.paused(message)  # only a file in the job's own folder

@@ -63,6 +63,7 @@ TIMED_BENDS = 3  # a timed job's bend is its own once this many heartbeats measu
 # loaders' rate is its own whatever the bend, so the bend it implies is its timing's noise.
 BEND_FROM = 0.5
 CLOCKED = 3  # heartbeats whose CPU clocks say a job's CPU cost and core share
+NOW = 3  # the newest heartbeats whose run-queue clocks say the share of a core it gets now
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,11 @@ class Observation:
     loader_cpu_s: float = 0.0
     loader_wait_s: float = 0.0
     cpu_cost_s: float = 0.0
+    # The training thread's seconds per sample on a core and in the run queue (0: unknown).
+    train_cpu_s: float = 0.0
+    train_wait_s: float = 0.0
+    # Of the idle share, the waits for a pass's first batch (0: none, or not measured).
+    refill_fraction: float = 0.0
 
 
 @dataclass
@@ -101,61 +107,83 @@ class JobCurve:
     # core its loader workers got while they could run (waits on I/O left out).
     cpu_costs: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     core_shares: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    train_shares: deque[float] = field(default_factory=lambda: deque(maxlen=NOW))  # logs
+    # Each heartbeat's share of its time spent waiting for a pass's first batch, and its
+    # samples/s: together the seconds per sample those waits cost.
+    overheads: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=WINDOW))
 
     def observe(self, spec: JobSpec, seen: Observation) -> None:
         """Learn from one heartbeat of the job `spec` describes (its batch and GPUs)."""
         if not seen.samples_per_s > 0 or not 0.0 <= seen.idle_fraction < 1.0:
             return
-        self._clock(seen)
-        iteration_s = spec.batch_size / seen.samples_per_s
-        self.step_times.append(math.log((1.0 - seen.idle_fraction) * iteration_s))
+        training_share = self._clock(seen)
+        # The waits for a pass's first batch are a cost per pass, kept apart (`overheads`):
+        # the rest of the heartbeat is the job's steady state, which its loaders decide.
+        refill = min(max(seen.refill_fraction, 0.0), seen.idle_fraction)
+        self.overheads.append((refill, seen.samples_per_s))
+        rate = seen.samples_per_s / (1.0 - refill)
+        idle = (seen.idle_fraction - refill) / (1.0 - refill)
+        iteration_s = spec.batch_size / rate
+        # Kept as if the job had its cores to itself: what the run queue took is the node's.
+        self.step_times.append(math.log((1.0 - idle) * iteration_s * training_share))
         self.step_seen += 1
         if not seen.loaders or seen.workers_per_gpu < 1:
             return
         effective = spec.gpus * seen.workers_per_gpu * seen.efficiency
-        cost = effective / seen.samples_per_s  # at most c: the job ran no faster than L
+        cost = effective / rate  # at most c: the job ran no faster than L
         if seen.loader_cost_s > 0.0:  # timed: c itself, waited or not
             self.sample_costs.append(math.log(seen.loader_cost_s * seen.efficiency))
             self.cost_seen += 1
-        elif seen.idle_fraction >= LOADING_BOUND:
+        elif idle >= LOADING_BOUND:
             self.sample_costs.append(math.log(cost))
             self.cost_seen += 1
-        if seen.idle_fraction >= LOADING_BOUND:
+        if idle >= LOADING_BOUND:
             at = self.waited.setdefault(round(effective, 3), deque(maxlen=WINDOW))
-            at.append(math.log(seen.samples_per_s))
+            at.append(math.log(rate))
             if len(self.waited) > POINTS:
                 del self.waited[next(iter(self.waited))]  # the oldest operating point
-            if seen.loader_cost_s > 0.0 and 1.0 - seen.idle_fraction >= BEND_FROM:
+            if seen.loader_cost_s > 0.0 and 1.0 - idle >= BEND_FROM:
                 loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s
-                bend = _sharpness(1.0 - seen.idle_fraction, seen.samples_per_s / loaders)
+                bend = _sharpness(1.0 - idle, rate / loaders)
                 if bend is not None:
                     self.bends.append(math.log(bend))
         elif seen.loader_cost_s <= 0.0:  # untimed and fed: its loaders kept up, c is no more
             self.cost_ceiling = cost if self.cost_ceiling is None else min(cost, self.cost_ceiling)
 
-    def _clock(self, seen: Observation) -> None:
-        """Keep what the CPU clocks measured: they have no prior, so only measurements."""
+    def _clock(self, seen: Observation) -> float:
+        """Keep what the CPU clocks measured (they have no prior, so only measurements);
+        return the share of a core the training thread got in this heartbeat, 1 where not
+        measured."""
         if math.isfinite(seen.cpu_cost_s) and seen.cpu_cost_s > 0.0:
             self.cpu_costs.append(math.log(seen.cpu_cost_s))
-        cpu, wait = seen.loader_cpu_s, seen.loader_wait_s
-        if math.isfinite(cpu) and cpu > 0.0 and math.isfinite(wait) and wait >= 0.0:
-            self.core_shares.append(math.log(cpu / (cpu + wait)))
+        loading = _share(seen.loader_cpu_s, seen.loader_wait_s)
+        if loading is not None:
+            self.core_shares.append(math.log(loading))
+        training = _share(seen.train_cpu_s, seen.train_wait_s)
+        if training is not None:
+            self.train_shares.append(math.log(training))
+        return training or 1.0
 
-    def learned(self, prior: JobSpec) -> JobSpec:
-        """`prior` with the parameters its heartbeats measured weighed in."""
+    def learned(self, prior: JobSpec, *, alone: bool = False) -> JobSpec:
+        """`prior` with the parameters its heartbeats measured weighed in: at the share of
+        the cores the job gets now (its newest `NOW` heartbeats' run-queue clocks), or, with
+        `alone`, as if it had them to itself."""
         if not self.step_times:
             return prior
         return replace(
-            self._learned(prior),
+            self._learned(prior, alone),
             cpu_cost_s=_clocked(self.cpu_costs, prior.cpu_cost_s),
             core_share=_clocked(self.core_shares, prior.core_share),
+            pass_overhead_s=_overhead(self.overheads),
         )
 
-    def _learned(self, prior: JobSpec) -> JobSpec:
+    def _learned(self, prior: JobSpec, alone: bool) -> JobSpec:
         cost = _weighed(prior.sample_cost_s, self.sample_costs, self.cost_seen)
         if not self.sample_costs and self.cost_ceiling is not None:
             cost = min(cost, self.cost_ceiling)
         step = _weighed(prior.step_time_s, self.step_times, self.step_seen)
+        if not alone:
+            step /= _now(self.train_shares)
         if len(self.bends) >= TIMED_BENDS:
             sharpness = math.exp(statistics.median(self.bends))
             return replace(prior, step_time_s=step, sample_cost_s=cost, knee_sharpness=sharpness)
@@ -213,6 +241,31 @@ def _sharpness(of_gpu: float, of_loaders: float) -> float | None:
         middle = (low + high) / 2.0
         low, high = (middle, high) if of_gpu**middle + of_loaders**middle > 1.0 else (low, middle)
     return (low + high) / 2.0
+
+
+def _share(cpu_s: float, wait_s: float) -> float | None:
+    """The share of a core a thread got while it could run: CPU over CPU and run-queue wait;
+    None where not measured."""
+    if math.isfinite(cpu_s) and cpu_s > 0.0 and math.isfinite(wait_s) and wait_s >= 0.0:
+        return cpu_s / (cpu_s + wait_s)
+    return None
+
+
+def _overhead(window: deque[tuple[float, float]]) -> float:
+    """Seconds per sample spent waiting for passes' first batches over the window: the
+    waits' share of the heartbeats' time over the samples made in it (heartbeats are of
+    about the same length), so that the few heartbeats in which a long pass began weigh
+    what they cost among the many in which none did."""
+    samples = sum(rate for _, rate in window)
+    return sum(share for share, _ in window) / samples if samples > 0.0 else 0.0
+
+
+def _now(window: deque[float]) -> float:
+    """The share of a core of the newest `NOW` heartbeats of a window of logs: their median,
+    1 where none was measured."""
+    if not window:
+        return 1.0
+    return math.exp(statistics.median(list(window)[-NOW:]))
 
 
 def _clocked(window: deque[float], before: float | None) -> float | None:

@@ -92,6 +92,12 @@ class Heartbeat:
     loader_cpu_s: float = 0.0
     loader_wait_s: float = 0.0
     cpu_cost_s: float = 0.0
+    # The training thread's, per sample: on a core, and waiting in the run queue for one.
+    train_cpu_s: float = 0.0
+    train_wait_s: float = 0.0
+    # Of the idle share, what went to waiting for the first batch of a pass (its pipeline
+    # filling, a cost per pass that no loader worker shortens).
+    refill_fraction: float = 0.0
 
 
 @dataclass(frozen=True)

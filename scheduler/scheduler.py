@@ -483,10 +483,16 @@ class Scheduler:
             loader_cpu_s=event.loader_cpu_s,
             loader_wait_s=event.loader_wait_s,
             cpu_cost_s=event.cpu_cost_s,
+            train_cpu_s=event.train_cpu_s,
+            train_wait_s=event.train_wait_s,
+            refill_fraction=event.refill_fraction,
         )
         workers = allocation.workers_per_gpu
+        # A round is asked for what the job's curve says of it, not for the cores its
+        # neighbours take now: the trigger weighs it as if it had them to itself.
         if job.replan_basis is None:
-            job.replan_basis = job_samples_per_s(job.spec, workers, efficiency)
+            alone = job.curve.learned(job.prior, alone=True)
+            job.replan_basis = job_samples_per_s(alone, workers, efficiency)
         job.curve.observe(job.spec, seen)
         was_clocked = job.spec.cpu_clocked
         job.spec = job.curve.learned(job.prior)
@@ -498,7 +504,8 @@ class Scheduler:
                 self._replan_soon(now)
         if not on_device:  # a device job's rate is its decoder share's: the plan's stands
             job.predicted_samples_per_s = job_samples_per_s(job.spec, workers, efficiency)
-            self._replan_if_off(job, job.predicted_samples_per_s, now)
+            alone = job.curve.learned(job.prior, alone=True)
+            self._replan_if_off(job, job_samples_per_s(alone, workers, efficiency), now)
 
     def _replan_if_off(self, job: _Job, learned: float, now: float) -> None:
         """Ask for a round (as a completion does) when the job's learned curve predicts its

@@ -185,6 +185,57 @@ def test_the_cpu_clocks_say_a_jobs_cpu_cost_and_core_share_from_the_third_heartb
     assert unclocked.learned(TRUTH).cpu_cost_s is None, "an SDK before version 5"
 
 
+def test_waits_for_a_passs_first_batch_are_a_cost_per_pass_not_slow_loaders() -> None:
+    """Short epochs: a fifth of the time waiting for each epoch's first batch while the
+    loaders keep up. Read as the loaders', that wait would promise a quarter more from
+    twice the workers; apart, the curve says what the job runs at, and that workers add
+    nothing (its pipeline's start-up, not its throughput, is the wait)."""
+    fed = heartbeat(TRUTH, 16, 1.0)  # 640 samples/s, its GPU's rate; loaders to spare
+    overhead_s = 0.25 / fed.samples_per_s  # seconds per sample at the passes' starts
+    rate = 1.0 / (1.0 / fed.samples_per_s + overhead_s)  # 512 samples/s, as measured
+    refill = 1.0 - rate / fed.samples_per_s  # the share of time those waits take
+    seen = replace(fed, samples_per_s=rate, idle_fraction=refill, refill_fraction=refill)
+    curve, apart = JobCurve(), JobCurve()
+    for _ in range(10):
+        curve.observe(TRUTH, replace(seen, refill_fraction=0.0))  # as an SDK before v6
+        apart.observe(TRUTH, seen)
+    learned = apart.learned(TRUTH)
+    assert learned.pass_overhead_s == pytest.approx(overhead_s, rel=0.01)
+    for workers in (16, 32):
+        assert job_samples_per_s(learned, workers, EFFICIENCY) == pytest.approx(rate, rel=0.02)
+    together = curve.learned(TRUTH)
+    more = job_samples_per_s(together, 32, EFFICIENCY)
+    assert more > 1.2 * rate, "read as the loaders', twice the workers promise 25 % more"
+
+
+def test_a_curve_follows_its_share_of_the_cores_within_a_few_heartbeats() -> None:
+    """A CPU-bound step: 10 ms of CPU a batch of 64. A neighbour takes half the core for a
+    while, then leaves. The curve's window (30 heartbeats) would lag; the share of a core
+    its training thread got (run-queue clocks) says at once what the node gives it now, and
+    the job as if alone stays where it was."""
+    alone = replace(TRUTH, step_time_s=0.01, sample_cost_s=0.0001)
+    fed = heartbeat(alone, 4, 1.0)  # 6,400 samples/s
+    per_sample = 0.01 / 64
+    solo = replace(fed, train_cpu_s=per_sample, train_wait_s=0.0)
+    halved = replace(
+        solo, samples_per_s=fed.samples_per_s / 2, train_wait_s=per_sample
+    )  # the step's wall doubles: as long in the run queue as on the core
+    curve = JobCurve()
+    for _ in range(20):
+        curve.observe(alone, solo)
+    for _ in range(3):
+        curve.observe(alone, halved)
+    assert job_samples_per_s(curve.learned(alone), 4, EFFICIENCY) == pytest.approx(
+        fed.samples_per_s / 2, rel=0.02
+    )
+    assert curve.learned(alone, alone=True).step_time_s == pytest.approx(0.01, rel=0.02)
+    for _ in range(2):
+        curve.observe(alone, solo)
+    assert job_samples_per_s(curve.learned(alone), 4, EFFICIENCY) == pytest.approx(
+        fed.samples_per_s, rel=0.02
+    ), "the neighbour gone: two heartbeats, not half a window"
+
+
 # A job whose loaders are twice as slow as its hints say: 20 workers keep it fed, not 10.
 SLOW_LOADERS = JobSpec(
     id="a", gpus=1, batch_size=100, model_params=1e6, step_time_s=0.1, sample_cost_s=0.02
@@ -298,6 +349,39 @@ def test_a_curve_learned_far_from_the_plan_asks_for_a_new_round_without_an_arriv
     assert len(_beats_until_paused(config)) == 1, "re-planned on what it learned"
     patient = replace(config, replan_error=0.6)  # learned 0.5x the plan: within this
     assert _beats_until_paused(patient) == [], "within replan_error: the plan stands"
+
+
+@pytest.mark.parametrize(("clocked", "rounds"), [(True, 0), (False, 1)])
+def test_a_neighbour_taking_half_the_cores_is_no_reason_for_a_round(
+    clocked: bool, rounds: int
+) -> None:
+    """The job runs at half its rate because another's threads hold the core half the time
+    (its training thread waits as long as it runs): the round a learned curve asks for is
+    for the job's own curve, which that does not change. Without the run-queue clocks (an
+    SDK before version 6) the same heartbeats read as a job half as fast."""
+    config = SchedulerConfig(
+        policy="optimal",
+        arrival_window_s=0.0,
+        completion_window_s=0.0,
+        replan_window_s=0.0,
+        gate=False,
+    )
+    core, gen = launched_alone(config)
+    fed = SLOW_LOADERS.max_samples_per_s  # 1,000 samples/s, its 10 workers keeping up
+    per_sample = SLOW_LOADERS.step_time_s / SLOW_LOADERS.batch_size
+    plans: list[Planned] = []
+    for second in range(1, 21):
+        slowed = second > 5
+        rate = fed / 2 if slowed else fed
+        wait = per_sample if slowed else 0.0
+        beat = Heartbeat(
+            "a", gen, second * 5, rate, 0.0, 10,
+            train_cpu_s=per_sample if clocked else 0.0, train_wait_s=wait if clocked else 0.0,
+        )  # fmt: skip
+        plans += [c for c in core.handle(beat, float(second)) if isinstance(c, Planned)]
+    assert len(plans) == rounds
+    if clocked:
+        assert core.status("a").predicted_samples_per_s == pytest.approx(fed / 2, rel=0.02)
 
 
 @pytest.mark.parametrize("window_s", [5.0, 12.0])
