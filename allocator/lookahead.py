@@ -46,7 +46,7 @@ from allocator.baselines import NO_SPARE_NOTE, balance
 from allocator.contention import ContentionCurve
 from allocator.cpunode import CoreBudget
 from allocator.knapsack import FloatArray, IntArray
-from allocator.throughput import make_plan, with_pass_overhead
+from allocator.throughput import make_plan, with_overhead
 from allocator.types import AllocationPlan, AllocationRequest
 
 BoolArray = npt.NDArray[np.bool_]
@@ -129,7 +129,7 @@ class _Jobs:
     current: IntArray  # workers per GPU now; 0 for a job not running
     pause_cost: FloatArray  # seconds a change of workers stops the job
     sharpness: FloatArray  # p of each job's knee: its own where known, else KNEE_SHARPNESS
-    overhead: FloatArray  # each job's wait at the start of a pass, seconds per sample
+    overhead: FloatArray  # each job's waits no worker shortens, seconds per sample
     capacity: int
     contention: ContentionCurve
     regrow_delay: float  # seconds from a finish to the plan that hands its processes on
@@ -152,7 +152,7 @@ class _Jobs:
                 ]
             ),
             sharpness=np.array([job.knee_sharpness or KNEE_SHARPNESS for job in jobs]),
-            overhead=np.array([job.pass_overhead_s for job in jobs]),
+            overhead=np.array([job.overhead_s for job in jobs]),
             capacity=request.node.cpu_workers,
             contention=request.node.contention,
             regrow_delay=request.regrow_delay_s,
@@ -171,7 +171,7 @@ class _Jobs:
         loading = np.maximum(self.gpus * splits_2d * efficiency / self.cost, 1e-12)
         power = -self.sharpness
         steady: FloatArray = (loading**power + self.peak**power) ** (1.0 / power)
-        rates = with_pass_overhead(steady, self.overhead)
+        rates = with_overhead(steady, self.overhead)
         if self.cores is not None:
             rates = self.cores.spend(rates, alive)
         return rates if splits.ndim == 2 else rates[0]

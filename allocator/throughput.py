@@ -26,21 +26,21 @@ def job_samples_per_s(
     """T_i in samples per second for d workers per GPU at contention efficiency eta: formula
     5's min of the GPU's rate and the loaders', or with a sharpness p the smooth
     (G^-p + L^-p)^(-1/p) that `lookahead` plans on: the job's own p where it has one (its
-    measurements say how it bends), else `knee_sharpness`; then the job's wait at the start
-    of each pass added to every sample's time (`with_pass_overhead`)."""
+    measurements say how it bends), else `knee_sharpness`; then the job's waits that no
+    worker shortens added to every sample's time (`with_overhead`)."""
     loading = job.gpus * workers_per_gpu * efficiency / job.sample_cost_s
     sharpness = job.knee_sharpness or knee_sharpness
     if sharpness is None:
-        return with_pass_overhead(min(job.max_samples_per_s, loading), job.pass_overhead_s)
+        return with_overhead(min(job.max_samples_per_s, loading), job.overhead_s)
     power = -sharpness
     steady = float((loading**power + job.max_samples_per_s**power) ** (1.0 / power))
-    return with_pass_overhead(steady, job.pass_overhead_s)
+    return with_overhead(steady, job.overhead_s)
 
 
-def with_pass_overhead(steady: T, overhead_s: float | T) -> T:
-    """Samples/s of a job that runs at `steady` between the starts of its passes and waits
-    `overhead_s` per sample at them: 1 / (1 / steady + overhead). The wait is a pass's, not
-    its loaders': concave in `steady`, so curves stay concave in the workers."""
+def with_overhead(steady: T, overhead_s: float | T) -> T:
+    """Samples/s of a job that runs at `steady` but for waits of `overhead_s` per sample
+    that no worker shortens (`JobSpec.overhead_s`): 1 / (1 / steady + overhead). Concave in
+    `steady`, so curves stay concave in the workers."""
     return steady / (1.0 + steady * overhead_s)
 
 

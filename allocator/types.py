@@ -42,9 +42,10 @@ class JobSpec:
     # contended). None: not measured.
     cpu_cost_s: float | None = None
     core_share: float | None = None
-    # Seconds per sample the job waits at the start of each pass for its first batch (its
-    # workers starting, its pipeline filling), as measured: no worker count shortens it.
-    pass_overhead_s: float = 0.0
+    # Seconds per sample the job waits whatever its workers, as measured: for the first batch
+    # of each pass (workers starting, the pipeline filling) and, where its workers have
+    # plenty to spare, to take each batch over from them.
+    overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"jobs[{self.id}]"
@@ -70,7 +71,7 @@ class JobSpec:
         for name, unit in (
             ("remaining_samples", "samples"),
             ("pause_cost_s", "seconds"),
-            ("pass_overhead_s", "seconds"),
+            ("overhead_s", "seconds"),
         ):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < float("inf"):

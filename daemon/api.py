@@ -534,7 +534,7 @@ def _curve(spec: JobSpec) -> CurveView:
         knee_sharpness=spec.knee_sharpness,
         cpu_cost_s=spec.cpu_cost_s,
         core_share=spec.core_share,
-        pass_overhead_s=spec.pass_overhead_s,
+        overhead_s=spec.overhead_s,
     )
 
 
@@ -566,6 +566,7 @@ def _view(
         measured_samples_per_s=live.measured_samples_per_s if live else None,
         prediction_error=live.relative_error if live else None,
         curve=_curve(live.curve) if live is not None and live.curve is not None else None,
+        pause_cost_s=live.pause_cost_s if live is not None else None,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
         reason=service.store.reason(fresh.id),

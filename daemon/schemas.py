@@ -197,12 +197,13 @@ class CurveView(BaseModel):
             " three heartbeats measured it"
         ),
     )
-    pass_overhead_s: float = Field(
+    overhead_s: float = Field(
         0.0,
         description=(
-            "seconds per sample it waits for the first batch of each pass (epoch or resize):"
-            " its workers starting, its pipeline filling, which no worker count shortens;"
-            " 0 until measured (protocol v6)"
+            "seconds per sample it waits whatever its workers: for the first batch of each"
+            " pass (epoch or resize: workers starting, the pipeline filling), and where its"
+            " workers have plenty to spare, to take each batch over; 0 until measured"
+            " (protocol v6)"
         ),
     )
 
@@ -229,6 +230,15 @@ class JobView(BaseModel):
     )
     curve: CurveView | None = Field(
         None, description="null for a job this daemon has not planned since it started"
+    )
+    pause_cost_s: float | None = Field(
+        None,
+        description=(
+            "what a pause costs it as the plans weigh it: as its own pauses measured, else the"
+            " median of what pauses of its kind (resized in place, or restarted) measured on"
+            " this node, else scheduler.hot_pause_cost_s or default_pause_cost_s; null for a"
+            " job this daemon has not planned since it started"
+        ),
     )
     restarts: int
     submitted_at: float
@@ -295,11 +305,11 @@ class JobBody(BaseModel):
     core_share: float | None = Field(
         None, gt=0.0, le=1.0, description="the share of a core its loader workers get now"
     )
-    pass_overhead_s: float = Field(
+    overhead_s: float = Field(
         0.0,
         ge=0.0,
         allow_inf_nan=False,
-        description="seconds per sample waited for the first batch of each pass",
+        description="seconds per sample it waits that no worker shortens",
     )
 
 
@@ -351,7 +361,7 @@ def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpe
         remaining_samples=job.remaining_samples,
         cpu_cost_s=job.cpu_cost_s,
         core_share=job.core_share,
-        pass_overhead_s=job.pass_overhead_s,
+        overhead_s=job.overhead_s,
     )
 
 

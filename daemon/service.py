@@ -274,6 +274,7 @@ class Service:
             heartbeat=self.measured.get(status.id),
             reported=self.reported.get(status.id, {}),
             curve=status.curve,
+            pause_cost_s=status.pause_cost_s,
         )
 
     def snapshot(self) -> NodeSnapshot:
@@ -314,7 +315,11 @@ class Service:
             restarts=stored.restarts if stored is not None else 0,
             image_size=zoo_image_size(self.config.training.image_size, dataset),
         )
-        return replace(request, tenant=record.tenant)
+        # A simulated agent's pauses are the simulated testbed's, not an in-place resize's.
+        in_place = settings.is_command or self.config.agent_mode == "process"
+        return replace(
+            request, tenant=record.tenant, hot_resize=settings.resize == "hot" and in_place
+        )
 
     def queued(self, tenant: str) -> int:
         """`tenant`'s jobs waiting for GPUs (or CPU slots): what max_queued_jobs counts."""

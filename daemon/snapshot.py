@@ -40,6 +40,7 @@ class LiveJob:
     heartbeat: Measured | None
     reported: Mapping[str, float] = field(default_factory=dict)  # newest `job.report` values
     curve: JobSpec | None = None  # what the core takes it for (scheduler/curves.py)
+    pause_cost_s: float | None = None  # what the plans weigh a pause of it at
 
     @property
     def relative_error(self) -> float | None:

@@ -35,7 +35,12 @@ class SchedulerConfig:
     restart_backoff_max_s: float = 300.0
     gate: bool = True  # reallocation gate on: change a running job only when it pays
     gate_hysteresis: float = 0.2  # the time saved must beat the pause cost by this much
-    default_pause_cost_s: float = 16.0  # before a job has been paused once (paper Sec. IV-B)
+    # A job's pause cost before its first pause, until pauses of its kind were measured on
+    # this node (then their median): a restart from its checkpoint (paper Sec. IV-B), or, for
+    # a job that resizes in place (the SDK's default), its loaders rebuilt in the process
+    # (`stoker demo`'s hot resizes: 0.13 to 0.27 s, then the first batch, about as long).
+    default_pause_cost_s: float = 16.0
+    hot_pause_cost_s: float = 0.5
     fair_floor: float = 0.8
     # Plan each job on its own curve, learned from its heartbeats (scheduler/curves.py),
     # rather than on the throughput model's prediction alone.
@@ -71,6 +76,7 @@ class SchedulerConfig:
             "replan_error",
             "replan_window_s",
             "default_pause_cost_s",
+            "hot_pause_cost_s",
             "restart_backoff_s",
             "restart_backoff_max_s",
         ):

@@ -41,6 +41,15 @@ loaders' L = n * d / loader_cost_s, T = (G^-p + L^-p)^(-1/p) has one root p
 (`_sharpness`): a heartbeat's bend, if it ran at `BEND_FROM` of its GPU's rate or more (far
 below the knee every p fits). The median of the newest such bends is the job's p, ahead of
 the two-point rule.
+
+Waits no worker shortens are not the loaders' (protocol v6): the wait for each pass's first
+batch (workers starting, the pipeline filling: the heartbeat's refill share), and, where
+timed workers could make `SPARE` times what the step takes, all the job waited (handing
+each batch over). Their seconds per sample over the window are the job's `overhead_s`,
+added to every sample's time in its predictions; the rest of each heartbeat is judged as
+above. On shared CPUs a job's step also waits for a core: each step time is kept without
+its training thread's wait in the run queue (as if the job had its cores to itself), and
+the wait of its newest `NOW` heartbeats is added back to predict it now.
 """
 
 import math
@@ -63,7 +72,12 @@ TIMED_BENDS = 3  # a timed job's bend is its own once this many heartbeats measu
 # loaders' rate is its own whatever the bend, so the bend it implies is its timing's noise.
 BEND_FROM = 0.5
 CLOCKED = 3  # heartbeats whose CPU clocks say a job's CPU cost and core share
-NOW = 3  # the newest heartbeats whose run-queue clocks say the share of a core it gets now
+# Timed workers that could make this many times what a job's step takes leave it waiting
+# for no sample: what it still waits (beyond each pass's first batch) is the hand-over of
+# batches, a cost per batch whatever the workers. (It read as a soft bend, p = 1.5, in
+# `stoker demo`.)
+SPARE = 2.0
+NOW = 3  # the newest heartbeats whose run-queue clocks say what its neighbours take now
 
 
 @dataclass(frozen=True)
@@ -107,8 +121,9 @@ class JobCurve:
     # core its loader workers got while they could run (waits on I/O left out).
     cpu_costs: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
     core_shares: deque[float] = field(default_factory=lambda: deque(maxlen=WINDOW))
-    train_shares: deque[float] = field(default_factory=lambda: deque(maxlen=NOW))  # logs
-    # Each heartbeat's share of its time spent waiting for a pass's first batch, and its
+    # The training thread's seconds per sample in the run queue, newest heartbeats.
+    train_waits: deque[float] = field(default_factory=lambda: deque(maxlen=NOW))
+    # Each heartbeat's share of its time spent in waits no worker shortens, and its
     # samples/s: together the seconds per sample those waits cost.
     overheads: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=WINDOW))
 
@@ -116,16 +131,23 @@ class JobCurve:
         """Learn from one heartbeat of the job `spec` describes (its batch and GPUs)."""
         if not seen.samples_per_s > 0 or not 0.0 <= seen.idle_fraction < 1.0:
             return
-        training_share = self._clock(seen)
-        # The waits for a pass's first batch are a cost per pass, kept apart (`overheads`):
-        # the rest of the heartbeat is the job's steady state, which its loaders decide.
-        refill = min(max(seen.refill_fraction, 0.0), seen.idle_fraction)
-        self.overheads.append((refill, seen.samples_per_s))
-        rate = seen.samples_per_s / (1.0 - refill)
-        idle = (seen.idle_fraction - refill) / (1.0 - refill)
-        iteration_s = spec.batch_size / rate
-        # Kept as if the job had its cores to itself: what the run queue took is the node's.
-        self.step_times.append(math.log((1.0 - idle) * iteration_s * training_share))
+        waited = self._clock(seen)
+        # Waits no worker shortens are kept apart (`overheads`): the first batch of each
+        # pass, and, where timed workers could make `SPARE` times what its step takes, all
+        # it waited (handing the batches over). The rest of the heartbeat is the job's
+        # steady state, which its loaders decide.
+        apart = min(max(seen.refill_fraction, 0.0), seen.idle_fraction)
+        if seen.loaders and seen.loader_cost_s > 0.0 and seen.workers_per_gpu >= 1:
+            loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s
+            if loaders > SPARE * seen.samples_per_s / (1.0 - seen.idle_fraction):
+                apart = seen.idle_fraction
+        self.overheads.append((apart, seen.samples_per_s))
+        rate = seen.samples_per_s / (1.0 - apart)
+        idle = (seen.idle_fraction - apart) / (1.0 - apart)
+        busy = (1.0 - idle) * spec.batch_size / rate  # an iteration's step
+        # Kept as if the job had its cores to itself: its training thread's wait in the run
+        # queue is the node's. (A step that sleeps or waits on its GPU waits there little.)
+        self.step_times.append(math.log(max(busy - waited * spec.batch_size, 0.1 * busy)))
         self.step_seen += 1
         if not seen.loaders or seen.workers_per_gpu < 1:
             return
@@ -152,29 +174,29 @@ class JobCurve:
 
     def _clock(self, seen: Observation) -> float:
         """Keep what the CPU clocks measured (they have no prior, so only measurements);
-        return the share of a core the training thread got in this heartbeat, 1 where not
-        measured."""
+        return the seconds per sample the training thread waited for a core in this
+        heartbeat, 0 where not measured."""
         if math.isfinite(seen.cpu_cost_s) and seen.cpu_cost_s > 0.0:
             self.cpu_costs.append(math.log(seen.cpu_cost_s))
         loading = _share(seen.loader_cpu_s, seen.loader_wait_s)
         if loading is not None:
             self.core_shares.append(math.log(loading))
-        training = _share(seen.train_cpu_s, seen.train_wait_s)
-        if training is not None:
-            self.train_shares.append(math.log(training))
-        return training or 1.0
+        if _share(seen.train_cpu_s, seen.train_wait_s) is None:
+            return 0.0
+        self.train_waits.append(seen.train_wait_s)
+        return seen.train_wait_s
 
     def learned(self, prior: JobSpec, *, alone: bool = False) -> JobSpec:
-        """`prior` with the parameters its heartbeats measured weighed in: at the share of
-        the cores the job gets now (its newest `NOW` heartbeats' run-queue clocks), or, with
-        `alone`, as if it had them to itself."""
+        """`prior` with the parameters its heartbeats measured weighed in: with its step
+        as long as its training thread's wait for a core makes it now (the median of its
+        newest `NOW` heartbeats'), or, with `alone`, as if it had its cores to itself."""
         if not self.step_times:
             return prior
         return replace(
             self._learned(prior, alone),
             cpu_cost_s=_clocked(self.cpu_costs, prior.cpu_cost_s),
             core_share=_clocked(self.core_shares, prior.core_share),
-            pass_overhead_s=_overhead(self.overheads),
+            overhead_s=_overhead(self.overheads),
         )
 
     def _learned(self, prior: JobSpec, alone: bool) -> JobSpec:
@@ -182,8 +204,8 @@ class JobCurve:
         if not self.sample_costs and self.cost_ceiling is not None:
             cost = min(cost, self.cost_ceiling)
         step = _weighed(prior.step_time_s, self.step_times, self.step_seen)
-        if not alone:
-            step /= _now(self.train_shares)
+        if not alone and self.train_waits:  # what its neighbours take now
+            step += statistics.median(self.train_waits) * prior.batch_size
         if len(self.bends) >= TIMED_BENDS:
             sharpness = math.exp(statistics.median(self.bends))
             return replace(prior, step_time_s=step, sample_cost_s=cost, knee_sharpness=sharpness)
@@ -252,20 +274,12 @@ def _share(cpu_s: float, wait_s: float) -> float | None:
 
 
 def _overhead(window: deque[tuple[float, float]]) -> float:
-    """Seconds per sample spent waiting for passes' first batches over the window: the
-    waits' share of the heartbeats' time over the samples made in it (heartbeats are of
-    about the same length), so that the few heartbeats in which a long pass began weigh
-    what they cost among the many in which none did."""
+    """Seconds per sample waited whatever the workers, over the window: the waits' share of
+    the heartbeats' time over the samples made in it (heartbeats are of about the same
+    length), so that the few heartbeats in which a long pass began weigh what they cost
+    among the many in which none did."""
     samples = sum(rate for _, rate in window)
     return sum(share for share, _ in window) / samples if samples > 0.0 else 0.0
-
-
-def _now(window: deque[float]) -> float:
-    """The share of a core of the newest `NOW` heartbeats of a window of logs: their median,
-    1 where none was measured."""
-    if not window:
-        return 1.0
-    return math.exp(statistics.median(list(window)[-NOW:]))
 
 
 def _clocked(window: deque[float], before: float | None) -> float | None:

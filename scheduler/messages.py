@@ -50,6 +50,9 @@ class JobRequest:
     command: bool = False
     # Whose job it is: admission shares the node among tenants by weight (admission.py).
     tenant: str = ""
+    # It resizes in place (the SDK's hot resize): a pause costs it its loaders' rebuild,
+    # not a restart from its checkpoint.
+    hot_resize: bool = False
 
 
 # ---- events ------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ it ends. Every plan has a generation number that its commands carry; messages fr
 generation are recorded and ignored.
 """
 
+import statistics
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -71,6 +72,7 @@ HARD_BEND = 8.0
 # Loader timings kept for the node's contention (tpm/joint.py): minutes of a full node's
 # heartbeats, so that the loads the jobs ran at a while ago still count.
 TIMINGS_KEPT = 5000
+PAUSES_KEPT = 20  # measured pauses of each kind, for the jobs not paused yet
 
 
 @dataclass
@@ -115,7 +117,9 @@ class JobStatus:
     iteration: int
     predicted_samples_per_s: float | None
     measured_samples_per_s: float | None
-    pause_cost_s: float | None
+    # What a pause costs it as the plans weigh it: as it measured, else what pauses of its
+    # kind measured on this node, else the config's default for its kind.
+    pause_cost_s: float
     restarts: int = 0
     checkpoint: str = ""
     gpu_indices: tuple[int, ...] = ()  # where admission placed it; () while it waits
@@ -166,6 +170,11 @@ class Scheduler:
         self._timings: deque[LoaderTiming] = deque(maxlen=TIMINGS_KEPT)
         self._timings_new = False
         self._contention_learned = False
+        # The pauses measured on this node, the newest `PAUSES_KEPT` of each kind (a job that
+        # resizes in place, or not): a job's pause cost until it has paused itself.
+        self._pauses: dict[bool, deque[float]] = {
+            hot: deque(maxlen=PAUSES_KEPT) for hot in (True, False)
+        }
         # Jobs whose loaders are starting, stopping or stopped while they hold processes:
         # while there are any, the node's load is not what the plan counts.
         self._unsettled: set[str] = set()
@@ -185,7 +194,7 @@ class Scheduler:
             iteration=job.iteration,
             predicted_samples_per_s=job.predicted_samples_per_s,
             measured_samples_per_s=job.measured_samples_per_s,
-            pause_cost_s=job.pause_cost_s,
+            pause_cost_s=self._pause_cost_s(job),
             restarts=job.restarts,
             checkpoint=job.checkpoint,
             gpu_indices=job.gpu_indices,
@@ -566,6 +575,7 @@ class Scheduler:
             else _PAUSE_COST_SMOOTHING * event.gap_s
             + (1.0 - _PAUSE_COST_SMOOTHING) * job.pause_cost_s
         )
+        self._pauses[job.request.hot_resize].append(event.gap_s)
         self._move(job, JobState.RUNNING, out)
 
     def _ended(
@@ -774,10 +784,16 @@ class Scheduler:
         return _planned_spec(job, self._fixed(job), self._pause_cost_s(job))
 
     def _pause_cost_s(self, job: _Job) -> float:
-        """What a pause costs the job: as measured, or the default before its first."""
-        if job.pause_cost_s is None:
-            return self._config.default_pause_cost_s
-        return job.pause_cost_s
+        """What a pause costs the job: as it measured; before its first, the median of the
+        pauses of its kind measured on this node (resizing in place, or not); before any,
+        the config's default for its kind."""
+        if job.pause_cost_s is not None:
+            return job.pause_cost_s
+        hot = job.request.hot_resize
+        if measured := self._pauses[hot]:
+            return statistics.median(measured)
+        config = self._config
+        return config.hot_pause_cost_s if hot else config.default_pause_cost_s
 
     def _gate(self, plan: AllocationPlan, changed: list[_Job], out: list[Command]) -> set[str]:
         if not self._config.gate or not changed:

@@ -201,17 +201,17 @@ def test_a_wait_at_each_pass_start_slows_a_job_and_buys_it_no_workers() -> None:
     workers start afresh): that one runs slower at every split, by its wait per sample, and
     gets no more workers for it, as no worker shortens that wait."""
     plain = make_job("plain", step_time_s=0.1, sample_cost_s=0.02, remaining_samples=1e5)
-    waits = replace(plain, id="waits", pass_overhead_s=0.25 / plain.max_samples_per_s)
+    waits = replace(plain, id="waits", overhead_s=0.25 / plain.max_samples_per_s)
     plan = lookahead(make_request(plain, waits, cpu_workers=40, contention=FREE))
     assert plan.workers()["waits"] <= plan.workers()["plain"]
     workers = plan.workers()["waits"]
     steady = job_samples_per_s(plain, workers, 1.0, KNEE_SHARPNESS)
-    expected = 1.0 / (1.0 / steady + waits.pass_overhead_s)
+    expected = 1.0 / (1.0 / steady + waits.overhead_s)
     assert plan.allocations["waits"].predicted_samples_per_s == pytest.approx(expected, rel=1e-6)
     assert expected < 0.85 * steady
 
 
 def test_a_negative_wait_at_a_pass_start_is_refused_naming_the_field() -> None:
     with pytest.raises(InvalidRequest) as raised:
-        replace(make_job("j"), pass_overhead_s=-0.001)
-    assert "jobs[j].pass_overhead_s" in str(raised.value)
+        replace(make_job("j"), overhead_s=-0.001)
+    assert "jobs[j].overhead_s" in str(raised.value)

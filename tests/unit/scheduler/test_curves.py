@@ -200,12 +200,36 @@ def test_waits_for_a_passs_first_batch_are_a_cost_per_pass_not_slow_loaders() ->
         curve.observe(TRUTH, replace(seen, refill_fraction=0.0))  # as an SDK before v6
         apart.observe(TRUTH, seen)
     learned = apart.learned(TRUTH)
-    assert learned.pass_overhead_s == pytest.approx(overhead_s, rel=0.01)
+    assert learned.overhead_s == pytest.approx(overhead_s, rel=0.01)
     for workers in (16, 32):
         assert job_samples_per_s(learned, workers, EFFICIENCY) == pytest.approx(rate, rel=0.02)
     together = curve.learned(TRUTH)
     more = job_samples_per_s(together, 32, EFFICIENCY)
     assert more > 1.2 * rate, "read as the loaders', twice the workers promise 25 % more"
+
+
+def test_a_wait_that_workers_with_plenty_to_spare_cannot_explain_is_the_hand_over() -> None:
+    """Timed workers that make 4 times what the step takes, and still 6 % of the time spent
+    waiting for each batch: taking it over from them, a cost per batch. Read as the
+    loaders' (a soft bend, p = 1.5, as `stoker demo`'s jobs were), fewer workers would be
+    predicted slower than they are; kept apart, the job's rate stands from 2 workers on."""
+    step_rate = TRUTH.max_samples_per_s  # 640 samples/s
+    rate = step_rate * (1.0 - 0.06)
+    loader_cost_s = 16 / (4.0 * step_rate)  # 16 workers making 4 times the step's intake
+    seen = Observation(rate, 0.06, 16, EFFICIENCY, loader_cost_s=loader_cost_s)
+    curve = JobCurve()
+    for _ in range(10):
+        curve.observe(TRUTH, seen)
+    learned = curve.learned(TRUTH)
+    assert learned.knee_sharpness is None, "no bend"
+    assert learned.overhead_s == pytest.approx(0.06 / rate, rel=0.01)
+    for workers in (8, 16, 32):  # 2 to 8 times the step's intake
+        assert job_samples_per_s(learned, workers, 1.0) == pytest.approx(rate, rel=0.02)
+    near = JobCurve()  # workers making 1.2 times the intake: their wait, their bend
+    for _ in range(10):
+        near.observe(TRUTH, replace(seen, loader_cost_s=16 / (1.2 * step_rate)))
+    assert near.learned(TRUTH).overhead_s == 0.0
+    assert near.learned(TRUTH).knee_sharpness is not None
 
 
 def test_a_curve_follows_its_share_of_the_cores_within_a_few_heartbeats() -> None:

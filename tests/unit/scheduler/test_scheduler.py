@@ -112,6 +112,25 @@ def test_an_arrival_makes_a_running_job_shrink_through_pause_and_resume() -> Non
     assert status.pause_cost_s == 3.0
 
 
+def test_a_pause_is_weighed_at_what_pauses_of_its_kind_cost_on_this_node() -> None:
+    """Before its first pause a job's cost is its kind's: a restart from its checkpoint
+    (the paper's 16 s) or an in-place resize (0.5 s), until pauses of its kind were measured
+    here; then their median; once it paused itself, its own."""
+    core = scheduler(cpu_workers=12)
+    start(core, "a", 0.0)  # a restart's kind
+    assert core.status("a").pause_cost_s == 16.0
+    out = core.handle(JobSubmitted(replace(job("b"), hot_resize=True)), now=1.0)
+    assert core.status("b").pause_cost_s == 0.5
+    (pause,) = only(out, Pause)  # "a" makes room for "b"
+    (resume,) = only(core.handle(Paused("a", pause.gen, 0), now=2.0), Resume)
+    core.handle(Resumed("a", resume.gen, resume.allocation.workers_per_gpu, 9.0), now=11.0)
+    core.handle(JobSubmitted(job("c")), now=12.0)
+    core.handle(JobSubmitted(replace(job("d"), hot_resize=True)), now=12.0)
+    assert core.status("c").pause_cost_s == 9.0, "a restart measured here"
+    assert core.status("d").pause_cost_s == 0.5, "no in-place resize measured yet"
+    assert core.status("a").pause_cost_s == 9.0
+
+
 def test_completions_wait_for_their_window_then_grow_the_others() -> None:
     core = scheduler(cpu_workers=12, window_s=0.0)
     start(core, "a", 0.0)
