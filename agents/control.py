@@ -94,7 +94,7 @@ class Decision(IntEnum):
     CANCEL = 2
 
 
-_REFILL = 6  # the protocol version that brought `refill_s`
+_REFILL_VERSION = 6  # the protocol version that brought `refill_s`
 _DECISIONS = tuple(Decision)  # by value
 _GO = Decision.GO  # a global: an enum's attribute costs ~10 us in cold code
 
@@ -324,27 +324,30 @@ class Control:
             clocked, then = self.loader_clock(), self._clocked
             self._clocked = clocked
             made = clocked.samples - then.samples
-            if made > 0:  # CPU and run-queue seconds are per sample whatever the interval
+            # A daemon of version 6 reads the waits for a pass's first batch apart
+            # (`refill_s`), so every interval is timed for it. An older one reads all of an
+            # interval's idle share as its loaders': in an interval in which a pass began
+            # (each epoch's, each resize's) that holds the pipeline filling, a cost per
+            # pass, which it would read as a softer bend than the loaders have. It gets no
+            # clocks there, as before.
+            if self.link.version < _REFILL_VERSION and clocked.starts != then.starts:
+                made = 0
+            if made > 0:
                 loader_cpu_s = (clocked.cpu_seconds - then.cpu_seconds) / made
                 loader_wait_s = (clocked.wait_seconds - then.wait_seconds) / made
-                timed = True
-            # So is the wall clock, for a daemon that reads the waits for a pass's first
-            # batch apart (`refill_s`, v6). An older one reads all of an interval's idle share
-            # as its loaders': in an interval in which a pass began (each epoch's, each
-            # resize's) that holds the pipeline filling, a cost per pass, which it would
-            # read as a softer bend than the loaders have, so it gets no wall clock there.
-            if made > 0 and (self.link.version >= _REFILL or clocked.starts == then.starts):
                 loader_s = (clocked.seconds - then.seconds) / made
+                timed = True
         cpu_s = train_cpu_s = train_wait_s = 0.0
         if timed and meter.samples > 0:  # this rank's share of the samples, as every rank's
             training = (time.process_time() - meter.cpu_started) * self.world_size
             cpu_s = training / meter.samples + loader_cpu_s
         ran, waited = thread_clocks()
         ran -= meter.thread_started[0]
-        if self._trains_on_cpus and ran > 0.0 and meter.samples > 0:  # per sample, as above
-            train_cpu_s = ran * self.world_size / meter.samples
-            train_wait_s = max(0.0, waited - meter.thread_started[1]) * self.world_size
-            train_wait_s /= meter.samples
+        if self._trains_on_cpus and ran > 0.0 and meter.samples > 0:
+            # Per sample of the job, as wall time: the ranks wait side by side, so one
+            # rank's thread says it (not summed over the ranks, as CPU seconds are).
+            train_cpu_s = ran / meter.samples
+            train_wait_s = max(0.0, waited - meter.thread_started[1]) / meter.samples
         heartbeat = functools.partial(
             HeartbeatMessage,
             job=self.job_id,

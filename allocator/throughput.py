@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from allocator.types import AllocationPlan, AllocationRequest, JobAllocation, JobSpec
 
-T = TypeVar("T", float, npt.NDArray[np.float64])
+Rates = TypeVar("Rates", float, npt.NDArray[np.float64])  # one rate, or an array of them
 
 # Rounding guard for ceilings of worker counts computed in floating point.
 _CEIL_TOLERANCE = 1e-9
@@ -37,7 +37,7 @@ def job_samples_per_s(
     return with_overhead(steady, job.overhead_s)
 
 
-def with_overhead(steady: T, overhead_s: float | T) -> T:
+def with_overhead(steady: Rates, overhead_s: float | Rates) -> Rates:
     """Samples/s of a job that runs at `steady` but for waits of `overhead_s` per sample
     that no worker shortens (`JobSpec.overhead_s`): 1 / (1 / steady + overhead). Concave in
     `steady`, so curves stay concave in the workers."""

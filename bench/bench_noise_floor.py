@@ -38,11 +38,13 @@ def later(ours: Outcome, theirs: Outcome) -> bool:
 
 
 def run(workload: Workload, policy: str, draw: int) -> Outcome:
+    """One simulated run of `workload` under `policy`, its noise drawn from seed `draw`."""
     result = simulate(workload, policy, seed=draw)
     return result.makespan_s, result.avg_jct_s
 
 
 def mean(outcomes: list[Outcome]) -> Outcome:
+    """The mean makespan and the mean average JCT of several runs."""
     return statistics.mean(o[0] for o in outcomes), statistics.mean(o[1] for o in outcomes)
 
 
@@ -51,6 +53,8 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=100, help="generated, seeds 1..N")
     parser.add_argument("--draws", type=int, default=5, help="noise seeds 0..K-1 per run")
     args = parser.parse_args()
+    if args.draws < 2:
+        parser.error("--draws: at least 2 (a run against itself needs another draw)")
     seeds = range(1, args.workloads + 1)
     self_later = {policy: 0 for policy in POLICIES}
     self_change: dict[str, list[float]] = {policy: [] for policy in POLICIES}

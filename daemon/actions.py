@@ -286,7 +286,7 @@ class Actions:
         service.counters.launches += 1
         if service.launcher.running(job_id):
             service.launcher.stop(job_id, grace_s=2.0)
-        simulated = service.config.agent_mode == "simulate" and not settings.is_command
+        simulated = service.simulated(settings)
         stored = service.store.job(job_id)
         placed = service.scheduler.status(job_id).gpu_indices
         launch = AgentLaunch(
@@ -331,7 +331,7 @@ class Actions:
         record = self._service.records.get(job_id)
         if record is None or record.settings.resize != "cold":
             return False
-        return record.settings.is_command or self._service.config.agent_mode == "process"
+        return not self._service.simulated(record.settings)
 
     def _send(self, message: PauseMessage | ResumeMessage | ShareMessage | CancelMessage) -> None:
         """To the job's agent, in the protocol version its hello spoke: an older SDK refuses

@@ -316,10 +316,13 @@ class Service:
             image_size=zoo_image_size(self.config.training.image_size, dataset),
         )
         # A simulated agent's pauses are the simulated testbed's, not an in-place resize's.
-        in_place = settings.is_command or self.config.agent_mode == "process"
-        return replace(
-            request, tenant=record.tenant, hot_resize=settings.resize == "hot" and in_place
-        )
+        hot = settings.resize == "hot" and not self.simulated(settings)
+        return replace(request, tenant=record.tenant, hot_resize=hot)
+
+    def simulated(self, settings: JobSettings) -> bool:
+        """Whether the job runs as a simulated agent (a zoo job under `agent_mode =
+        "simulate"`), not as a real process that trains."""
+        return self.config.agent_mode == "simulate" and not settings.is_command
 
     def queued(self, tenant: str) -> int:
         """`tenant`'s jobs waiting for GPUs (or CPU slots): what max_queued_jobs counts."""

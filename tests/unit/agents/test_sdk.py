@@ -484,6 +484,7 @@ def test_a_heartbeat_says_the_cpu_a_sample_costs_and_how_long_its_loaders_waited
     with its two workers, the training thread and the workers share it: a worker waits for
     the core about as long as it runs on it, and its wall time is the two together."""
     monkeypatch.setenv(PROTOCOL_VARIABLE, str(VERSION))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # it trains on CPUs
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(allowed)})  # the workers it forks inherit it
     try:
@@ -505,6 +506,7 @@ def test_a_worker_waiting_on_its_data_is_not_waiting_for_a_core(
     """A worker that sleeps for its samples (as one reading a slow disk) spends wall time,
     almost no CPU, and no time queued for a core."""
     monkeypatch.setenv(PROTOCOL_VARIABLE, str(VERSION))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # it trains on CPUs
     first, _, sleepy = clocked_heartbeats(tmp_path, Slow(288))
     # Its workers' start is the wait for the first batch, said apart: the rest is timed.
     assert 0.0 < first.refill_s <= first.idle_s, first
@@ -513,6 +515,7 @@ def test_a_worker_waiting_on_its_data_is_not_waiting_for_a_core(
     assert sleepy.loader_cpu_s < 0.3 * sleepy.loader_s, sleepy
     assert sleepy.loader_wait_s < 0.3 * sleepy.loader_s, sleepy
     assert 0.005 < sleepy.cpu_s < 0.012, sleepy  # the step's 5 ms, the loaders' little
+    assert sleepy.train_cpu_s > 0.004, "the step's 5 ms a sample: measured"
     assert sleepy.train_wait_s < 0.3 * sleepy.train_cpu_s, "two cores, sleepy workers"
 
 
@@ -543,10 +546,11 @@ def test_a_daemon_of_version_5_gets_no_wall_clock_where_a_pass_began(
     """It does not read the waits for a pass's first batch apart: the interval that saw the
     workers start would read as loaders slower than they are."""
     monkeypatch.setenv(PROTOCOL_VARIABLE, "5")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # it trains on CPUs
     first, second, _ = clocked_heartbeats(tmp_path, Busy(288))
-    assert first.v == 5 and first.loader_s == 0.0 and first.cpu_s > 0.0, first
-    assert second.loader_s > 0.0, second
-    assert b"refill_s" not in encode(first) and b"train_cpu_s" not in encode(first)
+    assert first.v == 5 and first.loader_s == first.cpu_s == 0.0, "its workers' start"
+    assert second.loader_s > 0.0 and second.cpu_s > 0.0, second
+    assert first.refill_s == first.train_cpu_s == second.train_wait_s == 0.0, "fields of v6"
 
 
 def test_to_a_daemon_of_version_4_the_cpu_clocks_are_left_out(
