@@ -45,11 +45,13 @@ the two-point rule.
 Waits no worker shortens are not the loaders' (protocol v6): the wait for each pass's first
 batch (workers starting, the pipeline filling: the heartbeat's refill share), and, where
 timed workers could make `SPARE` times what the step takes, all the job waited (handing
-each batch over). Their seconds per sample over the window are the job's `overhead_s`,
-added to every sample's time in its predictions; the rest of each heartbeat is judged as
-above. On shared CPUs a job's step also waits for a core: each step time is kept without
-its training thread's wait in the run queue (as if the job had its cores to itself), and
-the wait of its newest `NOW` heartbeats is added back to predict it now.
+each batch over); where they could make less but more than the step takes, what it waited
+beyond the most the softest bend allows there (`_unexplained`). Their seconds per sample
+over the window are the job's `overhead_s`, added to every sample's time in its
+predictions; the rest of each heartbeat is judged as above. On shared CPUs a job's step
+also waits for a core: each step time is kept without its training thread's wait in the
+run queue (as if the job had its cores to itself), and the wait of its newest `NOW`
+heartbeats is added back to predict it now.
 """
 
 import math
@@ -139,8 +141,8 @@ class JobCurve:
         apart = min(max(seen.refill_fraction, 0.0), seen.idle_fraction)
         if seen.loaders and seen.loader_cost_s > 0.0 and seen.workers_per_gpu >= 1:
             loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s
-            if loaders > SPARE * seen.samples_per_s / (1.0 - seen.idle_fraction):
-                apart = seen.idle_fraction
+            spare = loaders * (1.0 - seen.idle_fraction) / seen.samples_per_s  # L / G
+            apart = max(apart, _unexplained(seen.idle_fraction, spare))
         self.overheads.append((apart, seen.samples_per_s))
         rate = seen.samples_per_s / (1.0 - apart)
         idle = (seen.idle_fraction - apart) / (1.0 - apart)
@@ -263,6 +265,22 @@ def _sharpness(of_gpu: float, of_loaders: float) -> float | None:
         middle = (low + high) / 2.0
         low, high = (middle, high) if of_gpu**middle + of_loaders**middle > 1.0 else (low, middle)
     return (low + high) / 2.0
+
+
+def _unexplained(idle: float, spare: float) -> float:
+    """The share of a heartbeat's time spent in a wait its loaders do not explain, for
+    timed loaders that could make `spare` times what the step takes: all of it past `SPARE`;
+    past 1, what is left of it beyond the most the softest bend kept (`SHARPNESSES[0]`)
+    would wait there; none below (the loaders' own). The README's tabular example waits
+    64 % of its time with loaders at 1.75 times its step's intake, where a bend of 1.5
+    explains 21 %."""
+    if spare > SPARE:
+        return idle
+    if spare <= 1.0:
+        return 0.0
+    softest = SHARPNESSES[0]
+    explained = 1.0 - float((1.0 + spare**-softest) ** (-1.0 / softest))
+    return max(0.0, (idle - explained) / (1.0 - explained))
 
 
 def _share(cpu_s: float, wait_s: float) -> float | None:

@@ -225,6 +225,17 @@ def test_a_wait_that_workers_with_plenty_to_spare_cannot_explain_is_the_hand_ove
     assert learned.overhead_s == pytest.approx(0.06 / rate, rel=0.01)
     for workers in (8, 16, 32):  # 2 to 8 times the step's intake
         assert job_samples_per_s(learned, workers, 1.0) == pytest.approx(rate, rel=0.02)
+    # Workers making 1.75 times the intake and 64 % of the time waiting (the README's
+    # tabular example): no bend explains that much; what the softest leaves is the hand-over.
+    slow_hand = JobCurve()
+    taking = step_rate * (1.0 - 0.64)
+    for _ in range(10):
+        slow_hand.observe(
+            TRUTH, Observation(taking, 0.64, 7, 1.0, loader_cost_s=7 / (1.75 * step_rate))
+        )
+    learned = slow_hand.learned(TRUTH)
+    assert learned.overhead_s > 0.5 * 0.64 / taking
+    assert job_samples_per_s(learned, 7, 1.0) == pytest.approx(taking, rel=0.05)
     near = JobCurve()  # workers making 1.2 times the intake: their wait, their bend
     for _ in range(10):
         near.observe(TRUTH, replace(seen, loader_cost_s=16 / (1.2 * step_rate)))
