@@ -135,9 +135,9 @@ class JobCurve:
             return
         waited = self._clock(seen)
         # Waits no worker shortens are kept apart (`overheads`): the first batch of each
-        # pass, and, where timed workers could make `SPARE` times what its step takes, all
-        # it waited (handing the batches over). The rest of the heartbeat is the job's
-        # steady state, which its loaders decide.
+        # pass, and what of the wait its timed workers' speed does not explain (handing the
+        # batches over: `_unexplained`). The rest of the heartbeat is the job's steady
+        # state, which its loaders decide.
         apart = min(max(seen.refill_fraction, 0.0), seen.idle_fraction)
         if seen.loaders and seen.loader_cost_s > 0.0 and seen.workers_per_gpu >= 1:
             loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s
