@@ -94,33 +94,29 @@ def test_version_4_adds_the_loader_timing_and_a_message_of_3_leaves_it_out() -> 
     assert "secret" not in data, "nor is an empty secret sent"
 
 
-def test_version_5_adds_the_cpu_clocks_and_a_message_of_4_leaves_them_out() -> None:
-    clocked = HeartbeatMessage(
-        job="j", iteration=5, samples=40, idle_s=0.2, step_s=0.8, samples_per_s=40.0,
-        workers=2, loader_s=0.012, loader_cpu_s=0.006, loader_wait_s=0.003, cpu_s=0.02,
-    )  # fmt: skip
-    assert decode_agent(encode(clocked)) == clocked
-    data = json.loads(encode(clocked.model_copy(update={"v": 4})))
-    assert data["loader_s"] == 0.012, "version 4's field stays"
-    assert not {"loader_cpu_s", "loader_wait_s", "cpu_s"} & set(data), "version 4 refuses them"
-    with pytest.raises(ProtocolError) as raised:
-        decode_agent(encode(clocked).replace(b'"cpu_s":0.02', b'"cpu_s":-1'))
-    assert "heartbeat.cpu_s" in raised.value.reason and "loader_cpu_s" not in raised.value.reason
-
-
-def test_version_6_adds_the_training_thread_and_the_refills_and_5_leaves_them_out() -> None:
+@pytest.mark.parametrize(
+    ("version", "added", "kept", "refused"),
+    [
+        (5, {"loader_cpu_s": 0.006, "loader_wait_s": 0.003, "cpu_s": 0.02}, "loader_s", "cpu_s"),
+        (6, {"train_cpu_s": 0.015, "train_wait_s": 0.01, "refill_s": 0.2}, "cpu_s", "refill_s"),
+    ],
+)
+def test_each_version_adds_heartbeat_fields_that_a_message_of_the_one_before_leaves_out(
+    version: int, added: dict[str, float], kept: str, refused: str
+) -> None:
+    before = {"loader_s": 0.012, "cpu_s": 0.02} if version > 5 else {"loader_s": 0.012}
     seen = HeartbeatMessage(
         job="j", iteration=5, samples=40, idle_s=0.3, step_s=0.7, samples_per_s=40.0,
-        workers=2, loader_s=0.012, cpu_s=0.02, train_cpu_s=0.015, train_wait_s=0.01,
-        refill_s=0.2,
+        workers=2, **before, **added,
     )  # fmt: skip
     assert decode_agent(encode(seen)) == seen
-    data = json.loads(encode(seen.model_copy(update={"v": 5})))
-    assert data["cpu_s"] == 0.02, "version 5's field stays"
-    assert not {"train_cpu_s", "train_wait_s", "refill_s"} & set(data), "version 5 refuses them"
+    data = json.loads(encode(seen.model_copy(update={"v": version - 1})))
+    assert data[kept] == before[kept], f"version {version - 1}'s field stays"
+    assert not set(added) & set(data), f"version {version - 1} refuses them"
+    bad = encode(seen).replace(f'"{refused}":{added[refused]}'.encode(), f'"{refused}":-1'.encode())
     with pytest.raises(ProtocolError) as raised:
-        decode_agent(encode(seen).replace(b'"refill_s":0.2', b'"refill_s":-0.2'))
-    assert "heartbeat.refill_s" in raised.value.reason
+        decode_agent(bad)
+    assert raised.value.reason.split(":")[0] == f"heartbeat.{refused}", raised.value.reason
 
 
 @pytest.mark.parametrize(
