@@ -341,13 +341,13 @@ class Control:
         if timed and meter.samples > 0:  # this rank's share of the samples, as every rank's
             training = (time.process_time() - meter.cpu_started) * self.world_size
             cpu_s = training / meter.samples + loader_cpu_s
-        ran, waited = thread_clocks()
-        ran -= meter.thread_started[0]
-        if self._trains_on_cpus and ran > 0.0 and meter.samples > 0:
+        if self._trains_on_cpus and meter.samples > 0:
             # Per sample of the job, as wall time: the ranks wait side by side, so one
             # rank's thread says it (not summed over the ranks, as CPU seconds are).
-            train_cpu_s = ran / meter.samples
-            train_wait_s = max(0.0, waited - meter.thread_started[1]) / meter.samples
+            ran, waited = thread_clocks()
+            if ran > meter.thread_started[0]:
+                train_cpu_s = (ran - meter.thread_started[0]) / meter.samples
+                train_wait_s = max(0.0, waited - meter.thread_started[1]) / meter.samples
         heartbeat = functools.partial(
             HeartbeatMessage,
             job=self.job_id,

@@ -18,7 +18,7 @@ not counted) to handing over the collated batch. The daemon reads a worker's cos
 sample from it (scheduler/curves.py); without it a job's loaders could only be inferred from
 its samples/s, which its GPU's rate and the knee's bend blur. It also reads, over the same
 span, the CPU seconds it spent and the seconds it waited in the kernel's run queue for a
-core (Linux's /proc/self/schedstat): their ratio is the share of a core it got, which time
+core (Linux's /proc/thread-self/schedstat): their ratio is the share of a core it got, which time
 it spent waiting on a file or a socket does not lower.
 """
 
@@ -326,27 +326,15 @@ class _Batch:
 
 
 _MAKING = _Batch()
-_SCHEDSTAT = "/proc/self/schedstat"  # ns on a CPU, ns waiting in a run queue, timeslices
-
-
-def run_queue_s() -> float:
-    """Seconds this process's main thread has waited for a core since it started; 0 where
-    the kernel does not say (not Linux, or no scheduler statistics)."""
-    try:
-        with open(_SCHEDSTAT, "rb") as stats:
-            return int(stats.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-_THREAD_SCHEDSTAT = "/proc/thread-self/schedstat"  # the calling thread's, same fields
+_SCHEDSTAT = "/proc/thread-self/schedstat"  # ns on a CPU, ns waiting in a run queue, slices
 
 
 def thread_clocks() -> tuple[float, float]:
     """Seconds the calling thread has run on a core, and waited in a run queue for one,
-    since it started; (0, 0) where the kernel does not say."""
+    since it started; (0, 0) where the kernel does not say (not Linux, or no scheduler
+    statistics). A loader worker makes its batches on its process's only thread."""
     try:
-        with open(_THREAD_SCHEDSTAT, "rb") as stats:
+        with open(_SCHEDSTAT, "rb") as stats:
             ran, waited = stats.read().split()[:2]
             return int(ran) / 1e9, int(waited) / 1e9
     except (OSError, ValueError):
@@ -354,7 +342,7 @@ def thread_clocks() -> tuple[float, float]:
 
 
 def _take_up(indices: list[int]) -> list[int]:
-    _MAKING.taken_up = (time.monotonic(), time.process_time(), run_queue_s(), len(indices))
+    _MAKING.taken_up = (time.monotonic(), time.process_time(), thread_clocks()[1], len(indices))
     return indices
 
 
@@ -379,7 +367,7 @@ class _TimedCollate:
         if worker is not None and taken is not None:
             started, cpu_started, waited, count = taken
             wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
-            wait = max(0.0, run_queue_s() - waited)
+            wait = max(0.0, thread_clocks()[1] - waited)
             spent = torch.tensor((wall, count, cpu, wait), dtype=torch.float64)
             self.clock[worker.id] += spent  # one write: a heartbeat reads all or none
         return batch

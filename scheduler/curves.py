@@ -139,8 +139,9 @@ class JobCurve:
         # batches over: `_unexplained`). The rest of the heartbeat is the job's steady
         # state, which its loaders decide.
         apart = min(max(seen.refill_fraction, 0.0), seen.idle_fraction)
-        if seen.loaders and seen.loader_cost_s > 0.0 and seen.workers_per_gpu >= 1:
-            loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s
+        timed = seen.loaders and seen.loader_cost_s > 0.0 and seen.workers_per_gpu >= 1
+        loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s if timed else 0.0
+        if timed:
             spare = loaders * (1.0 - seen.idle_fraction) / seen.samples_per_s  # L / G
             apart = max(apart, _unexplained(seen.idle_fraction, spare))
         self.overheads.append((apart, seen.samples_per_s))
@@ -166,8 +167,7 @@ class JobCurve:
             at.append(math.log(rate))
             if len(self.waited) > POINTS:
                 del self.waited[next(iter(self.waited))]  # the oldest operating point
-            if seen.loader_cost_s > 0.0 and 1.0 - idle >= BEND_FROM:
-                loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s
+            if timed and 1.0 - idle >= BEND_FROM:
                 bend = _sharpness(1.0 - idle, rate / loaders)
                 if bend is not None:
                     self.bends.append(math.log(bend))
