@@ -1,6 +1,7 @@
 """A node of today: every policy on 8 A100s and 120 loader processes (issue 16, item 6).
 
 Run: .venv/bin/python -m bench.bench_modern_node [--arrivals 5] [--knee-sharpness P]
+[--cold-pauses]
 The jobs' curves are Synergy's published profiles stretched to an A100 (workloads/modern.py,
 docs/simulator.md). Three mixes of eight single-GPU jobs arriving at once (each 10 minutes
 at its peak) and `--arrivals` workloads of 24 jobs arriving as a Poisson process (seeds 1..N)
@@ -10,7 +11,7 @@ Aggregate throughput is all samples over the makespan (workloads/results.py). Th
 the default within 3 % of `oracle` and at least 10 % above `balance`, on the workloads where
 the bound allows 10 %. `--knee-sharpness P` plans every job on the bend p = P until its
 own heartbeats measure one (`scheduler.knee_sharpness`: an operator's prior; the default is
-the policy's). Prints the table and saves bench/out/modern_node[_pP].json. About 40 s.
+the policy's). Prints the table and saves bench/out/modern_node[_pP][_cold].json. About 40 s.
 """
 
 import argparse
@@ -18,7 +19,7 @@ import argparse
 from bench.common import save
 from scheduler.config import DEFAULT_POLICY
 from workloads import ORACLE, ORACLE_OF
-from workloads.modern import MIXES, arrivals_workload, mix_workload
+from workloads.modern import COLD, MIXES, arrivals_workload, mix_workload
 from workloads.simulator import simulate
 from workloads.spec import Workload
 
@@ -45,9 +46,20 @@ def main() -> None:
         metavar="P",
         help="the scheduler's prior bend of a job's curve (scheduler.knee_sharpness)",
     )
+    parser.add_argument(
+        "--cold-pauses",
+        action="store_true",
+        help="every resize restarts its job from the checkpoint (the paper's 16 s a round) "
+        "instead of the SDK's resize in place",
+    )
     args = parser.parse_args()
     workloads: list[Workload] = [mix_workload(mix) for mix in MIXES]
     workloads += [arrivals_workload(seed) for seed in range(1, args.arrivals + 1)]
+    if args.cold_pauses:
+        workloads = [
+            workload.model_copy(update={"truth": {**workload.truth, **COLD}})
+            for workload in workloads
+        ]
     if args.knee_sharpness is not None:
         workloads = [
             workload.model_copy(update={"scheduler": {"knee_sharpness": args.knee_sharpness}})
@@ -100,9 +112,11 @@ def main() -> None:
     held = sum(1 for row in table.values() if row["met"] is not None)
     print(f"\ngoal met on {met} of the {held} workloads where the bound allows it")
     name = "modern_node" if args.knee_sharpness is None else f"modern_node_p{args.knee_sharpness:g}"
+    name += "_cold" if args.cold_pauses else ""
     summary = {
         "default_policy": DEFAULT_POLICY,
         "knee_sharpness": args.knee_sharpness,
+        "cold_pauses": args.cold_pauses,
         "workloads": table,
     }
     path = save(name, summary)

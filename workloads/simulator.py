@@ -274,6 +274,7 @@ class Simulation:
             knee_sharpness=knee_sharpness,
             workers_per_gpu=job.spec.workers_per_gpu,
             gpu_indices=job.spec.gpu_indices,
+            hot_resize=self._truth.hot_resize,
         )
 
     def _sharing_factor(self, job: _Job) -> float:
@@ -412,7 +413,7 @@ class Simulation:
                 job.gen, job.workers_per_gpu = gen, allocation.workers_per_gpu
                 job.decoder_share = _device_share(allocation)
                 job.phase = _Phase.RESUMING
-                self._after(self._truth.resume_s, "resumed", job_id)
+                self._after(self._truth.resume_s + self._refill_s(job), "resumed", job_id)
             case SetShare(job_id=job_id, decoder_share=share):
                 self._jobs[job_id].decoder_share = share  # live: no pause
                 self._share_changes += 1
@@ -426,6 +427,14 @@ class Simulation:
                 self._plans += 1
             case Gated():
                 self._gated += command.kept
+
+    def _refill_s(self, job: _Job) -> float:
+        """A job resized in place waits for its first batch: one of its new workers makes
+        all of it, at the node's contention now (truth.py). A restart's resume has it."""
+        if not self._truth.hot_resize or job.decoder_share > 0.0:
+            return 0.0
+        efficiency = self._truth.efficiency(_loader_processes(self._running_jobs()))
+        return job.batch_size_per_gpu * job.spec.cheapest_cost_s(self._truth) / efficiency
 
     def _after(self, mean_s: float, kind: str, job_id: str) -> None:
         """The agent's answer, after a true cost drawn around `mean_s`."""

@@ -23,7 +23,9 @@ measurements come from, and it deliberately differs from the model's form:
   max-min: a share a job cannot use goes to the others). A device-mode job's workers only
   augment, at (1 - decode_fraction) x c a sample.
 - Pausing (finish the iteration, checkpoint), resuming (restart workers) and launching cost
-  seconds drawn around their means; measured rates carry `rate_noise`.
+  seconds drawn around their means; measured rates carry `rate_noise`. A node whose jobs
+  resize in place (`hot_resize`) also waits, after its workers start, for the first batch:
+  one worker makes a whole batch, batch x c / eta(D) seconds.
 - A job may bring its own measured curve instead (`MeasuredCurve`: a published profile of
   its samples/s per GPU at 1, 2, ... loader workers per GPU, measured alone). Its rate is
   then that curve at its workers times eta, linear between the points and flat past the
@@ -69,6 +71,11 @@ class NodeTruth:
     rate_noise: float = 0.03
     pause_s: float = 9.0  # finish the iteration and write the checkpoint
     resume_s: float = 7.0  # restart the loader workers (paper: about 16 s per round)
+    # The jobs resize in place (the SDK's hot resize): the process and the model stay, the
+    # loader is rebuilt with its new workers, and the job waits `resume_s` for them to start
+    # and then for its first batch, one worker's batch of work (scheduler requests say so).
+    # Off: every resize restarts the job from its checkpoint, as the paper's prototype did.
+    hot_resize: bool = False
     launch_s: float = 10.0
     cost_jitter: float = 0.15  # relative spread of pause, resume and launch costs
     # The decoder device, in CPU workers' worth of decoding (DLBooster Sec. 7: about 20 per

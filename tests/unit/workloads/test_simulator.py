@@ -145,3 +145,29 @@ def test_the_default_policy_loses_to_neither_balance_nor_static_on_paper_dynamic
         theirs = simulate(DYNAMIC, baseline)
         assert ours.makespan_s <= theirs.makespan_s * 1.005, baseline
         assert ours.avg_jct_s <= theirs.avg_jct_s * 1.005, baseline
+
+
+@pytest.mark.parametrize("hot", [True, False])
+def test_a_resize_in_place_costs_its_pause_its_workers_start_and_one_workers_batch(
+    hot: bool,
+) -> None:
+    # The second job's arrival halves the first one's workers, its finish gives them back:
+    # two pauses, exactly timed.
+    costs = {"cost_jitter": 0.0, "hot_resize": hot, "pause_s": 0.3, "resume_s": 0.5}
+    costs |= {"contention_free_workers": 18.0, "saturated_capacity": 18.0}  # eta = 1
+    if not hot:
+        costs |= {"pause_s": 9.0, "resume_s": 7.0}
+    jobs = workload(
+        job("first", iterations=2000),
+        job("second", arrival_s=60.0, iterations=200),
+        truth=costs,
+        scheduler={"gate": False},
+    )
+    result = simulate(jobs, "balance", seed=0)
+    first = next(j for j in result.jobs if j.id == "first")
+    pauses = sum(1 for _, workers in first.workers[:-1] if workers == 0)
+    assert pauses == 2
+    truth = jobs.node_truth()
+    # One worker makes the first batch alone: 64 samples at c each, without contention.
+    refill = 64 * truth.cost("imagenet") if hot else 0.0
+    assert first.paused_s == pytest.approx(2 * (truth.pause_s + truth.resume_s + refill))
