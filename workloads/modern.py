@@ -111,10 +111,11 @@ PUBLISHED = {
 # Sec. 2.2), and the node has no loader contention (module docstring).
 #
 # Its jobs resize in place, as the SDK does by default (DESIGN.md, application master). A
-# pause ends the step under way (0.1 s for ResNet-50 at batch 256 on an A100) and writes
+# pause ends the step under way (0.2 s for ResNet-50 at batch 512 on an A100) and writes
 # the checkpoint (its weights and momentum, 205 MB, to local NVMe at about 2 GB/s: 0.1 s);
 # the resume forks the new loader workers and waits for the first batch, which one worker
-# makes alone (the simulator adds it: 256 x 1/300 s, 0.85 s for ResNet-50). The 0.3 and
+# makes alone (the simulator adds it: 512 images at one worker's 263 a second on ResNet-50's
+# curve, 1.95 s; 1.7 to 2.1 s for the vision models). The 0.3 and
 # 0.5 s are our assumptions, scaled from the SDK's resize measured on CPUs (docs/results.md,
 # "Hot resize of the image example": 14 to 21 ms to pause, 45 to 48 ms to fork two workers
 # and get their first small batch); no GPU node was lent to measure them. `COLD` is the

@@ -383,6 +383,11 @@ class Simulation:
     def truth(self) -> NodeTruth:
         return self._truth
 
+    def pause_cost_s(self, job_id: str) -> float:
+        """What the core weighs a pause of the job at: its own, else its kind's (in place
+        or a restart) measured on the node, else the config's for its kind."""
+        return self._scheduler.status(job_id).pause_cost_s
+
     def measured_loads(self) -> frozenset[int]:
         """The node loads at which jobs' loader timings measured the node's contention."""
         return self._scheduler.measured_loads()
@@ -430,11 +435,25 @@ class Simulation:
 
     def _refill_s(self, job: _Job) -> float:
         """A job resized in place waits for its first batch: one of its new workers makes
-        all of it, at the node's contention now (truth.py). A restart's resume has it."""
-        if not self._truth.hot_resize or job.decoder_share > 0.0:
+        all of it (truth.py), beside the workers of the jobs running and of those resuming
+        with it, its own new ones included. A restart's resume has it already."""
+        if not self._truth.hot_resize:
             return 0.0
-        efficiency = self._truth.efficiency(_loader_processes(self._running_jobs()))
-        return job.batch_size_per_gpu * job.spec.cheapest_cost_s(self._truth) / efficiency
+        starting = [other for other in self._jobs.values() if other.phase is _Phase.RESUMING]
+        efficiency = self._truth.efficiency(_loader_processes([*self._running_jobs(), *starting]))
+        batch = job.batch_size_per_gpu
+        if job.decoder_share > 0.0:  # the decoder decodes it at its share, the worker augments
+            pipeline = job.spec.pipeline
+            decoded = batch / (job.decoder_share * self._truth.decoder_capacity(pipeline))
+            return max(decoded, batch * self._truth.device_cost(pipeline) / efficiency)
+        return batch * self._worker_cost_s(job) / efficiency
+
+    def _worker_cost_s(self, job: _Job) -> float:
+        """One loader worker's seconds per sample alone: its curve's rate at one worker per
+        GPU, or the truth's c."""
+        if job.curve is not None:
+            return 1.0 / job.curve.rate(1.0)
+        return self._truth.cost(job.spec.pipeline)
 
     def _after(self, mean_s: float, kind: str, job_id: str) -> None:
         """The agent's answer, after a true cost drawn around `mean_s`."""

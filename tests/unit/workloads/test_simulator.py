@@ -6,7 +6,7 @@ import pytest
 from scheduler.config import DEFAULT_POLICY
 from tests.unit.workloads.builders import job, workload
 from workloads.results import SimulationResult
-from workloads.simulator import simulate
+from workloads.simulator import Simulation, SimulationOptions, simulate
 from workloads.spec import Workload, load_workload
 
 REPO = Path(__file__).resolve().parents[3]
@@ -151,12 +151,12 @@ def test_the_default_policy_loses_to_neither_balance_nor_static_on_paper_dynamic
 def test_a_resize_in_place_costs_its_pause_its_workers_start_and_one_workers_batch(
     hot: bool,
 ) -> None:
-    # The second job's arrival halves the first one's workers, its finish gives them back:
-    # two pauses, exactly timed.
-    costs = {"cost_jitter": 0.0, "hot_resize": hot, "pause_s": 0.3, "resume_s": 0.5}
-    costs |= {"contention_free_workers": 18.0, "saturated_capacity": 18.0}  # eta = 1
-    if not hot:
-        costs |= {"pause_s": 9.0, "resume_s": 7.0}
+    # The second job's arrival halves the first one's workers (the second still starting),
+    # its finish gives them back: two pauses, exactly timed, at 9 and then 18 loader
+    # processes on a node whose loaders contend from 4 on.
+    costs: dict[str, object] = {"cost_jitter": 0.0, "hot_resize": hot}
+    costs |= {"pause_s": 0.3, "resume_s": 0.5} if hot else {"pause_s": 9.0, "resume_s": 7.0}
+    costs |= {"contention_free_workers": 4.0, "saturated_capacity": 8.0}
     jobs = workload(
         job("first", iterations=2000),
         job("second", arrival_s=60.0, iterations=200),
@@ -165,9 +165,19 @@ def test_a_resize_in_place_costs_its_pause_its_workers_start_and_one_workers_bat
     )
     result = simulate(jobs, "balance", seed=0)
     first = next(j for j in result.jobs if j.id == "first")
-    pauses = sum(1 for _, workers in first.workers[:-1] if workers == 0)
-    assert pauses == 2
+    assert [workers for _, workers in first.workers] == [18, 0, 9, 0, 18, 0]
     truth = jobs.node_truth()
-    # One worker makes the first batch alone: 64 samples at c each, without contention.
-    refill = 64 * truth.cost("imagenet") if hot else 0.0
-    assert first.paused_s == pytest.approx(2 * (truth.pause_s + truth.resume_s + refill))
+    # One worker makes the first batch alone, 64 samples at c each, slowed by contention.
+    refill = 64 * truth.cost("imagenet") * (1 / truth.efficiency(9) + 1 / truth.efficiency(18))
+    expected = 2 * (truth.pause_s + truth.resume_s) + (refill if hot else 0.0)
+    assert first.paused_s == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("hot", [True, False])
+def test_the_core_weighs_a_jobs_pauses_as_its_kind_before_it_measures_one(hot: bool) -> None:
+    alone = workload(job("solo", iterations=50), truth={"hot_resize": hot})
+    simulation = Simulation(alone, SimulationOptions("balance"))
+    simulation.run()
+    config = alone.scheduler_config("balance")
+    expected = config.hot_pause_cost_s if hot else config.default_pause_cost_s
+    assert simulation.pause_cost_s("solo") == expected
