@@ -4,18 +4,19 @@ times, with the makespan and throughput measured, beside what the simulator pred
 the same workload under each policy, and beside the gain the default policy's own plans
 predicted over `balance`.
 
-Run: .venv/bin/python -m bench.bench_live_gain [--runs 3] [--workload W.toml]
-Prints a table, saves bench/out/live_gain.json. About 40 s a run and policy with the demo's
-workload (4 minutes with the defaults); nothing else should run meanwhile.
+Run: .venv/bin/python -m bench.bench_live_gain [--runs 3] [--workload W.toml] [--gate]
+Prints a table, saves bench/out/live_gain[_gate].json. About 40 s a run and policy with the
+demo's workload (4 minutes with the defaults); nothing else should run meanwhile.
 
-Each run starts a fresh daemon as `stoker demo` does (its node, 2-s windows, the gate off,
-real application masters on the demo's JPEG dataset), submits the workload on its
+Each run starts a fresh daemon as `stoker demo` does (its node, 2-s windows, the gate off
+unless `--gate`, real application masters on the demo's JPEG dataset), submits the workload on its
 schedule and waits for every job to end. The makespan is from the first submission to
 the last completion, in the daemon's event clock; the throughput is every job's samples
 (iterations x batch) over it; `cpu_busy` is the share of the machine's CPU time that was
 not idle from the daemon's start to the last job's end (psutil), `cpu_busy_planned` the same
 from the first plan on (the arrival window closed, which every policy waits alike): no split
-of the loaders can shorten a run by more than putting that idle share to work. The
+of the loaders can shorten a run by more than putting that idle share to work, if none
+needs fewer CPU seconds for the same work. The
 policies take turns first from run to run, so that a drift of the machine does not favour
 one. The prediction is the default policy's own: each of its plans says when it expects
 the jobs to end under it and under `balance`'s split (allocator/lookahead.py), on the
@@ -81,58 +82,73 @@ def run_once(
             found = [client.get(f"/v1/jobs/{job_id}").json() for job_id in ids]
     finally:
         daemon.stop()
-    submitted = [e["at"] for e in events if e["kind"] == "submitted"]
-    ended = [e["at"] for e in events if e["kind"] == "state" and e["data"].get("to") in FINAL]
-    makespan = max(ended) - min(submitted)
-    # What the default policy's own plan predicted it gains over balance: its last plan
-    # before the first job ended (on the curves the jobs taught it by then), the run's time
-    # until that plan added to both of its predicted makespans.
-    planned = [
-        e
-        for e in events
-        if e["kind"] == "plan"  # a `replan` plans only the jobs a pause timeout left
-        and "balance_makespan_s" in e["data"]
-        and e["at"] < min(ended)
+    submitted = min(event["at"] for event in events if event["kind"] == "submitted")
+    ended = [
+        event["at"]
+        for event in events
+        if event["kind"] == "state" and event["data"].get("to") in FINAL
     ]
-    predicted_gain = None
-    if planned:
-        last = max(planned, key=lambda e: e["at"])
-        so_far = last["at"] - min(submitted)
-        ours, shared = last["data"]["predicted_makespan_s"], last["data"]["balance_makespan_s"]
-        predicted_gain = (so_far + shared) / (so_far + ours) - 1.0
+    plans = [event for event in events if event["kind"] == "plan"]
+    planned_from = min((plan["at"] for plan in plans), default=submitted)
+    makespan = max(ended) - submitted
     samples = sum(job["iteration"] * job["batch_size"] for job in found)
-    # Each plan's split, by job name: what the policy did, to hold beside what it measured.
-    names = {job["id"]: job["name"] for job in found}
-    splits = [
-        {
-            "at_s": round(e["at"] - min(submitted), 2),
-            "workers": {
-                names.get(job_id, job_id): a["workers_per_gpu"]
-                for job_id, a in e["data"]["allocations"].items()
-            },
-        }
-        for e in events
-        if e["kind"] == "plan"
-    ]
-    first_plan = min(e["at"] for e in events if e["kind"] == "plan")
     return {
         "makespan_s": makespan,
         "samples_per_s": samples / makespan,
         "cpu_busy": _busy(before, after),  # the whole machine's, from the start to the end
         # From the first plan (the arrival window closed, the same wait under any policy)
         # to the last end: the CPU time a split could put to work.
-        "cpu_busy_planned": _busy(_at(clocks, first_plan), _at(clocks, max(ended))),
-        "window_s": first_plan - min(submitted),
+        "cpu_busy_planned": _busy(
+            _read_at(clocks, planned_from, after=True), _read_at(clocks, max(ended), after=False)
+        ),
+        "window_s": planned_from - submitted,
         "states": sorted(job["state"] for job in found),
-        "predicted_gain": predicted_gain,
-        "plans": splits,
+        "predicted_gain": _predicted_gain(plans, submitted, min(ended)),
+        "plans": _splits(plans, submitted, {job["id"]: job["name"] for job in found}),
     }
+
+
+def _predicted_gain(
+    plans: list[dict[str, Any]], submitted: float, first_end: float
+) -> float | None:
+    """What the default policy's own plan predicted it gains over balance: its last plan
+    before the first job ended (on the curves the jobs taught it by then), the run's time
+    until that plan added to both of its predicted makespans. None under `balance`."""
+    told = [
+        plan
+        for plan in plans  # a `replan` plans only the jobs a pause timeout left
+        if "balance_makespan_s" in plan["data"] and plan["at"] < first_end
+    ]
+    if not told:
+        return None
+    last = max(told, key=lambda plan: plan["at"])
+    so_far = last["at"] - submitted
+    ours, shared = last["data"]["predicted_makespan_s"], last["data"]["balance_makespan_s"]
+    return float((so_far + shared) / (so_far + ours) - 1.0)
+
+
+def _splits(
+    plans: list[dict[str, Any]], submitted: float, names: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """Each plan's split by job name, as the policy made it (with the gate on, a change the
+    gate held back shows here but did not happen)."""
+    return [
+        {
+            "at_s": round(plan["at"] - submitted, 2),
+            "workers": {
+                names.get(job_id, job_id): allocation["workers_per_gpu"]
+                for job_id, allocation in plan["data"]["allocations"].items()
+            },
+        }
+        for plan in plans
+    ]
 
 
 def _ceiling(found: Mapping[str, Any]) -> float:
     """The most a split could shorten a run: the arrival window is waited under any
-    policy; after it, at best every idle CPU second is put to work (if the CPU seconds the
-    jobs need do not change with the split; more loader processes only add to them)."""
+    policy; after it, at best every idle CPU second is put to work. A bound only if no
+    split needs fewer CPU seconds for the same work than `balance`'s (more loader processes
+    only add to them)."""
     window, makespan = found["window_s"], found["makespan_s"]
     shortest = window + (makespan - window) * found["cpu_busy_planned"]
     return float(makespan / shortest - 1.0)
@@ -144,9 +160,13 @@ def _busy(before: Any, after: Any) -> float:
     return float(1.0 - idle / (sum(after) - sum(before)))
 
 
-def _at(clocks: list[tuple[float, Any]], when: float) -> Any:
-    """The CPU times read first at or after `when` (every 0.25 s), else the last."""
-    return next((times for at, times in clocks if at >= when), clocks[-1][1])
+def _read_at(clocks: list[tuple[float, Any]], when: float, *, after: bool) -> Any:
+    """The CPU times read (every 0.25 s) nearest `when` inside the span they bound: the
+    first at or after it for a start, the last at or before it for an end, so that no idle
+    second outside the span is counted."""
+    if after:
+        return next((times for at, times in clocks if at >= when), clocks[-1][1])
+    return next((times for at, times in reversed(clocks) if at <= when), clocks[0][1])
 
 
 def submit(
@@ -238,7 +258,7 @@ def main() -> None:
           f"{ceiling:+.1%} (its idle CPU from the daemon's start, arrival window included: "
           f"{loose:+.1%})")  # fmt: skip
     path = save(
-        "live_gain",
+        "live_gain_gate" if args.gate else "live_gain",
         {
             "workload": str(args.workload),
             "gate": args.gate,

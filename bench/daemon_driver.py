@@ -1,6 +1,7 @@
 """A real `stoker serve` in a subprocess, on a free port, with its own state dir and config
 file, and an HTTP client for it: for the benchmarks and the integration tests alike."""
 
+import os
 import signal
 import socket
 import subprocess
@@ -81,6 +82,8 @@ class Daemon:
             ],
             stdout=log,
             stderr=log,
+            # A daemon stopped with SIGABRT writes every thread's stack to its log first.
+            env={**os.environ, "PYTHONFAULTHANDLER": "1"},
         )  # fmt: skip
 
     def _healthy(self) -> bool:
@@ -113,6 +116,14 @@ class Daemon:
         try:
             self.process.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            raise AssertionError(f"the daemon on {self.url} ignored SIGTERM for 60 s") from None
+            # Where it hangs, for the failure to say: its threads' stacks, then the kill.
+            self.process.send_signal(signal.SIGABRT)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            tail = "\n".join(self.log_path.read_text(errors="replace").splitlines()[-80:])
+            raise AssertionError(
+                f"the daemon on {self.url} ignored SIGTERM for 60 s; its log ends:\n{tail}"
+            ) from None
