@@ -38,7 +38,8 @@ class SchedulerConfig:
     # A job's pause cost before its first pause, until pauses of its kind were measured on
     # this node (then their median): a restart from its checkpoint (paper Sec. IV-B), or, for
     # a job that resizes in place (the SDK's default), its loaders rebuilt in the process
-    # (`stoker demo`'s hot resizes: 0.13 to 0.27 s, then the first batch, about as long).
+    # (`stoker demo`'s hot resizes: 0.13 to 0.27 s), to which the core adds the job's own
+    # first batch as its timed workers make one.
     default_pause_cost_s: float = 16.0
     hot_pause_cost_s: float = 0.5
     fair_floor: float = 0.8

@@ -128,6 +128,17 @@ class JobCurve:
     # Each heartbeat's share of its time spent in waits no worker shortens, and its
     # samples/s: together the seconds per sample those waits cost.
     overheads: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=WINDOW))
+    # A timed loader worker's wall seconds per sample, newest heartbeats: how long one
+    # worker takes to make a batch now.
+    loader_walls: deque[float] = field(default_factory=lambda: deque(maxlen=NOW))
+
+    def refill_s(self, batch_per_gpu: float) -> float:
+        """Seconds one of the job's workers takes to make a batch now, as its newest timed
+        heartbeats say (0 until they are timed): what a resize in place waits for after its
+        new workers start, since each worker makes whole batches."""
+        if not self.loader_walls:
+            return 0.0
+        return batch_per_gpu * statistics.median(self.loader_walls)
 
     def observe(self, spec: JobSpec, seen: Observation) -> None:
         """Learn from one heartbeat of the job `spec` describes (its batch and GPUs)."""
@@ -142,6 +153,7 @@ class JobCurve:
         timed = seen.loaders and seen.loader_cost_s > 0.0 and seen.workers_per_gpu >= 1
         loaders = spec.gpus * seen.workers_per_gpu / seen.loader_cost_s if timed else 0.0
         if timed:
+            self.loader_walls.append(seen.loader_cost_s)
             spare = loaders * (1.0 - seen.idle_fraction) / seen.samples_per_s  # L / G
             apart = max(apart, _unexplained(seen.idle_fraction, spare))
         self.overheads.append((apart, seen.samples_per_s))

@@ -575,7 +575,8 @@ class Scheduler:
             else _PAUSE_COST_SMOOTHING * event.gap_s
             + (1.0 - _PAUSE_COST_SMOOTHING) * job.pause_cost_s
         )
-        self._pauses[job.request.hot_resize].append(event.gap_s)
+        refill = self._refill_s(job)  # the job's own, not the node's: kept apart
+        self._pauses[job.request.hot_resize].append(max(0.0, event.gap_s - refill))
         self._move(job, JobState.RUNNING, out)
 
     def _ended(
@@ -786,14 +787,24 @@ class Scheduler:
     def _pause_cost_s(self, job: _Job) -> float:
         """What a pause costs the job: as it measured; before its first, the median of the
         pauses of its kind measured on this node (resizing in place, or not); before any,
-        the config's default for its kind."""
+        the config's default for its kind. A resize in place also waits for one of the
+        job's own workers to make its first batch, as long as the job's timed workers take
+        to make one: the node's figure is kept without the refills it measured."""
         if job.pause_cost_s is not None:
             return job.pause_cost_s
         hot = job.request.hot_resize
-        if measured := self._pauses[hot]:
-            return statistics.median(measured)
         config = self._config
-        return config.hot_pause_cost_s if hot else config.default_pause_cost_s
+        if measured := self._pauses[hot]:
+            node = statistics.median(measured)
+        else:
+            node = config.hot_pause_cost_s if hot else config.default_pause_cost_s
+        return node + self._refill_s(job)
+
+    def _refill_s(self, job: _Job) -> float:
+        """The first batch a resize in place waits for (0 for a restart: its own start)."""
+        if not job.request.hot_resize:
+            return 0.0
+        return job.curve.refill_s(job.request.batch_size / job.request.gpus)
 
     def _gate(self, plan: AllocationPlan, changed: list[_Job], out: list[Command]) -> set[str]:
         if not self._config.gate or not changed:

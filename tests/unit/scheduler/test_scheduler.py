@@ -131,6 +131,27 @@ def test_a_pause_is_weighed_at_what_pauses_of_its_kind_cost_on_this_node() -> No
     assert core.status("a").pause_cost_s == 9.0
 
 
+def test_a_resize_in_place_is_weighed_with_the_first_batch_its_own_workers_make() -> None:
+    """A resize in place waits for one worker to make a whole batch: a job whose timed
+    workers take 0.01 s a sample pays 100 x 0.01 = 1 s beyond what its kind costs the node,
+    and the node's figure is kept without the refills it measured."""
+    core = scheduler(cpu_workers=12)
+    (launch,) = only(core.handle(JobSubmitted(replace(job("a"), hot_resize=True)), 0.0), Launch)
+    core.handle(AgentHello("a", launch.gen, 0), now=0.0)
+    assert core.status("a").pause_cost_s == 0.5, "untimed: its kind's default"
+    workers = launch.allocation.workers_per_gpu
+    for second in range(1, 5):  # its curve as stated (a round would pause it): 10 workers
+        beat = Heartbeat("a", launch.gen, 10 * second, 1000.0, 0.0, workers, loader_cost_s=0.01)
+        assert only(core.handle(beat, now=float(second)), Pause) == []
+    assert core.status("a").pause_cost_s == pytest.approx(0.5 + 1.0)
+    out = core.handle(JobSubmitted(replace(job("b"), hot_resize=True)), now=5.0)
+    (pause,) = only(out, Pause)  # "a" makes room for "b"
+    (resume,) = only(core.handle(Paused("a", pause.gen, 40), now=5.5), Resume)
+    core.handle(Resumed("a", resume.gen, resume.allocation.workers_per_gpu, 2.0), now=7.0)
+    assert core.status("a").pause_cost_s == 2.0, "its own, as measured"
+    assert core.status("b").pause_cost_s == pytest.approx(1.0), "the node's, without a's refill"
+
+
 def test_completions_wait_for_their_window_then_grow_the_others() -> None:
     core = scheduler(cpu_workers=12, window_s=0.0)
     start(core, "a", 0.0)
