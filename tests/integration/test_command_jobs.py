@@ -147,8 +147,9 @@ def test_a_scripts_loader_workers_are_timed_and_its_curve_learned(
     # its workers got, between sleeps, depends on what else this machine runs.)
     assert 0.0 < curve["cpu_cost_s"] < 0.005, curve
     assert 0.0 < curve["core_share"] <= 1.0, curve
-    # Never paused, on a node where nothing paused: an in-place resize's default cost.
-    assert done["pause_cost_s"] == 0.5, done
+    # Never paused, on a node where nothing paused: an in-place resize's default cost, and
+    # the first batch a resize waits for, which one worker makes: 8 samples at 20 ms or so.
+    assert 0.5 + 8 * 0.019 < done["pause_cost_s"] < 0.5 + 8 * 0.03, done
 
 
 def test_a_script_that_raises_fails_at_once_with_its_exception(
