@@ -385,7 +385,8 @@ class Simulation:
 
     def pause_cost_s(self, job_id: str) -> float:
         """What the core weighs a pause of the job at: its own, else its kind's (in place
-        or a restart) measured on the node, else the config's for its kind."""
+        or a restart) measured on the node, else the config's for its kind; in place, with
+        the job's own first batch added (Scheduler._pause_cost_s)."""
         return self._scheduler.status(job_id).pause_cost_s
 
     def measured_loads(self) -> frozenset[int]:
