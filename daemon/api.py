@@ -52,6 +52,7 @@ MAX_SEQ = 2**62  # sequence numbers are SQLite integers
 DEFAULT_PAGE = 500  # jobs a GET /v1/jobs answers unless told (2,000 were 608 KB at once)
 MAX_PAGE = 5000
 ID_DRAWS = 5  # a submit whose id is taken draws again this many times at most
+TASKS_STOP_S = 5.0  # at a stop, how long the cancelled background tasks may take to end
 
 
 v1 = APIRouter(prefix="/v1")
@@ -420,7 +421,10 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # Bounded too: a task that does not end when cancelled must not hold the stop up.
+            _, stuck = await asyncio.wait(tasks, timeout=TASKS_STOP_S)
+            for task in stuck:
+                log.error("task %s did not stop when cancelled; stopping without it", task)
             try:  # bounded: a stop must end even if an agent or a socket does not answer
                 await asyncio.wait_for(service.shutdown(), config.shutdown_grace_s + 30.0)
             except TimeoutError:

@@ -7,6 +7,7 @@ Readers never touch this object's insides: they read `snapshot()` and the store.
 """
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import os
@@ -368,10 +369,13 @@ class Service:
         while True:
             deadline = self.scheduler.next_deadline()
             wait = _POLL_S if deadline is None else min(_POLL_S, max(0.0, deadline - self.now()))
-            try:
-                item = await asyncio.wait_for(self._queue.get(), timeout=wait)
-            except TimeoutError:
-                item = None
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the item when
+            # a cancel and the item arrive together, so a stopping daemon's writer went on
+            # (a rare hang at SIGTERM, its stacks caught by bench/daemon_driver.py).
+            item = None
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    item = await self._queue.get()
             self.step(item)
 
     def step(self, item: Item | None) -> None:

@@ -11,6 +11,7 @@ import pytest
 from agents.protocol import (
     PROTOCOL_VARIABLE,
     VERSION,
+    FinishedMessage,
     HeartbeatMessage,
     Hello,
     PausedMessage,
@@ -312,6 +313,23 @@ def test_a_node_that_trains_on_shared_cpus_is_planned_on_one_budget_of_them(
         driver = Driver(tmp_path, NOW, node=node)
         planned = driver.service.scheduler.node.cpu_cores
         assert planned == (float(driver.service.node.cpus.usable) if cores else None)
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_the_writer_stops_when_it_is_cancelled_as_an_item_arrives(tmp_path: Path) -> None:
+    # A stop cancels the writer; an agent's message may come in the same turn of the loop.
+    # Python 3.11's asyncio.wait_for then returned the message and dropped the cancel, and
+    # the writer went on: a daemon that a SIGTERM never ended (make test, twice).
+    async def scenario() -> None:
+        driver = Driver(tmp_path, SchedulerConfig())
+        writer = asyncio.create_task(driver.service.run())
+        await asyncio.sleep(0.05)  # it waits for an item, within its poll
+        await driver.service.deliver(FinishedMessage(job="ghost", gen=1))  # does not yield
+        writer.cancel()
+        done, _ = await asyncio.wait([writer], timeout=2.0)
+        assert writer in done and writer.cancelled()
         await driver.close()
 
     asyncio.run(scenario())
