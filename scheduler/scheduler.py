@@ -804,7 +804,7 @@ class Scheduler:
         """The first batch a resize in place waits for (0 for a restart: its own start)."""
         if not job.request.hot_resize:
             return 0.0
-        return job.curve.refill_s(job.request.batch_size / job.request.gpus)
+        return job.curve.refill_s(job.spec.batch_size_per_gpu)
 
     def _gate(self, plan: AllocationPlan, changed: list[_Job], out: list[Command]) -> set[str]:
         if not self._config.gate or not changed:
