@@ -17,9 +17,10 @@ import contextlib
 import itertools
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import TypeVar
 
 import numpy as np
 import zmq
@@ -36,6 +37,7 @@ from fpga_driver.transport import (
     Registered,
     Reply,
     Share,
+    ShareSet,
     Stats,
     StatsRequest,
     decode_reply,
@@ -44,6 +46,7 @@ from fpga_driver.transport import (
 )
 
 DEFAULT_TIMEOUT_S = 30.0
+Answer = TypeVar("Answer", Stats, ShareSet)  # the replies a request waits for
 
 
 class DecoderClient:
@@ -168,23 +171,19 @@ class DecoderClient:
 
     def set_share(self, share: float) -> None:
         """The job's new share, for all its connections; the device applies it to the job's
-        queued and next commands, live."""
+        queued and next commands, live. Returns once the service has applied it, so a
+        connection the job opens after this call joins at the new share (another socket's
+        register could otherwise overtake an unanswered change)."""
         with _valid(f"cannot set job {self.job!r}'s share"):
             message = Share(share=share)
         self._send(message)
+        self._await(ShareSet, lambda applied: applied.share == share)
         self.share = share
 
     def stats(self) -> dict[str, object]:
         """The service's counters (what it served per job, and that it is an emulator)."""
         self._send(StatsRequest())
-        deadline = time.monotonic() + self.timeout_s
-        while (left := deadline - time.monotonic()) > 0:
-            reply = self._receive(left)
-            if isinstance(reply, Stats):
-                return reply.stats
-            if reply is not None:
-                self._complete(reply)
-        raise ServiceUnavailable(self.endpoint, self.timeout_s)
+        return self._await(Stats).stats
 
     def close(self) -> None:
         """Say bye (the service unlinks this client's blocks) and disconnect; safe twice."""
@@ -221,8 +220,25 @@ class DecoderClient:
                 self.blocks.release(block)
             case Error(block=int(block)):
                 self._failed[block] = reply
+            case Stats() | ShareSet():
+                pass  # the late answer to a request whose wait timed out
             case _:
                 raise DecoderError(f"unexpected reply: {reply.type}")
+
+    def _await(
+        self, kind: type[Answer], matches: Callable[[Answer], bool] = lambda _: True
+    ) -> Answer:
+        """The service's answer of `kind` to the request just sent; completions that arrive
+        first are taken as they come, and so is the late answer to an earlier request that
+        timed out."""
+        deadline = time.monotonic() + self.timeout_s
+        while (left := deadline - time.monotonic()) > 0:
+            reply = self._receive(left)
+            if isinstance(reply, kind) and matches(reply):
+                return reply
+            if reply is not None:
+                self._complete(reply)
+        raise ServiceUnavailable(self.endpoint, self.timeout_s)
 
     def _send(self, message: Register | Decode | Share | StatsRequest | Bye) -> None:
         self._socket.send(encode(message))

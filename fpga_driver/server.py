@@ -37,6 +37,7 @@ from fpga_driver.transport import (
     Register,
     Registered,
     Share,
+    ShareSet,
     Stats,
     StatsRequest,
     decode_request,
@@ -199,6 +200,7 @@ class DecoderService:
         self.device.set_share(known.job, share)
         self._jobs[known.job].share = share
         log.info("job %s: decoder share %.3f, live", known.job, share)
+        self._reply(identity, encode(ShareSet(share=share)))
 
     def _decode(self, identity: bytes, message: Decode) -> None:
         known = self._connections.get(identity)

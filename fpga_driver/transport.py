@@ -89,8 +89,15 @@ class Stats(_Message):
     stats: dict[str, Any]
 
 
+class ShareSet(_Message):
+    """The job's share is applied: a connection registered after this reply joins at it."""
+
+    type: Literal["share_set"] = "share_set"
+    share: float
+
+
 Request = Annotated[Register | Decode | Share | StatsRequest | Bye, Field(discriminator="type")]
-Reply = Annotated[Registered | Done | Error | Stats, Field(discriminator="type")]
+Reply = Annotated[Registered | Done | Error | Stats | ShareSet, Field(discriminator="type")]
 _REQUESTS: TypeAdapter[Request] = TypeAdapter(Request)
 _REPLIES: TypeAdapter[Reply] = TypeAdapter(Reply)
 M = TypeVar("M")

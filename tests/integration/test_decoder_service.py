@@ -199,6 +199,29 @@ def test_a_late_connection_of_a_job_joins_at_its_live_share(service: str) -> Non
             assert clients["j"]["share"] == pytest.approx(0.2)
 
 
+def test_a_share_change_returns_only_once_the_service_has_applied_it(tmp_path: Path) -> None:
+    # Sent and forgotten, a change raced the next worker's register on another socket
+    # (the worker then joined at the old share; CI saw it once in 800 runs).
+    process = serve(tmp_path, CAPACITY)
+    try:
+        with DecoderClient(endpoint(tmp_path), "j", 0.5, max_batch=1, size=8) as client:
+            client.timeout_s = 0.5
+            os.kill(process.pid, signal.SIGSTOP)  # the service hears nothing for now
+            try:
+                with pytest.raises(ServiceUnavailable):
+                    client.set_share(0.2)
+                assert client.share == pytest.approx(0.5)  # not applied, not claimed
+            finally:
+                os.kill(process.pid, signal.SIGCONT)
+            client.timeout_s = 30.0
+            client.set_share(0.3)
+            clients = client.stats()["clients"]
+            assert isinstance(clients, dict)
+            assert clients["j"]["share"] == pytest.approx(0.3)
+    finally:
+        stop(process)
+
+
 def test_the_reader_hands_out_views_in_order_and_recovers_its_blocks(
     service: str, images: Path
 ) -> None:

@@ -8,6 +8,7 @@ from fpga_driver.transport import (
     Error,
     Register,
     Registered,
+    ShareSet,
     decode_reply,
     decode_request,
     encode,
@@ -19,6 +20,7 @@ def test_messages_round_trip() -> None:
     assert decode_request(encode(register)) == register
     registered = Registered(blocks=["stoker-dec-0"], share=0.25)
     assert decode_reply(encode(registered)) == registered
+    assert decode_reply(encode(ShareSet(share=0.2))) == ShareSet(share=0.2)
     failed = Error(kind="failed", block=2, message="x.jpg: cannot decode")
     assert decode_reply(encode(failed)) == failed
 
