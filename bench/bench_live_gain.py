@@ -5,8 +5,9 @@ the same workload under each policy, and beside the gain the default policy's ow
 predicted over `balance`.
 
 Run: .venv/bin/python -m bench.bench_live_gain [--runs 3] [--workload W.toml] [--gate]
-Prints a table, saves bench/out/live_gain[_gate].json. About 40 s a run and policy with the
-demo's workload (4 minutes with the defaults); nothing else should run meanwhile.
+[--floor]. Prints a table, saves bench/out/live_gain[_gate].json. About 40 s a run and
+policy with the demo's workload (4 minutes with the defaults); nothing else should run
+meanwhile.
 
 Each run starts a fresh daemon as `stoker demo` does (its node, 2-s windows, the gate off
 unless `--gate`, real application masters on the demo's JPEG dataset), submits the workload on its
@@ -23,6 +24,16 @@ curves the jobs taught the daemon; the bench takes its last plan before the firs
 ended and adds the time until then to both. The simulated figures are `workloads.simulator`
 on the workload's own node and truth: the paper's testbed, not this CPU, so only its gain
 is comparable.
+
+Each run also reads the CPU seconds each job's processes used (bench/job_cpu.py). With
+`--floor` the bench then runs each job alone at every loader count the node allows (1 to
+C, under `balance`, which gives a lone job all of them) and keeps the fewest CPU seconds
+it needed: no policy's makespan can be shorter than the arrival window plus all jobs'
+fewest seconds (alone or in any run of the workload) over the node's usable CPUs
+(daemon/host.py), on the assumption that a job needs no fewer CPU seconds than the fewest
+it was seen to need. On a node whose CPUs both train and load, that is the bound on a
+split's gain. The daemon's own CPU seconds in a run (heartbeats, plans, this bench's
+requests) are read too, and a second bound adds the least of them.
 """
 
 import argparse
@@ -39,6 +50,8 @@ import psutil
 from agents.data import make_dataset
 from bench.common import save
 from bench.daemon_driver import Daemon, free_port
+from bench.job_cpu import JobCpu
+from daemon.host import cpu_limit
 from scheduler.config import DEFAULT_POLICY
 from workloads.live import FINAL, demo_settings, image_sizes, job_body
 from workloads.simulator import simulate
@@ -65,17 +78,23 @@ def run_once(
     settings["node"]["cpu_sets"] = cpu_sets
     settings["scheduler"]["gate"] = gate
     daemon = Daemon(where / "state", free_port(), settings).start()
+    assert daemon.process is not None
+    used = JobCpu(daemon.process.pid)
+    serving, polling = psutil.Process(daemon.process.pid), psutil.Process()
+    serving_from, polling_from = _own_seconds(serving), _own_seconds(polling)
     before = psutil.cpu_times()
     clocks = [(time.time(), before)]  # the machine's CPU times as the run goes
     try:
         with daemon.client() as client:
             ids = submit(client, jobs, datasets)
-            while not all(
-                client.get(f"/v1/jobs/{job_id}").json()["state"] in FINAL for job_id in ids
-            ):
+            # One request a reading: a fresh daemon's jobs are this run's.
+            while not all(job["state"] in FINAL for job in client.get("/v1/jobs").json()):
+                used.read()
                 time.sleep(0.25)
                 clocks.append((time.time(), psutil.cpu_times()))
             after = psutil.cpu_times()
+            serving_s = _own_seconds(serving) - serving_from
+            polling_s = _own_seconds(polling) - polling_from
             clocks.append((time.time(), after))
             events = client.get("/v1/events", params={"limit": 10_000}).json()
             found = [client.get(f"/v1/jobs/{job_id}").json() for job_id in ids]
@@ -104,7 +123,93 @@ def run_once(
         "states": sorted(job["state"] for job in found),
         "predicted_gain": _predicted_gain(plans, submitted, min(ended)),
         "plans": _splits(plans, submitted, {job["id"]: job["name"] for job in found}),
+        # Each job's processes' CPU seconds, launch to end (up to a reading short); the
+        # daemon's own (not its jobs') and this bench's, from the first submission.
+        "cpu_s": {job["name"]: round(used.seconds.get(job["id"], 0.0), 2) for job in found},
+        "daemon_cpu_s": round(serving_s, 2),
+        "bench_cpu_s": round(polling_s, 2),
     }
+
+
+def _own_seconds(process: psutil.Process) -> float:
+    """A process's own CPU seconds, without those of the children it reaped."""
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def measure_floor(
+    jobs: Workload, dataset: Path, datasets: Mapping[int, Path], scratch: Path
+) -> dict[str, dict[int, float]]:
+    """Each job alone on the node at 1 to C loader processes: the CPU seconds it used at
+    each, by job and loader count."""
+    used: dict[str, dict[int, float]] = {}
+    for job in jobs.jobs:
+        used[job.id] = {}
+        for workers in range(1, jobs.node.cpu_workers + 1):
+            alone = jobs.model_copy(
+                update={
+                    "jobs": (job.model_copy(update={"arrival_s": 0.0}),),
+                    "node": jobs.node.model_copy(update={"cpu_workers": workers}),
+                }
+            )
+            where = scratch / f"alone-{job.id}-{workers}"
+            found = run_once(alone, dataset, "balance", where, datasets=datasets)
+            given = {split["workers"][job.id] for split in found["plans"]}
+            assert given == {workers}, f"{job.id} alone was given {given}, not {workers}"
+            used[job.id][workers] = found["cpu_s"][job.id]
+            print(f"{job.id} alone, {workers} loader processes: {used[job.id][workers]:.1f} "
+                  f"CPU s, {found['makespan_s']:.1f} s", flush=True)  # fmt: skip
+    return used
+
+
+def report_floor(
+    jobs: Workload,
+    dataset: Path,
+    datasets: Mapping[int, Path],
+    scratch: Path,
+    measured: Mapping[str, list[dict[str, Any]]],
+) -> dict[str, Any]:
+    """`--floor`: each job alone at every loader count, and the bound on a split's gain
+    over `balance` that gives."""
+    used = measure_floor(jobs, dataset, datasets, scratch)
+    # The fewest seconds each job was seen to need, alone or beside the others.
+    beside = [found["cpu_s"] for runs in measured.values() for found in runs]
+    fewest = {
+        job: min([*by_count.values(), *(spent[job] for spent in beside)])
+        for job, by_count in used.items()
+    }
+    cores = cpu_limit().usable
+    shortest, bound = floor_gain(measured["balance"], sum(fewest.values()), cores)
+    print(f"every job's fewest CPU seconds alone: {sum(fewest.values()):.1f} on {cores} "
+          f"CPUs: no makespan below {shortest:.1f} s, no gain over balance above "
+          f"{bound:+.1%}")  # fmt: skip
+    # The daemon serves its jobs under any policy: the least it spent in a run, added.
+    serving = min(found["daemon_cpu_s"] for runs in measured.values() for found in runs)
+    served, served_bound = floor_gain(measured["balance"], sum(fewest.values()) + serving, cores)
+    print(f"with the daemon's own {serving:.1f} CPU s (the least of any run): no makespan "
+          f"below {served:.1f} s, no gain above {served_bound:+.1%}")  # fmt: skip
+    return {
+        "alone_cpu_s": used,
+        "fewest_cpu_s": fewest,
+        "cores": cores,
+        "shortest_makespan_s": shortest,
+        "bound_gain": bound,
+        "daemon_cpu_s": serving,
+        "shortest_served_makespan_s": served,
+        "served_bound_gain": served_bound,
+    }
+
+
+def floor_gain(
+    balance_runs: list[dict[str, Any]], floor_s: float, cores: int
+) -> tuple[float, float]:
+    """The shortest makespan any policy could have (the median window, then every job's
+    fewest CPU seconds on `cores` CPUs kept busy) and what it gains over `balance`'s median
+    makespan."""
+    window = statistics.median(found["window_s"] for found in balance_runs)
+    shortest = window + floor_s / cores
+    makespan = statistics.median(found["makespan_s"] for found in balance_runs)
+    return shortest, makespan / shortest - 1.0
 
 
 def _predicted_gain(
@@ -193,6 +298,11 @@ def main() -> None:
         action="store_true",
         help="the reallocation gate on, as the daemon's default (the demo runs without it)",
     )
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="then run each job alone at 1 to C loader processes: the bound on any split's gain",
+    )
     args = parser.parse_args()
     jobs = load_workload(args.workload)
     policies = ("balance", DEFAULT_POLICY)
@@ -255,6 +365,14 @@ def main() -> None:
     print(f"what putting balance's idle CPU to work would gain, once planned (median): "
           f"{idle:+.1%} (its idle CPU from the daemon's start, arrival window included: "
           f"{loose:+.1%})")  # fmt: skip
+    for policy in policies:
+        spent = ", ".join(
+            f"{sum(found['cpu_s'].values()):.1f} (daemon {found['daemon_cpu_s']:.1f}, bench "
+            f"{found['bench_cpu_s']:.1f})"
+            for found in measured[policy]
+        )
+        print(f"{policy}: the jobs' CPU seconds, run by run: {spent}")
+    floor = report_floor(jobs, dataset, own, scratch, measured) if args.floor else None
     path = save(
         "live_gain_gate" if args.gate else "live_gain",
         {
@@ -268,6 +386,7 @@ def main() -> None:
             "default_wins": wins,
             "idle_gain": idle,
             "idle_gain_whole_run": loose,
+            "floor": floor,
         },
     )
     print(f"saved {path}")
