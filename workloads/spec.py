@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from scipy.optimize import least_squares
 
 from scheduler.config import SchedulerConfig
 from tpm.zoo import model_features
@@ -112,6 +111,9 @@ class JobCurve(_Strict):
         """The least-squares fit (relative errors) of the planner's smooth knee to the curve
         the truth runs: its points, and its values at every whole worker count up to the
         last point (the planner's choices, below the first point included)."""
+        # scipy takes 0.3 s to import: every `stoker` command and daemon loads this module.
+        from scipy.optimize import least_squares  # noqa: PLC0415
+
         measured = self.measured()
         whole = np.arange(1.0, np.ceil(self.workers_per_gpu[-1]) + 1.0)
         workers = np.concatenate([np.array(self.workers_per_gpu), whole])

@@ -19,7 +19,10 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 # What no command's signature needs: each is imported by the command that uses it.
-HEAVY = ("torch", "matplotlib", "agents", "daemon", "fpga_driver", "uvicorn", "httpx")
+HEAVY = (
+    "torch", "matplotlib", "agents", "daemon", "fpga_driver", "uvicorn", "httpx", "scipy",
+    "sklearn",
+)  # fmt: skip
 
 
 def loaded_by(*args: str) -> set[str]:
