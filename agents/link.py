@@ -1,4 +1,5 @@
-"""An agent's line to the daemon: a ZeroMQ DEALER whose identity is the job id. No torch.
+"""An agent's line to the daemon: a ZeroMQ DEALER whose identity is the job id and a nonce
+of this link's own (`job@nonce`, agents/protocol.py's `connection_identity`). No torch.
 
 The SDK's side of the protocol uses it (agents/control.py, in every job's rank 0), and so
 does the simulated agent (agents/simulated.py), whose command line is `agent_arguments`.
@@ -39,6 +40,7 @@ from agents.protocol import (
     ProtocolError,
     ResumeMessage,
     ShareMessage,
+    connection_identity,
     daemon_version,
     decode_daemon,
     encode,
@@ -179,7 +181,7 @@ class DaemonLink:
         watch for reconnections, until `close`."""
         context = zmq.Context()
         socket = context.socket(zmq.DEALER)
-        socket.setsockopt(zmq.IDENTITY, self.job_id.encode())
+        socket.setsockopt(zmq.IDENTITY, connection_identity(self.job_id))
         socket.setsockopt(zmq.LINGER, _LINGER_MS)
         monitor = socket.get_monitor_socket(zmq.EVENT_CONNECTED)
         socket.connect(self._endpoint)

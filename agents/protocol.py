@@ -19,6 +19,7 @@ field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_
 
 import json
 import os
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
@@ -265,6 +266,29 @@ _SINCE = {
     "train_wait_s": 6,
     "refill_s": 6,
 }
+
+
+def connection_identity(job: str) -> bytes:
+    """A DEALER identity of one link of the job's: `job@nonce`. Each link has its own, so a
+    relaunched agent never needs an identity a stale connection still holds (a dead agent's
+    orphaned DataLoader workers keep its socket open), and the daemon's ROUTER can ignore a
+    second connection with a live identity instead of handing the route to it: any process
+    that reaches the socket could otherwise cut a job's agent off by connecting under its
+    job id."""
+    return f"{job}@{secrets.token_hex(_NONCE_BYTES)}".encode()
+
+
+def speaks_for(identity: bytes, job: str) -> bool:
+    """Whether a connection of `identity` may carry messages of `job`: its identity is the
+    job's with a nonce, or the job id alone (an agent of an SDK from before the nonce)."""
+    own = job.encode()
+    if identity == own:
+        return True
+    nonce = identity.removeprefix(own + b"@")
+    return nonce != identity and len(nonce) == 2 * _NONCE_BYTES and nonce.isalnum()
+
+
+_NONCE_BYTES = 8
 
 
 def daemon_version(environ: Mapping[str, str]) -> int:

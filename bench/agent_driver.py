@@ -24,23 +24,24 @@ class Router:
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.ROUTER_HANDOVER, 1)  # as the daemon's AgentLink
         self.endpoint = f"ipc://{path}"
         self.socket.bind(self.endpoint)
+        self.identities: dict[str, bytes] = {}  # job -> its agent's identity, as last heard
 
     def expect(self, kind: type[M], timeout_s: float = 60.0) -> M:
         """The next message of `kind`, skipping heartbeats and hellos unless asked for."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.socket.poll(200, zmq.POLLIN):
-                _, data = self.socket.recv_multipart()
+                identity, data = self.socket.recv_multipart()
                 message = decode_agent(data)
+                self.identities[message.job] = identity
                 if isinstance(message, kind):
                     return message
         raise AssertionError(f"no {kind.__name__} within {timeout_s} s")
 
     def send(self, job: str, message: Any) -> None:
-        self.socket.send_multipart([job.encode(), encode(message)])
+        self.socket.send_multipart([self.identities.get(job, job.encode()), encode(message)])
 
     def close(self) -> None:
         self.socket.close()

@@ -351,6 +351,7 @@ class Actions:
         for ended in service.launcher.exited():
             job_id, code = ended.job_id, ended.code
             self._cancelled_at.pop(job_id, None)
+            service.link.forget(job_id)  # its next launch connects under a new identity
             status = service.scheduler.jobs().get(job_id)
             if status is None or not status.state.holds_resources:
                 continue

@@ -6,9 +6,12 @@ its own socket, `agents-<user>.sock`, owned by that user (mode 0600): a job runn
 alice can reach the daemon only through alice's socket, and a message that arrives there
 for a job that is not alice's is refused, so no tenant can speak for another's job.
 
-Each agent's DEALER identity is its job id. A message that does not decode, or whose `job`
-is not the sender's identity, is logged and counted and never stops the daemon
-(`malformed`).
+Each agent's DEALER identity is its job id and a nonce of its link's
+(`agents.protocol.connection_identity`). A message that does not decode, or whose `job` is
+not the sender's, is logged and counted and never stops the daemon (`malformed`). The
+daemon answers a job on the connection its last trusted message came from (the launch's
+secret, checked by `trusted`); the ROUTER hands no identity over, so a process that
+connects under a live agent's identity is ignored, not given its route.
 """
 
 import logging
@@ -29,6 +32,7 @@ from agents.protocol import (
     ShareMessage,
     decode_agent,
     encode,
+    speaks_for,
 )
 from daemon.tenants import UnixUser
 
@@ -46,8 +50,11 @@ class AgentLink:
         socket_path: Path,
         users: Sequence[UnixUser] = (),
         owner: Callable[[str], str | None] = lambda job_id: None,
+        trusted: Callable[[AgentMessage], bool] = lambda message: True,
     ) -> None:
-        """`owner(job_id)`: the unix user the job runs as, None for the daemon's own."""
+        """`owner(job_id)`: the unix user the job runs as, None for the daemon's own;
+        `trusted(message)`: whether it carries its launch's secret (the service's check),
+        which makes its connection the one the job is answered on."""
         self.socket_path = socket_path
         self.endpoint = f"ipc://{socket_path}"
         self.malformed = 0  # messages refused since start
@@ -55,6 +62,8 @@ class AgentLink:
         self._said = self._unsaid = 0
         self.unreachable = 0  # commands to agents that were not connected
         self._owner = owner
+        self._trusted = trusted
+        self._routes: dict[str, bytes] = {}  # job -> the identity it is answered on
         self._context = zmq.asyncio.Context()
         self._sockets: dict[str | None, tuple[zmq.asyncio.Socket, Path, UnixUser | None]] = {
             None: (self._router(), socket_path, None)
@@ -66,9 +75,9 @@ class AgentLink:
     def _router(self) -> zmq.asyncio.Socket:
         socket = self._context.socket(zmq.ROUTER)
         socket.setsockopt(zmq.ROUTER_MANDATORY, 1)  # an unknown peer is an error, not a drop
-        # A relaunched agent takes its job's identity over from a stale connection (one a
-        # dead agent's orphaned DataLoader workers may hold open for a few seconds).
-        socket.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        # No ROUTER_HANDOVER: with it, a process that connected under a live agent's
+        # identity took its route, and the agent, cut off, was lost. A relaunched agent
+        # connects under an identity of its own (a nonce), never a stale connection's.
         socket.setsockopt(zmq.LINGER, 0)
         return socket
 
@@ -126,25 +135,32 @@ class AgentLink:
         except ProtocolError as error:
             self.refuse(identity, error.reason)
             return None
-        if message.job.encode() != identity:
+        if not speaks_for(identity, message.job):
             self.refuse(identity, f"job {message.job!r} is not the sender's identity")
             return None
         if self._owner(message.job) != user:
             where = f"{user}'s socket" if user else "the daemon's own socket"
             self.refuse(identity, f"job {message.job!r} spoke on {where}, not its user's")
             return None
+        if self._trusted(message):
+            self._routes[message.job] = identity
         return message
 
     async def send(self, message: DaemonMessage) -> bool:
         """Send to the message's job; False when its agent is not connected."""
         socket = self._sockets.get(self._owner(message.job), self._sockets[None])[0]
         try:
-            await socket.send_multipart([message.job.encode(), encode(message)])
+            route = self._routes.get(message.job, message.job.encode())
+            await socket.send_multipart([route, encode(message)])
         except zmq.ZMQError as error:
             self.unreachable += 1
             log.warning("job %s: agent not reachable for %s: %s", message.job, message.type, error)
             return False
         return True
+
+    def forget(self, job_id: str) -> None:
+        """The job has ended: its route is no longer kept."""
+        self._routes.pop(job_id, None)
 
     def refuse(self, identity: bytes, reason: str) -> None:
         """Count a refused message; say it, `REFUSALS_SAID` per `REFUSAL_WINDOW_S` at most

@@ -109,7 +109,10 @@ class Service:
             log.warning("%d paths in %s were open to others: now 0600/0700", opened, self.state_dir)
         self.store = Store(self.state_dir / "stoker.db")
         self.link = AgentLink(
-            self.state_dir / "agents.sock", list(self.users.values()), self.job_user_name
+            self.state_dir / "agents.sock",
+            list(self.users.values()),
+            self.job_user_name,
+            trusted=self.authentic,
         )
         self.warnings = user_warnings(config, self.users)
         for warning in self.warnings:

@@ -396,7 +396,7 @@ def test_a_process_that_takes_a_jobs_identity_cannot_speak_for_it(
         wait_for("it to run", lambda: client.get(f"/v1/jobs/{job['id']}").json()["iteration"] > 0)
         context = zmq.Context()
         rogue = context.socket(zmq.DEALER)
-        rogue.setsockopt(zmq.IDENTITY, job["id"].encode())  # the daemon hands the route over
+        rogue.setsockopt(zmq.IDENTITY, job["id"].encode())  # the daemon handed the route over
         rogue.setsockopt(zmq.LINGER, 0)
         rogue.connect(f"ipc://{daemon.state_dir / 'agents.sock'}")
         forged = HeartbeatMessage(
@@ -417,11 +417,15 @@ def test_a_process_that_takes_a_jobs_identity_cannot_speak_for_it(
             rogue.close()
             context.term()
         seen = client.get(f"/v1/jobs/{job['id']}").json()
-    assert seen["iteration"] < 999_999_999 and (seen["measured_samples_per_s"] or 0) < 1e300
-    assert seen["state"] == "running"
-    environ = Path(f"/proc/{stored_pid(daemon.state_dir, job['id'])}/environ").read_bytes()
-    assert b"STOKER_AGENT_SECRET=" in environ, "the launch's secret, in its environment"
-    assert (
-        b"STOKER_AGENT_SECRET"
-        not in Path(f"/proc/{stored_pid(daemon.state_dir, job['id'])}/cmdline").read_bytes()
-    ), "never on its command line"
+        assert seen["iteration"] < 999_999_999 and (seen["measured_samples_per_s"] or 0) < 1e300
+        assert seen["state"] == "running"
+        agent = Path(f"/proc/{stored_pid(daemon.state_dir, job['id'])}")
+        environ = (agent / "environ").read_bytes()
+        assert b"STOKER_AGENT_SECRET=" in environ, "the launch's secret, in its environment"
+        assert b"STOKER_AGENT_SECRET" not in (agent / "cmdline").read_bytes(), "never in argv"
+        # The rogue took no route (it did, and the agent, cut off, was lost): the agent
+        # hears its cancel and stops.
+        assert client.delete(f"/v1/jobs/{job['id']}").status_code == 200
+        final = wait_for("the cancel obeyed", lambda: ended(client, job["id"]), timeout_s=10)
+    assert final["state"] == "cancelled"
+    assert "not reachable" not in daemon.log_path.read_text()

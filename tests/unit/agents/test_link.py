@@ -133,7 +133,8 @@ def test_a_malformed_message_from_the_daemon_is_skipped(
     link = DaemonLink("j", router.endpoint)
     link.send(hello(0))
     router.expect(Hello, timeout_s=5)
-    router.socket.send_multipart([b"j", b'{"type": "pause", "job": "j", "gen": "two"}'])
+    bad = b'{"type": "pause", "job": "j", "gen": "two"}'
+    router.socket.send_multipart([router.identities["j"], bad])
     router.send("j", PauseMessage(job="j", gen=3))
     until(lambda: link.attention)
     until(lambda: isinstance(link.next_stop(), PauseMessage))
