@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import zmq
 
-from agents.protocol import decode_agent, encode
+from agents.protocol import AgentMessage, decode_agent, encode
 
 M = TypeVar("M")
 
@@ -31,17 +31,25 @@ class Router:
     def expect(self, kind: type[M], timeout_s: float = 60.0) -> M:
         """The next message of `kind`, skipping heartbeats and hellos unless asked for."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.socket.poll(200, zmq.POLLIN):
-                identity, data = self.socket.recv_multipart()
-                message = decode_agent(data)
-                self.identities[message.job] = identity
-                if isinstance(message, kind):
-                    return message
+        while (left := deadline - time.monotonic()) > 0:
+            message = self.next(min(left, 0.2))
+            if isinstance(message, kind):
+                return message
         raise AssertionError(f"no {kind.__name__} within {timeout_s} s")
 
+    def next(self, timeout_s: float) -> AgentMessage | None:
+        """The next message from any job, None if none came within `timeout_s`; its
+        sender's identity is kept as the job's (an agent connects as `job@nonce`)."""
+        if not self.socket.poll(int(timeout_s * 1000), zmq.POLLIN):
+            return None
+        identity, data = self.socket.recv_multipart()
+        message = decode_agent(data)
+        self.identities[message.job] = identity
+        return message
+
     def send(self, job: str, message: Any) -> None:
-        self.socket.send_multipart([self.identities.get(job, job.encode()), encode(message)])
+        """To the job's agent, on the connection it last spoke from."""
+        self.socket.send_multipart([self.identities[job], encode(message)])
 
     def close(self) -> None:
         self.socket.close()

@@ -40,8 +40,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import zmq
-
 from agents.data import make_dataset
 from agents.protocol import (
     FinishedMessage,
@@ -51,7 +49,6 @@ from agents.protocol import (
     PauseMessage,
     ResumedMessage,
     ResumeMessage,
-    decode_agent,
 )
 from bench.agent_driver import Router
 from bench.common import save
@@ -74,10 +71,10 @@ class Resize:
 
 def next_message(router: Router, timeout_s: float = 60.0) -> Any:
     """The next message from the job, whatever its kind."""
-    if not router.socket.poll(int(timeout_s * 1000), zmq.POLLIN):
+    message = router.next(timeout_s)
+    if message is None:
         raise AssertionError(f"the job said nothing for {timeout_s} s")
-    _, data = router.socket.recv_multipart()
-    return decode_agent(data)
+    return message
 
 
 def wait_for_iteration(router: Router, iteration: int) -> None:

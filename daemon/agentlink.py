@@ -53,8 +53,8 @@ class AgentLink:
         trusted: Callable[[AgentMessage], bool] = lambda message: True,
     ) -> None:
         """`owner(job_id)`: the unix user the job runs as, None for the daemon's own;
-        `trusted(message)`: whether it carries its launch's secret (the service's check),
-        which makes its connection the one the job is answered on."""
+        `trusted(message)`: whether it comes from the job's current launch (the service's
+        check of its secret), which makes its connection the one the job is answered on."""
         self.socket_path = socket_path
         self.endpoint = f"ipc://{socket_path}"
         self.malformed = 0  # messages refused since start
@@ -149,8 +149,10 @@ class AgentLink:
     async def send(self, message: DaemonMessage) -> bool:
         """Send to the message's job; False when its agent is not connected."""
         socket = self._sockets.get(self._owner(message.job), self._sockets[None])[0]
+        route = self._routes.get(message.job)
         try:
-            route = self._routes.get(message.job, message.job.encode())
+            if route is None:  # no message of its launch yet, or its agent has left
+                raise zmq.ZMQError(zmq.EHOSTUNREACH)
             await socket.send_multipart([route, encode(message)])
         except zmq.ZMQError as error:
             self.unreachable += 1
@@ -159,7 +161,8 @@ class AgentLink:
         return True
 
     def forget(self, job_id: str) -> None:
-        """The job has ended: its route is no longer kept."""
+        """The job's agent has left, or a new launch begins: until the next trusted
+        message, the job is answered nowhere."""
         self._routes.pop(job_id, None)
 
     def refuse(self, identity: bytes, reason: str) -> None:

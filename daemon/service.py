@@ -112,7 +112,7 @@ class Service:
             self.state_dir / "agents.sock",
             list(self.users.values()),
             self.job_user_name,
-            trusted=self.authentic,
+            trusted=self.launched_by,
         )
         self.warnings = user_warnings(config, self.users)
         for warning in self.warnings:
@@ -450,7 +450,14 @@ class Service:
         self.store.update_job(job_id, time.time(), agent_secret=secret)
         self.agent_secrets[job_id] = secret
         self._secured.discard(job_id)
+        self.link.forget(job_id)  # the old launch's connection no longer answers for it
         return secret
+
+    def launched_by(self, message: AgentMessage) -> bool:
+        """Whether `message` comes from a launch of a job this daemon runs: the link then
+        answers the job on its connection (a message naming a job it does not know, or
+        without its launch's secret, moves no route)."""
+        return message.job in self.records and self.authentic(message)
 
     def authentic(self, message: AgentMessage) -> bool:
         """Whether `message` may speak for its job: it carries the secret of the job's

@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import zmq
 
 from agents.control import _METRICS_MESSAGE_BYTES, _metrics_messages
 from agents.link import DaemonLink
@@ -24,7 +23,6 @@ from agents.protocol import (
     PauseMessage,
     ResumeMessage,
     ShareMessage,
-    decode_agent,
     encode,
 )
 from bench.agent_driver import Router
@@ -48,8 +46,9 @@ def received(router: Router, count: int) -> list[AgentMessage]:
     """The next `count` messages, in the order they came."""
     messages: list[AgentMessage] = []
     for _ in range(count):
-        assert router.socket.poll(5000, zmq.POLLIN), f"{len(messages)} of {count} came"
-        messages.append(decode_agent(router.socket.recv_multipart()[-1]))
+        message = router.next(5.0)
+        assert message is not None, f"{len(messages)} of {count} came"
+        messages.append(message)
     return messages
 
 

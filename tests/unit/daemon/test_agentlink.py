@@ -60,6 +60,7 @@ def test_no_other_connection_takes_a_jobs_route(tmp_path: Path) -> None:
     async def exchange() -> list[bool]:
         reached = []
         agent = dealer(context, link, connection_identity("j"))
+        reached.append(not await link.send(PauseMessage(job="j", gen=1)))  # not heard yet
         agent.send(encode(Hello(job="j", pid=1, secret=SECRET)))
         assert await link.receive(timeout_s=2.0) is not None
         own = agent.getsockopt(zmq.IDENTITY)
@@ -79,12 +80,17 @@ def test_no_other_connection_takes_a_jobs_route(tmp_path: Path) -> None:
         assert await link.receive(timeout_s=2.0) is not None
         assert await link.send(PauseMessage(job="j", gen=3))
         reached += [paused(relaunched), not paused(agent)]
-        for socket in (agent, relaunched):
+        link.forget("j")  # it left: answered nowhere, not on a bare id a rogue may hold
+        bare = dealer(context, link, b"j")
+        bare.send(encode(heartbeat))
+        await link.receive(timeout_s=0.5)
+        reached += [not await link.send(PauseMessage(job="j", gen=4)), not paused(bare)]
+        for socket in (agent, relaunched, bare):
             socket.close()
         return reached
 
     try:
-        assert asyncio.run(exchange()) == [True, True, True, True]
+        assert asyncio.run(exchange()) == [True] * 7
     finally:
         link.close()
         context.destroy(linger=0)  # a failed exchange leaves its sockets open
