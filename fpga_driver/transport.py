@@ -11,11 +11,15 @@ client -> service
   register {job, share, pid, blocks, block_bytes}  -> registered {blocks: [names], share}
   decode   {block, paths, size}                    -> done {block, count}
                                                       | error {kind: "failed", block}
-  share    {share}                                 (the job's share, live; no reply)
+  share    {share}                                 -> share_set {share} (live, applied)
   stats    {}                                      -> stats {stats}
   bye      {}                                      (blocks unlinked; no reply)
 service -> client
   error {kind: "refused", block or null, message} for a command it refuses outright.
+
+`share_set` came without a new version: the client and the service are one stoker's
+(`stoker decoder serve` beside the jobs' SDK); a client from before it would take the
+answer for an unexpected reply.
 """
 
 from typing import Annotated, Any, Literal, TypeVar
