@@ -26,14 +26,16 @@ on the workload's own node and truth: the paper's testbed, not this CPU, so only
 is comparable.
 
 Each run also reads the CPU seconds each job's processes used (bench/job_cpu.py). With
-`--floor` the bench then runs each job alone at every loader count the node allows (1 to
-C, under `balance`, which gives a lone job all of them) and keeps the fewest CPU seconds
-it needed: no policy's makespan can be shorter than the arrival window plus all jobs'
-fewest seconds (alone or in any run of the workload) over the node's usable CPUs
-(daemon/host.py), on the assumption that a job needs no fewer CPU seconds than the fewest
-it was seen to need. On a node whose CPUs both train and load, that is the bound on a
-split's gain. The daemon's own CPU seconds in a run (heartbeats, plans, this bench's
-requests) are read too, and a second bound adds the least of them.
+`--floor` the bench then runs each job alone at every loader count the node allows it (1
+to C / its GPUs per GPU, under `balance`, which gives a lone job all of them) and keeps the
+fewest CPU seconds it needed: no policy's makespan can be shorter than the arrival window
+plus all jobs' fewest seconds (alone or in any run of the workload) over the CPUs' worth of
+time the node may use (daemon/host.py), on the assumption that a job needs no fewer CPU
+seconds than the fewest it was seen to need. On a node whose CPUs both train and load,
+that estimates the bound on a split's gain (an estimate: a job's seconds vary from run to
+run, and beside others they were once fewer than alone). The daemon's own CPU seconds in
+a run (heartbeats, plans, this bench's requests) are read too, and a second bound adds the
+least of them.
 """
 
 import argparse
@@ -106,6 +108,11 @@ def run_once(
         for event in events
         if event["kind"] == "state" and event["data"].get("to") in FINAL
     ]
+    spent = used.seconds
+    unread = [job["name"] for job in found if job["id"] not in spent]
+    if unread or used.unreadable:
+        raise SystemExit(f"no CPU reading of {unread or 'some agents'}: run the bench as the "
+                         "daemon's user or root")  # fmt: skip
     plans = [event for event in events if event["kind"] == "plan"]
     planned_from = min((plan["at"] for plan in plans), default=submitted)
     makespan = max(ended) - submitted
@@ -125,7 +132,7 @@ def run_once(
         "plans": _splits(plans, submitted, {job["id"]: job["name"] for job in found}),
         # Each job's processes' CPU seconds, launch to end (up to a reading short); the
         # daemon's own (not its jobs') and this bench's, from the first submission.
-        "cpu_s": {job["name"]: round(used.seconds.get(job["id"], 0.0), 2) for job in found},
+        "cpu_s": {job["name"]: round(spent[job["id"]], 2) for job in found},
         "daemon_cpu_s": round(serving_s, 2),
         "bench_cpu_s": round(polling_s, 2),
     }
@@ -140,16 +147,16 @@ def _own_seconds(process: psutil.Process) -> float:
 def measure_floor(
     jobs: Workload, dataset: Path, datasets: Mapping[int, Path], scratch: Path
 ) -> dict[str, dict[int, float]]:
-    """Each job alone on the node at 1 to C loader processes: the CPU seconds it used at
-    each, by job and loader count."""
+    """Each job alone on the node at every loader count per GPU the node allows it: the CPU
+    seconds it used at each, by job and count."""
     used: dict[str, dict[int, float]] = {}
     for job in jobs.jobs:
         used[job.id] = {}
-        for workers in range(1, jobs.node.cpu_workers + 1):
+        for workers in range(1, jobs.node.cpu_workers // job.gpus + 1):  # per GPU
             alone = jobs.model_copy(
                 update={
                     "jobs": (job.model_copy(update={"arrival_s": 0.0}),),
-                    "node": jobs.node.model_copy(update={"cpu_workers": workers}),
+                    "node": jobs.node.model_copy(update={"cpu_workers": workers * job.gpus}),
                 }
             )
             where = scratch / f"alone-{job.id}-{workers}"
@@ -157,8 +164,9 @@ def measure_floor(
             given = {split["workers"][job.id] for split in found["plans"]}
             assert given == {workers}, f"{job.id} alone was given {given}, not {workers}"
             used[job.id][workers] = found["cpu_s"][job.id]
-            print(f"{job.id} alone, {workers} loader processes: {used[job.id][workers]:.1f} "
-                  f"CPU s, {found['makespan_s']:.1f} s", flush=True)  # fmt: skip
+            print(f"{job.id} alone, {workers} loader workers per GPU: "
+                  f"{used[job.id][workers]:.1f} CPU s, {found['makespan_s']:.1f} s",
+                  flush=True)  # fmt: skip
     return used
 
 
@@ -178,9 +186,10 @@ def report_floor(
         job: min([*by_count.values(), *(spent[job] for spent in beside)])
         for job, by_count in used.items()
     }
-    cores = cpu_limit().usable
+    limit = cpu_limit()  # the CPUs' worth of time, unrounded: a quota of 2.5 gives 2.5
+    cores = limit.affinity if limit.quota is None else min(limit.affinity, limit.quota)
     shortest, bound = floor_gain(measured["balance"], sum(fewest.values()), cores)
-    print(f"every job's fewest CPU seconds alone: {sum(fewest.values()):.1f} on {cores} "
+    print(f"every job's fewest CPU seconds: {sum(fewest.values()):.1f} on {cores:g} "
           f"CPUs: no makespan below {shortest:.1f} s, no gain over balance above "
           f"{bound:+.1%}")  # fmt: skip
     # The daemon serves its jobs under any policy: the least it spent in a run, added.
@@ -201,7 +210,7 @@ def report_floor(
 
 
 def floor_gain(
-    balance_runs: list[dict[str, Any]], floor_s: float, cores: int
+    balance_runs: list[dict[str, Any]], floor_s: float, cores: float
 ) -> tuple[float, float]:
     """The shortest makespan any policy could have (the median window, then every job's
     fewest CPU seconds on `cores` CPUs kept busy) and what it gains over `balance`'s median
@@ -301,7 +310,7 @@ def main() -> None:
     parser.add_argument(
         "--floor",
         action="store_true",
-        help="then run each job alone at 1 to C loader processes: the bound on any split's gain",
+        help="then run each job alone at every loader count: the bound on any split's gain",
     )
     args = parser.parse_args()
     jobs = load_workload(args.workload)

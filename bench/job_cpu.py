@@ -1,7 +1,9 @@
 """The CPU seconds each job of a live daemon has used, read from its process trees: every
-agent the daemon started (each rank) is a child of the daemon whose environment names its
-job (`STOKER_JOB_ID`); a job's seconds are its agents' own, their live descendants' (the
-DataLoader workers) and those of the descendants they have reaped already.
+agent the daemon started (each rank, each launch) is a child of the daemon whose
+environment names its job (`STOKER_JOB_ID`); an agent's seconds are its own, its live
+descendants' (the DataLoader workers, a wrapper's children) and those of the descendants
+reaped already (in their parents' `children_*` clocks, so each second counts once). A
+job's seconds are the sum over every agent of it ever seen, each at the most a reading saw.
 
 Read it often (`read`, every 0.25 s in bench_live_gain): a process's last seconds before it
 is reaped are not seen, so the figure is at most a reading's worth short of the truth."""
@@ -16,27 +18,48 @@ class JobCpu:
 
     def __init__(self, daemon_pid: int) -> None:
         self._daemon = psutil.Process(daemon_pid)
-        self.seconds: dict[str, float] = {}
+        # (pid, start time) of each agent ever seen -> (its job, the most it was seen at)
+        self._agents: dict[tuple[int, float], tuple[str, float]] = {}
+        self.unreadable = 0  # agents whose environment or clocks could not be read
+
+    @property
+    def seconds(self) -> dict[str, float]:
+        """CPU seconds by job id."""
+        total: defaultdict[str, float] = defaultdict(float)
+        for job, most in self._agents.values():
+            total[job] += most
+        return dict(total)
 
     def read(self) -> None:
-        """Take a reading: a job's figure is the most any reading saw (its processes' own
-        clocks only grow; one that has ended is no longer seen)."""
-        now: defaultdict[str, float] = defaultdict(float)
+        """Take a reading of every agent alive now."""
         for agent in self._daemon.children():
             try:
                 job = agent.environ().get("STOKER_JOB_ID")
-                if job is None:
-                    continue
-                own = agent.cpu_times()
-                descendants = agent.children(recursive=True)
+                key = (agent.pid, agent.create_time())
+                used = _tree_seconds(agent)
+            except psutil.AccessDenied:
+                self.unreadable += 1  # a tenant's job, another user's: run the bench as root
+                continue
             except psutil.Error:  # ended between the listing and the reading
                 continue
-            now[job] += own.user + own.system + own.children_user + own.children_system
-            for process in descendants:
-                try:
-                    times = process.cpu_times()
-                except psutil.Error:  # reaped since: its seconds are in its parent's now
-                    continue
-                now[job] += times.user + times.system
-        for job, seconds in now.items():
-            self.seconds[job] = max(self.seconds.get(job, 0.0), seconds)
+            if job is None:
+                continue
+            _, most = self._agents.get(key, (job, 0.0))
+            self._agents[key] = (job, max(most, used))
+
+
+def _tree_seconds(agent: psutil.Process) -> float:
+    """An agent's seconds now: its own, its live descendants', and those they reaped."""
+    used = _seconds(agent)
+    for process in agent.children(recursive=True):
+        try:
+            used += _seconds(process)
+        except psutil.Error:  # reaped since: its seconds are in its parent's clocks now
+            continue
+    return used
+
+
+def _seconds(process: psutil.Process) -> float:
+    """A process's own seconds and those of the children it reaped."""
+    times = process.cpu_times()
+    return float(times.user + times.system + times.children_user + times.children_system)

@@ -27,6 +27,16 @@ live = subprocess.Popen([sys.executable, "-c", "while True: pass"])
 time.sleep(60)
 """
 
+# An agent whose child (a wrapper, alive) ran and reaped a worker that burned 0.6 s.
+WRAPPED = """
+import subprocess, sys, time
+wrapper = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\\n"
+    "subprocess.run([sys.executable, '-c', 'import time\\\\nstart = time.process_time()\\\\n"
+    "while time.process_time() - start < 0.6: pass'], check=True)\\n"
+    "print('reaped', flush=True)\\ntime.sleep(60)"], stdout=sys.stdout)
+time.sleep(60)
+"""
+
 
 def test_a_job_counts_its_agent_its_reaped_and_its_live_workers() -> None:
     env = {**os.environ, "STOKER_JOB_ID": "j"}
@@ -54,5 +64,19 @@ def test_a_job_counts_its_agent_its_reaped_and_its_live_workers() -> None:
         if agent.stdout is not None:
             agent.stdout.close()
     ended = used.seconds["j"]
-    used.read()  # the job has ended: what it used stays
+    used.read()  # the launch has ended: what it used stays
     assert used.seconds["j"] == pytest.approx(ended)
+    # A relaunch whose agent runs a wrapper that ran and reaped a worker burning 0.6 s.
+    relaunch = subprocess.Popen(
+        [sys.executable, "-c", WRAPPED], env=env, stdout=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        assert relaunch.stdout is not None
+        assert relaunch.stdout.readline().strip() == b"reaped"
+        used.read()
+        assert used.seconds["j"] >= ended + 0.6  # both launches, the reaped worker counted
+    finally:
+        os.killpg(relaunch.pid, signal.SIGKILL)
+        relaunch.wait()
+        if relaunch.stdout is not None:
+            relaunch.stdout.close()
