@@ -292,7 +292,9 @@ def agent_arguments(description: str) -> argparse.ArgumentParser:
     """The options the simulated agent takes from the daemon's launcher
     (daemon/agentargs.py `agent_argv`); SDK jobs get theirs from the environment."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--job", required=True, help="the job id (the DEALER identity is it and a nonce)")
+    parser.add_argument(
+        "--job", required=True, help="the job id (with a nonce, the DEALER identity)"
+    )
     parser.add_argument("--endpoint", required=True, help="the daemon's ROUTER")
     parser.add_argument("--iterations", type=int, required=True)
     parser.add_argument("--batch-size", type=int, required=True, help="global batch")
