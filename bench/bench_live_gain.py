@@ -55,7 +55,7 @@ from bench.daemon_driver import Daemon, free_port
 from bench.job_cpu import JobCpu
 from daemon.host import cpu_limit
 from scheduler.config import DEFAULT_POLICY
-from workloads.live import FINAL, demo_settings, image_sizes, job_body
+from workloads.live import FINAL, demo_settings, image_sizes, job_body, planned_gain
 from workloads.simulator import simulate
 from workloads.spec import Workload, load_workload
 
@@ -128,7 +128,7 @@ def run_once(
         ),
         "window_s": planned_from - submitted,
         "states": sorted(job["state"] for job in found),
-        "predicted_gain": _predicted_gain(plans, submitted, min(ended)),
+        "predicted_gain": planned_gain(plans, submitted, min(ended)),
         "plans": _splits(plans, submitted, {job["id"]: job["name"] for job in found}),
         # Each job's processes' CPU seconds, launch to end (up to a reading short); the
         # daemon's own (not its jobs') and this bench's, from the first submission.
@@ -219,25 +219,6 @@ def floor_gain(
     shortest = window + floor_s / cores
     makespan = statistics.median(found["makespan_s"] for found in balance_runs)
     return shortest, makespan / shortest - 1.0
-
-
-def _predicted_gain(
-    plans: list[dict[str, Any]], submitted: float, first_end: float
-) -> float | None:
-    """What the default policy's own plan predicted it gains over balance: its last plan
-    before the first job ended (on the curves the jobs taught it by then), the run's time
-    until that plan added to both of its predicted makespans. None under `balance`."""
-    told = [
-        plan
-        for plan in plans  # a `replan` plans only the jobs a pause timeout left
-        if "balance_makespan_s" in plan["data"] and plan["at"] < first_end
-    ]
-    if not told:
-        return None
-    last = max(told, key=lambda plan: plan["at"])
-    so_far = last["at"] - submitted
-    ours, shared = last["data"]["predicted_makespan_s"], last["data"]["balance_makespan_s"]
-    return float((so_far + shared) / (so_far + ours) - 1.0)
 
 
 def _splits(

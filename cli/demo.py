@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -27,7 +28,7 @@ from cli.client import Daemon, dashboard_link
 from cli.common import fail
 from cli.workload_commands import submit_on_schedule
 from scheduler.config import DEFAULT_POLICY
-from workloads.live import FINAL, demo_settings, image_sizes
+from workloads.live import FINAL, demo_settings, image_sizes, planned_gain
 
 if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
     from workloads.spec import Workload
@@ -43,6 +44,14 @@ def demo_command(
     ] = None,
     port: Annotated[int, typer.Option(help="the demo daemon's port")] = 8471,
     images: Annotated[int, typer.Option(help="JPEGs in the demo dataset")] = 256,
+    compare: Annotated[
+        bool,
+        typer.Option(
+            "--compare",
+            help="run the workload twice, under balance and under the default policy, each "
+            "on a fresh daemon, and compare their makespans with what the default predicted",
+        ),
+    ] = False,
 ) -> None:
     """Run a small dynamic workload of real training jobs through a live daemon."""
     from workloads.errors import WorkloadError  # noqa: PLC0415 (the CLI imports lazily)
@@ -56,15 +65,48 @@ def demo_command(
     typer.echo(f"demo state, logs and checkpoints: {where}")
     dataset = _dataset(where / "data", images)
     own = {side: _dataset(where / f"data-{side}px", images, side) for side in image_sizes(jobs)}
-    daemon = _start(where, port, jobs, dataset)
-    try:
-        token = (where / "state" / "admin.token").read_text().strip()
-        _run(Daemon(f"http://127.0.0.1:{port}", token, None), jobs, where, own)
-    except KeyboardInterrupt:
-        typer.echo("\ninterrupted: stopping the daemon and its agents", err=True)
-    finally:
-        _stop(daemon)
-    typer.echo(f"daemon stopped; its log is {where / 'daemon.log'}")
+    outcomes: dict[str, _Outcome] = {}
+    for policy in ("balance", DEFAULT_POLICY) if compare else (DEFAULT_POLICY,):
+        run = where / policy if compare else where  # each run its own daemon and state
+        if compare:
+            typer.echo(f"\n== the workload under {policy} ==")
+        daemon = _start(run, port, jobs, dataset, policy)
+        try:
+            token = (run / "state" / "admin.token").read_text().strip()
+            outcomes[policy] = _run(Daemon(f"http://127.0.0.1:{port}", token, None), jobs, run, own)
+        except KeyboardInterrupt:
+            typer.echo("\ninterrupted: stopping the daemon and its agents", err=True)
+            break
+        finally:
+            _stop(daemon)
+            typer.echo(f"daemon stopped; its log is {run / 'daemon.log'}")
+    if len(outcomes) == 2:
+        _compare(outcomes)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """One run of the workload, from its events: first submission to last end."""
+
+    makespan_s: float
+    samples: int
+    predicted_gain: float | None  # the default's plans' gain over balance; None under balance
+
+
+def _compare(outcomes: dict[str, _Outcome]) -> None:
+    typer.echo("\nthe same workload, one run each")
+    typer.echo(f"  {'policy':<12}{'makespan':>10}{'samples/s':>11}")
+    for policy, outcome in outcomes.items():
+        rate = outcome.samples / outcome.makespan_s
+        typer.echo(f"  {policy:<12}{outcome.makespan_s:>8.1f} s{rate:>11.0f}")
+    base, ours = outcomes["balance"], outcomes[DEFAULT_POLICY]
+    told = ours.predicted_gain
+    said = "no plan said" if told is None else f"its plans predicted {told:+.1%}"
+    typer.echo(
+        f"{DEFAULT_POLICY} against balance: {base.makespan_s / ours.makespan_s - 1:+.1%} in "
+        f"makespan; {said}. One run each is this machine's noise as much as the policy's "
+        "gain: bench/bench_live_gain.py runs more (docs/results.md)."
+    )
 
 
 def _stop(daemon: "subprocess.Popen[bytes]") -> None:
@@ -85,12 +127,19 @@ def _dataset(root: Path, images: int, side: int = 48) -> Path:
     return root
 
 
-def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subprocess.Popen[bytes]":
-    """`stoker serve` on the demo's node (bench/bench_live_gain.py runs the same); returns
-    once it answers."""
+def _start(
+    where: Path, port: int, jobs: "Workload", dataset: Path, policy: str
+) -> "subprocess.Popen[bytes]":
+    """`stoker serve` on the demo's node, planning with `policy` (bench/bench_live_gain.py
+    runs the same); returns once it answers."""
     import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
-    settings = {"state_dir": str(where / "state"), "port": port, **demo_settings(jobs, dataset)}
+    settings = {
+        "state_dir": str(where / "state"),
+        "port": port,
+        **demo_settings(jobs, dataset, policy),
+    }
+    where.mkdir(parents=True, exist_ok=True)
     config = where / "stoker.toml"
     config.write_text(tomli_w.dumps(settings))
     with (where / "daemon.log").open("ab") as log:
@@ -110,7 +159,7 @@ def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subproce
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
                 url = f"http://127.0.0.1:{port}"
                 token = (where / "state" / "admin.token").read_text().strip()
-                typer.echo(f"daemon up: {url}/docs (policy {DEFAULT_POLICY})")
+                typer.echo(f"daemon up: {url}/docs (policy {policy})")
                 typer.echo(f"dashboard: {dashboard_link(url, token)}")
                 return process
         except httpx.TransportError:
@@ -119,7 +168,7 @@ def _start(where: Path, port: int, jobs: "Workload", dataset: Path) -> "subproce
     fail(f"the daemon did not answer within 60 s; see {where / 'daemon.log'}")
 
 
-def _run(daemon: Daemon, jobs: "Workload", where: Path, datasets: dict[int, Path]) -> None:
+def _run(daemon: Daemon, jobs: "Workload", where: Path, datasets: dict[int, Path]) -> _Outcome:
     """Submit on schedule in a thread while this one tells what happens, as it happens;
     `datasets`: the jobs' own images by side."""
     ids: dict[str, str] = {}
@@ -131,17 +180,38 @@ def _run(daemon: Daemon, jobs: "Workload", where: Path, datasets: dict[int, Path
     )
     submitter.start()
     seen, last_seq, names = _Seen(), 0, _Names()
+    heard: list[dict[str, Any]] = []
     while True:
         for event in daemon.call("GET", "/v1/events", params={"after": last_seq}):
             last_seq = event["seq"]
             names.learn(event)
             _narrate(event, names)
+            heard.append(event)
         for job in daemon.every_page("/v1/jobs"):
             seen.note(job)
         if not submitter.is_alive() and seen.ended(ids.values()):
             break
         time.sleep(0.5)
+    for event in daemon.call("GET", "/v1/events", params={"after": last_seq}):
+        _narrate(event, names)  # the last ends, if they came after the last look
+        heard.append(event)
     _summary(daemon, ids, seen, where)
+    return _outcome(heard, seen)
+
+
+def _outcome(events: list[dict[str, Any]], seen: "_Seen") -> _Outcome:
+    submitted = min(event["at"] for event in events if event["kind"] == "submitted")
+    ended = [
+        event["at"]
+        for event in events
+        if event["kind"] == "state" and event["data"].get("to") in FINAL
+    ]
+    plans = [event for event in events if event["kind"] == "plan"]
+    return _Outcome(
+        makespan_s=max(ended) - submitted,
+        samples=sum(job["iteration"] * job["batch_size"] for job in seen.jobs.values()),
+        predicted_gain=planned_gain(plans, submitted, min(ended)),
+    )
 
 
 class _Names:

@@ -61,3 +61,20 @@ def demo_settings(jobs: Workload, dataset: Path, policy: str = DEFAULT_POLICY) -
         },
         "training": {"default_dataset": str(dataset), "image_size": 32},
     }
+
+
+def planned_gain(plans: list[dict[str, Any]], submitted: float, first_end: float) -> float | None:
+    """What the default policy's own plan predicted it gains over balance: its last plan
+    before the first job ended (on the curves the jobs taught it by then), the run's time
+    until that plan added to both of its predicted makespans. None under `balance`."""
+    told = [
+        plan
+        for plan in plans  # a `replan` plans only the jobs a pause timeout left
+        if "balance_makespan_s" in plan["data"] and plan["at"] < first_end
+    ]
+    if not told:
+        return None
+    last = max(told, key=lambda plan: plan["at"])
+    so_far = last["at"] - submitted
+    ours, shared = last["data"]["predicted_makespan_s"], last["data"]["balance_makespan_s"]
+    return float((so_far + shared) / (so_far + ours) - 1.0)

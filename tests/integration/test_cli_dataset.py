@@ -1,5 +1,6 @@
 """`stoker dataset make`, and the rule that the daemon's side never loads torch."""
 
+import re
 import signal
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import pytest
 from PIL import Image
 
 from fpga_driver.loadgen import start_service, stop_service
+from scheduler.config import DEFAULT_POLICY
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import free_port
 from tpm.model import FittedTPM
@@ -77,6 +79,54 @@ def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(
         ["pgrep", "-f", str(tmp_path / "demo")], capture_output=True, check=False
     )
     assert leftovers.stdout == b"", "nothing of the demo is left running"
+
+
+COMPARED = """
+name = "two"
+[node]
+gpus = 2
+cpu_workers = 3
+max_jobs_per_gpu = 1
+[[jobs]]
+id = "first"
+model = "smResnet20"
+batch_size = 16
+gpus = 1
+iterations = 60
+[[jobs]]
+id = "second"
+model = "smVGG7"
+batch_size = 16
+gpus = 1
+iterations = 40
+arrival_s = 1.0
+"""
+
+
+def test_the_demo_compares_balance_with_the_default_on_one_workload(tmp_path: Path) -> None:
+    workload = tmp_path / "two.toml"
+    workload.write_text(COMPARED)
+    run = stoker(
+        "demo", "--compare", "--workload", workload, "--state-dir", tmp_path / "demo",
+        "--port", str(free_port()), "--images", "64", timeout=240,
+    )  # fmt: skip
+    assert run.code == 0, run.stderr[-2000:]
+    assert "daemon up" in run.stdout and "(policy balance)" in run.stdout
+    assert f"(policy {DEFAULT_POLICY})" in run.stdout
+    for policy in ("balance", DEFAULT_POLICY):  # each run its own daemon and state
+        assert (tmp_path / "demo" / policy / "state" / "stoker.db").exists()
+    table = run.stdout.split("the same workload, one run each")[1]
+    spans = {
+        line.split()[0]: float(line.split()[1].rstrip("s"))
+        for line in table.splitlines()
+        if line.startswith("  ") and line.split()[0] in ("balance", DEFAULT_POLICY)
+    }
+    assert set(spans) == {"balance", DEFAULT_POLICY} and all(s > 0 for s in spans.values())
+    said = re.search(rf"{DEFAULT_POLICY} against balance: ([-+][\d.]+)% in makespan", table)
+    assert said is not None, table
+    gain = spans["balance"] / spans[DEFAULT_POLICY] - 1  # of the table's rounded makespans
+    assert float(said.group(1)) / 100 == pytest.approx(gain, abs=0.01)
+    assert run.stdout.count("summary") == 2 and run.stdout.count("completed") >= 4
 
 
 def test_decoder_bench_prints_the_contract_json() -> None:
