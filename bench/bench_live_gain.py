@@ -55,7 +55,7 @@ from bench.daemon_driver import Daemon, free_port
 from bench.job_cpu import JobCpu
 from daemon.host import cpu_limit
 from scheduler.config import DEFAULT_POLICY
-from workloads.live import FINAL, demo_settings, image_sizes, job_body, planned_gain
+from workloads.live import FINAL, RunSpan, demo_settings, image_sizes, job_body
 from workloads.simulator import simulate
 from workloads.spec import Workload, load_workload
 
@@ -102,20 +102,14 @@ def run_once(
             found = [client.get(f"/v1/jobs/{job_id}").json() for job_id in ids]
     finally:
         daemon.stop()
-    submitted = min(event["at"] for event in events if event["kind"] == "submitted")
-    ended = [
-        event["at"]
-        for event in events
-        if event["kind"] == "state" and event["data"].get("to") in FINAL
-    ]
+    run = RunSpan.of(events)
     spent = used.seconds
     unread = [job["name"] for job in found if job["id"] not in spent]
     if unread or used.unreadable:
         raise SystemExit(f"no CPU reading of {unread or 'some agents'}: run the bench as the "
                          "daemon's user or root")  # fmt: skip
-    plans = [event for event in events if event["kind"] == "plan"]
+    plans, submitted, makespan = list(run.plans), run.submitted, run.makespan_s
     planned_from = min((plan["at"] for plan in plans), default=submitted)
-    makespan = max(ended) - submitted
     samples = sum(job["iteration"] * job["batch_size"] for job in found)
     return {
         "makespan_s": makespan,
@@ -124,11 +118,11 @@ def run_once(
         # From the first plan (the arrival window closed, the same wait under any policy)
         # to the last end: the CPU time a split could put to work.
         "cpu_busy_planned": _busy(
-            _read_at(clocks, planned_from, after=True), _read_at(clocks, max(ended), after=False)
+            _read_at(clocks, planned_from, after=True), _read_at(clocks, run.last_end, after=False)
         ),
         "window_s": planned_from - submitted,
         "states": sorted(job["state"] for job in found),
-        "predicted_gain": planned_gain(plans, submitted, min(ended)),
+        "predicted_gain": run.planned_gain(),
         "plans": _splits(plans, submitted, {job["id"]: job["name"] for job in found}),
         # Each job's processes' CPU seconds, launch to end (up to a reading short); the
         # daemon's own (not its jobs') and this bench's, from the first submission.
@@ -186,8 +180,7 @@ def report_floor(
         job: min([*by_count.values(), *(spent[job] for spent in beside)])
         for job, by_count in used.items()
     }
-    limit = cpu_limit()  # the CPUs' worth of time, unrounded: a quota of 2.5 gives 2.5
-    cores = limit.affinity if limit.quota is None else min(limit.affinity, limit.quota)
+    cores = cpu_limit().cpus
     shortest, bound = floor_gain(measured["balance"], sum(fewest.values()), cores)
     print(f"every job's fewest CPU seconds: {sum(fewest.values()):.1f} on {cores:g} "
           f"CPUs: no makespan below {shortest:.1f} s, no gain over balance above "

@@ -28,7 +28,7 @@ from cli.client import Daemon, dashboard_link
 from cli.common import fail
 from cli.workload_commands import submit_on_schedule
 from scheduler.config import DEFAULT_POLICY
-from workloads.live import FINAL, demo_settings, image_sizes, planned_gain
+from workloads.live import FINAL, RunSpan, demo_settings, image_sizes
 
 if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
     from workloads.spec import Workload
@@ -200,17 +200,11 @@ def _run(daemon: Daemon, jobs: "Workload", where: Path, datasets: dict[int, Path
 
 
 def _outcome(events: list[dict[str, Any]], seen: "_Seen") -> _Outcome:
-    submitted = min(event["at"] for event in events if event["kind"] == "submitted")
-    ended = [
-        event["at"]
-        for event in events
-        if event["kind"] == "state" and event["data"].get("to") in FINAL
-    ]
-    plans = [event for event in events if event["kind"] == "plan"]
+    run = RunSpan.of(events)
     return _Outcome(
-        makespan_s=max(ended) - submitted,
+        makespan_s=run.makespan_s,
         samples=sum(job["iteration"] * job["batch_size"] for job in seen.jobs.values()),
-        predicted_gain=planned_gain(plans, submitted, min(ended)),
+        predicted_gain=run.planned_gain(),
     )
 
 

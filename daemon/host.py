@@ -30,6 +30,12 @@ class CpuLimit:
     quota: float | None  # CPUs' worth of time the cgroup allows; None: no limit
 
     @property
+    def cpus(self) -> float:
+        """The CPUs' worth of time this process may keep busy, unrounded (`usable` rounds a
+        quota of 2.5 down to 2)."""
+        return float(self.affinity) if self.quota is None else min(self.affinity, self.quota)
+
+    @property
     def source(self) -> str:
         if self.quota is not None and math.floor(self.quota) < self.affinity:
             return f"cgroup CPU quota {self.quota:g}"

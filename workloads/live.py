@@ -5,6 +5,7 @@ training slots, short windows, the gate off, real application masters on a datas
 Plain data: nothing here talks to a daemon."""
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,18 +64,47 @@ def demo_settings(jobs: Workload, dataset: Path, policy: str = DEFAULT_POLICY) -
     }
 
 
-def planned_gain(plans: list[dict[str, Any]], submitted: float, first_end: float) -> float | None:
-    """What the default policy's own plan predicted it gains over balance: its last plan
-    before the first job ended (on the curves the jobs taught it by then), the run's time
-    until that plan added to both of its predicted makespans. None under `balance`."""
-    told = [
-        plan
-        for plan in plans  # a `replan` plans only the jobs a pause timeout left
-        if "balance_makespan_s" in plan["data"] and plan["at"] < first_end
-    ]
-    if not told:
-        return None
-    last = max(told, key=lambda plan: plan["at"])
-    so_far = last["at"] - submitted
-    ours, shared = last["data"]["predicted_makespan_s"], last["data"]["balance_makespan_s"]
-    return float((so_far + shared) / (so_far + ours) - 1.0)
+@dataclass(frozen=True)
+class RunSpan:
+    """A live run of a workload as its daemon's events tell it: the first submission, the
+    first and last job's end, and the plans made."""
+
+    submitted: float
+    first_end: float
+    last_end: float
+    plans: tuple[dict[str, Any], ...]
+
+    @classmethod
+    def of(cls, events: list[dict[str, Any]]) -> "RunSpan":
+        ended = [
+            event["at"]
+            for event in events
+            if event["kind"] == "state" and event["data"].get("to") in FINAL
+        ]
+        return cls(
+            submitted=min(event["at"] for event in events if event["kind"] == "submitted"),
+            first_end=min(ended),
+            last_end=max(ended),
+            plans=tuple(event for event in events if event["kind"] == "plan"),
+        )
+
+    @property
+    def makespan_s(self) -> float:
+        return self.last_end - self.submitted
+
+    def planned_gain(self) -> float | None:
+        """What the default policy's own plan predicted it gains over balance: its last
+        plan before the first job ended (on the curves the jobs taught it by then), the
+        run's time until that plan added to both of its predicted makespans. None under
+        `balance`."""
+        told = [
+            plan
+            for plan in self.plans  # a `replan` plans only the jobs a pause timeout left
+            if "balance_makespan_s" in plan["data"] and plan["at"] < self.first_end
+        ]
+        if not told:
+            return None
+        last = max(told, key=lambda plan: plan["at"])
+        so_far = last["at"] - self.submitted
+        ours, shared = last["data"]["predicted_makespan_s"], last["data"]["balance_makespan_s"]
+        return float((so_far + shared) / (so_far + ours) - 1.0)

@@ -31,6 +31,7 @@ def test_a_cgroup_v2_quota_is_the_tightest_on_the_way_up(tmp_path: Path) -> None
     assert cgroup_quota(tmp_path / "cgroup", root) == 0.5
     limit = cpu_limit(proc_cgroup=tmp_path / "cgroup", cgroup_root=root)
     assert limit.usable == 1, "half a CPU still runs one process"
+    assert limit.cpus == 0.5, "the time it may use, unrounded"
     assert limit.quota == 0.5 and limit.source == "cgroup CPU quota 0.5"
 
 
@@ -51,6 +52,7 @@ def test_no_cgroup_to_read_is_no_limit(tmp_path: Path) -> None:
     assert cgroup_quota(tmp_path / "cgroup", tmp_path / "empty") is None
     limit = cpu_limit(proc_cgroup=tmp_path / "missing")
     assert limit.usable == len(os.sched_getaffinity(0)) and limit.quota is None
+    assert limit.cpus == limit.usable
 
 
 def cpus(usable: int) -> CpuLimit:
