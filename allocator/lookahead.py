@@ -26,6 +26,11 @@ pause over the job's remaining work (the gate's rule). It keeps the candidate wi
 least score: the GPU-weighted mean finish (when GPUs come free for the jobs queued behind
 them, the average JCT) plus the last finish (the makespan of the jobs now running). A move
 to `balance`'s split is one of the candidates, so no plan scores worse than that move.
+The best candidate is then refined (`_refine`): the job it has finishing last is given a
+worker per GPU, free or from a job that finishes sooner, while that lowers the score. Each
+candidate fills by rates, and twins whose split differs by a worker end apart; on a curve
+that bends early the one a worker short may end 5 % later (issue 16, item 6: two AlexNets
+at 20 and 21 workers ended 36 s apart, the node's last 31 s on one of them).
 
 A job without `remaining_samples` cannot be looked ahead for: the request is then planned
 by the marginal gains of the smooth curves alone (the `greedy` candidate).
@@ -64,6 +69,10 @@ KNEE_GAIN = 0.01
 _TIE = 0.01
 # Before a job has been paused once: the scheduler's default (paper Sec. IV-B).
 DEFAULT_PAUSE_COST_S = 16.0
+# Fluid-model predictions the refinement may spend: a plan's time grows with them (at 16
+# jobs about twice the candidates' own, bench/bench_allocator.py); the node of today's
+# rounds (issue 16, item 6) spent at most 31.
+_REFINE_BUDGET = 32
 
 
 def lookahead(request: AllocationRequest) -> AllocationPlan:
@@ -85,6 +94,10 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
         )
         finishes = {name: predict_finishes(jobs, split) for name, split in candidates.items()}
         scores = {name: _score(jobs, ends) for name, ends in finishes.items()}
+        start = min(scores, key=scores.__getitem__)
+        refined, ends = _refine(jobs, candidates[start], finishes[start])
+        candidates["refined"], finishes["refined"] = refined, ends
+        scores["refined"] = _score(jobs, ends)
         # The first candidate within the tie margin of the best: keeping running jobs as they
         # are, or processes free for the next arrival, beats a gain too small to predict.
         best = min(scores.values())
@@ -280,6 +293,40 @@ def predict_finishes(jobs: _Jobs, split: IntArray, *, moved: bool = True) -> Flo
                 split[index] = grown[index]
                 stalled[index] += jobs.pause_cost[index]
     return finishes
+
+
+def _refine(jobs: _Jobs, split: IntArray, finishes: FloatArray) -> tuple[IntArray, FloatArray]:
+    """Local search from `split`: give the job that finishes last a worker per GPU, from the
+    free processes or else from the job that finishes first and can spare one (the next
+    first if that does not pay), while a move lowers the predicted score; at most
+    `_REFINE_BUDGET` predictions."""
+    split, score = split.copy(), _score(jobs, finishes)
+    everyone = np.ones(len(split), dtype=bool)
+    budget = _REFINE_BUDGET
+    improved = True
+    while improved and budget > 0:
+        improved = False
+        last = int(np.argmax(finishes))
+        grown = split.copy()
+        grown[last] += 1
+        before, after = jobs.rates(np.stack([split, grown]), everyone)[:, last]
+        if after - before < KNEE_GAIN * before:
+            break  # past its knee: a worker more buys it nothing worth a move
+        order = np.argsort(finishes, kind="stable")
+        donors = [int(i) for i in order if i != last and split[i] > 1]
+        for donor in [None, *donors][:budget]:
+            trial = grown.copy()
+            if donor is not None:
+                trial[donor] -= 1
+            if jobs.gpus @ trial > jobs.capacity:
+                continue
+            budget -= 1
+            ends = predict_finishes(jobs, trial)
+            trial_score = _score(jobs, ends)
+            if trial_score < score:
+                split, finishes, score, improved = trial, ends, trial_score, True
+                break
+    return split, finishes
 
 
 def _score(jobs: _Jobs, finishes: FloatArray) -> float:

@@ -1,4 +1,5 @@
-"""Decision time of `waa` and `optimal` for 10, 100 and 1,000 jobs, capacity 2 x jobs.
+"""Decision time of `waa` and `optimal` for 10, 100 and 1,000 jobs, capacity 2 x jobs, and
+of `lookahead` (the default) for 8, 16 and 32.
 
 `optimal*` is `optimal` on the requests the scheduler core sends: every job says the samples
 it has left, and all share one loading pipeline, so equal-gain steps abound and their order
@@ -7,7 +8,10 @@ by finish time is computed (docs/allocator.md).
 Run: .venv/bin/python -m bench.bench_allocator [--repeats N]
 Goal (issue 2): under 1 ms at 100 jobs, under 50 ms at 1,000. `joint` (issue 6) plans a
 node with a decoder, so it has no such goal: it runs `optimal` a few times per job that can
-use the decoder. Prints a table and saves bench/out/allocator.json.
+use the decoder. Nor has `lookahead`: it predicts every candidate's finishes in a fluid
+model, a node's tens of jobs at a time, each plan in the daemon's event loop (its requests say
+the samples each job has left, as the core's do). Prints a table and saves
+bench/out/allocator.json.
 """
 
 import argparse
@@ -22,6 +26,10 @@ from bench.common import save, time_call
 # Two node shapes: every job on one GPU (capacity exactly 2 x jobs, as the issue states), and
 # a mix of 1-, 2- and 4-GPU jobs with capacity 2 x jobs x their mean GPU count.
 SHAPES = {"1-gpu jobs": (1,), "1/2/4-gpu jobs": (1, 2, 4)}
+SIZES: dict[str, tuple[int, ...]] = {
+    label: (10, 100, 1000) for label in ("waa", "optimal", "optimal*")
+}
+SIZES |= {"joint": (10, 100), "lookahead": (8, 16, 32)}  # `joint`: seconds at 1,000 jobs
 
 
 def make_request(
@@ -70,18 +78,18 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     for shape, gpu_choices in SHAPES.items():
-        for jobs in (10, 100, 1000):
-            for label in ("waa", "optimal", "optimal*", "joint"):
-                if label == "joint" and jobs > 100:
-                    continue  # seconds at 1,000 jobs: `joint` is for a node's tens of jobs
+        for label, sizes in SIZES.items():
+            for jobs in sizes:
                 policy = label.rstrip("*")
+                work_left = label != policy or label == "lookahead"
                 timings: list[float] = []
                 for seed in range(args.seeds):
                     request = make_request(
-                        jobs, gpu_choices, seed, work_left=label != policy, decoder=label == "joint"
+                        jobs, gpu_choices, seed, work_left=work_left, decoder=label == "joint"
                     )
-                    # `joint` solves `optimal` a few times per job that can use the decoder.
-                    scale = (10 if jobs >= 100 else 1) if label == "joint" else 1
+                    # `joint` solves `optimal` a few times per job that can use the decoder;
+                    # `lookahead` predicts a fluid model per candidate split.
+                    scale = {"joint": 10 if jobs >= 100 else 1, "lookahead": 10}.get(label, 1)
                     repeats = max(3, args.repeats // (10 if jobs >= 1000 else 1) // scale)
                     timings += time_call(partial(allocate, request, policy), repeats)
                 rows.append(
@@ -98,13 +106,16 @@ def main() -> None:
                 )
                 row = rows[-1]
                 print(
-                    f"{shape:>15} {jobs:>5} jobs {label:>8}: min {row['min_ms']:8.3f} ms"
+                    f"{shape:>15} {jobs:>5} jobs {label:>9}: min {row['min_ms']:8.3f} ms"
                     f"  median {row['median_ms']:8.3f} ms"
                     f"  p95 {row['p95_ms']:8.3f} ms  max {row['max_ms']:8.3f} ms"
                 )
     path = save(
         "allocator",
-        {"goal": "waa and optimal < 1 ms at 100 jobs, < 50 ms at 1000 (joint: none)", "rows": rows},
+        {
+            "goal": "waa and optimal < 1 ms at 100 jobs, < 50 ms at 1000 (joint, lookahead: none)",
+            "rows": rows,
+        },
     )
     print(f"saved {path}")
 
