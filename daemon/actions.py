@@ -4,7 +4,6 @@ to agents, state and events written to the store. No decisions: the core made th
 import asyncio
 import logging
 import os
-import signal
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,7 +21,8 @@ from agents.protocol import (
     read_finished_marker,
 )
 from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks
-from daemon.launcher import log_file
+from daemon.exitreason import exit_reason
+from daemon.launcher import Exit
 from scheduler.errors import UnknownJob
 from scheduler.messages import (
     Allocation,
@@ -53,52 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CANCEL_GRACE_S = 5.0
-
-
-def exit_reason(code: int | None, job_dir: Path, failures: Sequence[tuple[int, int]] = ()) -> str:
-    """Why a job's processes ended, for its `reason`: the exit code or the signal, and the
-    last lines of stderr (an exception's traceback ends there); of each rank that failed by
-    itself (`failures`, (rank, code)) when a rank other than 0 did, else of rank 0."""
-    if any(rank != 0 for rank, _ in failures):
-        return "\n".join(
-            _with_tail(f"rank {rank} {_ended(code)}", log_file(job_dir, "stderr", rank))
-            for rank, code in failures
-        )
-    return _with_tail(_ended(code), log_file(job_dir, "stderr", 0))
-
-
-def _ended(code: int | None) -> str:
-    if code is None:
-        return "its agent (started by an earlier daemon) ended without a word"
-    if code < 0:
-        return f"killed by signal {-code} ({_signal_name(-code)})"
-    if code == 0:
-        return "exited with code 0 before its final step"
-    return f"exited with code {code}"
-
-
-def _with_tail(why: str, stderr: Path) -> str:
-    tail = _tail(stderr)
-    return f"{why}; stderr ends:\n{tail}" if tail else why
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return "unknown"
-
-
-def _tail(path: Path, lines: int = 10, limit: int = 2000) -> str:
-    """The last `lines` non-empty lines of a log, at most `limit` characters."""
-    try:
-        with path.open("rb") as log:
-            log.seek(max(0, path.stat().st_size - 8 * limit))
-            text = log.read().decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-    kept = [line for line in text.splitlines() if line.strip()][-lines:]
-    return "\n".join(kept)[-limit:]
 
 
 def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa: PLR0911 (one return a type)
@@ -362,13 +316,24 @@ class Actions:
             elif code == 0 and self._without_sdk(job_id, status.state, status.unmanaged):
                 service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
             else:
-                job_dir = service.launcher.job_dir(job_id)
-                service.feed(Failed(job_id, exit_reason(code, job_dir, ended.failures)))
+                service.feed(Failed(job_id, self._exit_reason(ended)))
         service.restorer.expire()
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]
                 service.launcher.stop(job_id, grace_s=0.5)
+
+    def _exit_reason(self, ended: Exit) -> str:
+        """`exit_reason` of a job's processes, told the command and the PATH it ran with
+        (its own `env`'s, else the daemon's, as `command_ranks` passes it on)."""
+        service = self._service
+        job_dir = service.launcher.job_dir(ended.job_id)
+        record = service.records.get(ended.job_id)
+        command = record.settings.command if record is not None else None
+        if record is None or command is None:  # a zoo job: the daemon's own python
+            return exit_reason(ended.code, job_dir, ended.failures)
+        search_path = dict(record.settings.env).get("PATH", os.environ.get("PATH"))
+        return exit_reason(ended.code, job_dir, ended.failures, command, search_path)
 
     def pin_cpus(self) -> None:
         """With `node.cpu_sets`, keep each running job on its share of the CPUs as jobs

@@ -167,6 +167,34 @@ def test_a_script_that_raises_fails_at_once_with_its_exception(
     assert "ValueError: shapes do not match: (4, 1) against (4, 3)" in why
 
 
+def test_a_script_whose_python_lacks_a_module_is_told_which_python_ran_it(
+    serve: Callable[..., Daemon], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A newcomer's first mistake: `stoker serve` started before the virtual environment was
+    activated, so the job's `python`, found on the daemon's PATH, is another one, without
+    torch. The reason says which interpreter ran and how to choose the right one."""
+    other_env = tmp_path / "other-env" / "bin"
+    other_env.mkdir(parents=True)
+    python = other_env / "python"  # an interpreter without this environment's packages
+    python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python.chmod(0o755)
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n")
+    monkeypatch.setenv("PATH", f"{other_env}{os.pathsep}{os.environ['PATH']}")
+    daemon = serve()
+    with daemon.client() as client:
+        body = {"name": "mine", "command": ["python", str(script)], "batch_size": 8, "gpus": 1}
+        job = client.post("/v1/jobs", json=body).json()
+        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
+        events = client.get(f"/v1/jobs/{job['id']}/events").json()
+    assert done["state"] == "failed"
+    (failure,) = [e for e in events if e["kind"] == "state" and e["data"]["to"] == "failed"]
+    why = failure["data"]["why"]
+    assert "ModuleNotFoundError: No module named 'torch'" in why
+    assert f"hint: 'torch' cannot be imported by {python}, the `python` on the PATH" in why
+    assert "source .venv/bin/activate" in why and "full path" in why
+
+
 def test_a_rank_other_than_0_that_fails_is_named_with_its_stderr(
     serve: Callable[..., Daemon],
 ) -> None:
