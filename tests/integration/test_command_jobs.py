@@ -50,6 +50,15 @@ def running(client: httpx.Client, job_id: str) -> bool:
     return bool(client.get(f"/v1/jobs/{job_id}").json()["state"] == "running")
 
 
+def failed_for(client: httpx.Client, job_id: str, timeout_s: float = 60) -> str:
+    """Wait for the job to end; it must have failed, once: the reason its event gives."""
+    done = wait_for("the job to end", lambda: ended(client, job_id), timeout_s=timeout_s)
+    assert done["state"] == "failed", done
+    events = client.get(f"/v1/jobs/{job_id}/events").json()
+    (failure,) = [e for e in events if e["kind"] == "state" and e["data"]["to"] == "failed"]
+    return str(failure["data"]["why"])
+
+
 def test_a_daemon_that_trains_for_real_needs_no_dataset_for_a_command_job(
     serve: Callable[..., Daemon],
 ) -> None:
@@ -158,11 +167,7 @@ def test_a_script_that_raises_fails_at_once_with_its_exception(
     daemon = serve()
     with daemon.client() as client:
         job = client.post("/v1/jobs", json=command_job("bug", "fail_first.py")).json()
-        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
-        events = client.get(f"/v1/jobs/{job['id']}/events").json()
-    assert done["state"] == "failed"
-    (failure,) = [e for e in events if e["kind"] == "state" and e["data"]["to"] == "failed"]
-    why = failure["data"]["why"]
+        why = failed_for(client, job["id"])
     assert "exited with code 1" in why
     assert "ValueError: shapes do not match: (4, 1) against (4, 3)" in why
 
@@ -185,11 +190,7 @@ def test_a_script_whose_python_lacks_a_module_is_told_which_python_ran_it(
     with daemon.client() as client:
         body = {"name": "mine", "command": ["python", str(script)], "batch_size": 8, "gpus": 1}
         job = client.post("/v1/jobs", json=body).json()
-        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
-        events = client.get(f"/v1/jobs/{job['id']}/events").json()
-    assert done["state"] == "failed"
-    (failure,) = [e for e in events if e["kind"] == "state" and e["data"]["to"] == "failed"]
-    why = failure["data"]["why"]
+        why = failed_for(client, job["id"])
     assert "ModuleNotFoundError: No module named 'torch'" in why
     assert f"hint: 'torch' cannot be imported by {python}, the `python` on the PATH" in why
     assert "source .venv/bin/activate" in why and "full path" in why
@@ -201,11 +202,7 @@ def test_a_rank_other_than_0_that_fails_is_named_with_its_stderr(
     daemon = serve(node={"gpus": 2, "cpu_workers": 4})
     with daemon.client() as client:
         job = client.post("/v1/jobs", json=command_job("r", "fail_rank.py", gpus=2)).json()
-        done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=60)
-        events = client.get(f"/v1/jobs/{job['id']}/events").json()
-    assert done["state"] == "failed"
-    (failure,) = [e for e in events if e["kind"] == "state" and e["data"]["to"] == "failed"]
-    why = failure["data"]["why"]
+        why = failed_for(client, job["id"])
     assert why.startswith("rank 1 exited with code 1; stderr ends:\nrank 1: out of memory"), why
     assert "rank 0" not in why, "rank 0 was stopped because of it, not blamed"
 
