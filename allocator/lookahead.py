@@ -42,6 +42,7 @@ others, and the paper's model, which gives the CPUs to the loaders alone, would 
 gains the node cannot give.
 """
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -69,9 +70,8 @@ KNEE_GAIN = 0.01
 _TIE = 0.01
 # Before a job has been paused once: the scheduler's default (paper Sec. IV-B).
 DEFAULT_PAUSE_COST_S = 16.0
-# Fluid-model predictions the refinement may spend: a plan's time grows with them (at 16
-# jobs about twice the candidates' own, bench/bench_allocator.py); the node of today's
-# rounds (issue 16, item 6) spent at most 31.
+# Fluid-model predictions the refinement may spend: a plan's time grows with them
+# (bench/bench_allocator.py times `lookahead`, docs/results.md).
 _REFINE_BUDGET = 32
 
 
@@ -297,9 +297,10 @@ def predict_finishes(jobs: _Jobs, split: IntArray, *, moved: bool = True) -> Flo
 
 def _refine(jobs: _Jobs, split: IntArray, finishes: FloatArray) -> tuple[IntArray, FloatArray]:
     """Local search from `split`: give the job that finishes last a worker per GPU, from the
-    free processes or else from the job that finishes first and can spare one (the next
-    first if that does not pay), while a move lowers the predicted score; at most
-    `_REFINE_BUDGET` predictions."""
+    free processes or else from the jobs that finish first and can spare one (`_moves`),
+    taking the first move that lowers the predicted score, again from the new split; until
+    none does, the worker would buy the last job less than `KNEE_GAIN` of its rate, or
+    `_REFINE_BUDGET` predictions are spent."""
     split, score = split.copy(), _score(jobs, finishes)
     everyone = np.ones(len(split), dtype=bool)
     budget = _REFINE_BUDGET
@@ -312,14 +313,9 @@ def _refine(jobs: _Jobs, split: IntArray, finishes: FloatArray) -> tuple[IntArra
         before, after = jobs.rates(np.stack([split, grown]), everyone)[:, last]
         if after - before < KNEE_GAIN * before:
             break  # past its knee: a worker more buys it nothing worth a move
-        order = np.argsort(finishes, kind="stable")
-        donors = [int(i) for i in order if i != last and split[i] > 1]
-        for donor in [None, *donors][:budget]:
-            trial = grown.copy()
-            if donor is not None:
-                trial[donor] -= 1
-            if jobs.gpus @ trial > jobs.capacity:
-                continue
+        for trial in _moves(jobs, split, finishes, last):
+            if budget == 0:
+                break
             budget -= 1
             ends = predict_finishes(jobs, trial)
             trial_score = _score(jobs, ends)
@@ -327,6 +323,31 @@ def _refine(jobs: _Jobs, split: IntArray, finishes: FloatArray) -> tuple[IntArra
                 split, finishes, score, improved = trial, ends, trial_score, True
                 break
     return split, finishes
+
+
+def _moves(jobs: _Jobs, split: IntArray, finishes: FloatArray, last: int) -> Iterator[IntArray]:
+    """Splits that give `last` one worker per GPU: from the free processes if they suffice,
+    then from donors in the order they finish (a worker per GPU from each, from the k-th
+    and those after it until the processes freed cover `last`'s GPUs: a 4-GPU job needs
+    four 1-GPU donors)."""
+    grown = split.copy()
+    grown[last] += 1
+    free = jobs.capacity - int(jobs.gpus @ split)
+    if free >= jobs.gpus[last]:
+        yield grown
+        return
+    order = np.argsort(finishes, kind="stable")
+    donors = [int(i) for i in order if i != last and split[i] > 1]
+    for first in range(len(donors)):
+        trial, freed = grown.copy(), free
+        for donor in donors[first:]:
+            trial[donor] -= 1
+            freed += int(jobs.gpus[donor])
+            if freed >= jobs.gpus[last]:
+                yield trial
+                break
+        else:
+            return  # the donors after `first` cannot cover it; fewer never will
 
 
 def _score(jobs: _Jobs, finishes: FloatArray) -> float:

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import allocator.lookahead as lookahead_module
 from allocator import AllocationRequest, InvalidRequest, allocate
 from allocator.lookahead import DEFAULT_PAUSE_COST_S, KNEE_SHARPNESS, lookahead
 from allocator.throughput import job_samples_per_s
@@ -103,10 +104,13 @@ def test_the_same_move_is_made_when_the_pause_is_cheap_and_the_job_has_long_to_g
     assert plan.workers()["running"] > 2, "2 workers feed 20 % of its GPU: worth a pause"
 
 
-def test_the_job_that_would_end_last_gets_a_worker_another_can_spare() -> None:
+def test_the_job_that_would_end_last_gets_a_worker_another_can_spare(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # Filled by marginal gains, the slow loader (`slow`, 0.04 s a sample, bending early) gets
     # 2 workers and ends last, 500 s from now; the fast loader can spare one, the short job
-    # another: 4, 3 and 5 end the three 17 s sooner.
+    # another: at 4, 3 and 5 the other two end later (310 and 163 s against 290 and 141)
+    # and `slow`, the node's last, 17 s sooner.
     shapes = (
         ("slow", 0.04, 80_000, 2.5),
         ("fast", 0.01, 80_000, 2.5),
@@ -121,18 +125,32 @@ def test_the_job_that_would_end_last_gets_a_worker_another_can_spare() -> None:
         )
         for name, cost, left, bend in shapes
     )
-    plan = lookahead(make_request(*jobs, cpu_workers=12, contention=FREE))
+    request = make_request(*jobs, cpu_workers=12, contention=FREE)
+    plan = lookahead(request)
     assert plan.workers() == {"slow": 4, "fast": 3, "short": 5}
     assert "refined" in plan.notes[0]
-    # The split the gains alone give, held by a pause no move pays: its own makespan.
-    held = [
-        replace(job, current_workers_per_gpu=workers, pause_cost_s=1e6)
-        for job, workers in zip(jobs, (2, 4, 6), strict=True)
+    monkeypatch.setattr(lookahead_module, "_refine", lambda jobs, split, ends: (split, ends))
+    unrefined = lookahead(request)
+    assert unrefined.workers() == {"slow": 2, "fast": 4, "short": 6}
+    assert plan.predicted_makespan_s is not None and unrefined.predicted_makespan_s is not None
+    assert plan.predicted_makespan_s < 0.97 * unrefined.predicted_makespan_s
+
+
+def test_a_job_on_more_gpus_than_any_donor_takes_a_worker_from_several() -> None:
+    # On a full node a 4-GPU job at 1 worker per GPU ends last (629 s); the 1-GPU jobs end
+    # at 104 s. A worker more on each of its GPUs takes one from each of four donors.
+    big = replace(
+        make_job("big", gpus=4, batch_size=512, step_time_s=0.2, sample_cost_s=0.03),
+        remaining_samples=4e5,
+        knee_sharpness=2.5,
+    )
+    small = [
+        replace(make_job(f"s{index}", remaining_samples=5e4), knee_sharpness=2.5)
+        for index in range(4)
     ]
-    kept = lookahead(make_request(*held, cpu_workers=12, contention=FREE))
-    assert kept.workers() == {"slow": 2, "fast": 4, "short": 6}
-    assert plan.predicted_makespan_s is not None and kept.predicted_makespan_s is not None
-    assert plan.predicted_makespan_s < 0.97 * kept.predicted_makespan_s
+    plan = lookahead(make_request(big, *small, cpu_workers=24, contention=FREE))
+    assert plan.workers() == {"big": 2, "s0": 4, "s1": 4, "s2": 4, "s3": 4}
+    assert "refined" in plan.notes[0] and plan.loader_processes == 24
 
 
 def test_without_the_work_left_it_plans_on_marginal_gains_and_says_so() -> None:
@@ -230,15 +248,13 @@ def test_a_job_of_few_large_samples_is_not_starved_for_one_of_many_small_ones() 
     assert plan.workers()["vision-a"] == plan.workers()["vision-b"] >= 15
 
 
-def test_a_wait_at_each_pass_start_slows_a_job_and_buys_it_no_workers() -> None:
+def test_a_wait_at_each_pass_start_slows_a_job_at_every_split() -> None:
     """Two jobs alike but for a wait for the first batch of each pass (short epochs whose
-    workers start afresh): that one runs slower at every split, by its wait per sample. With
-    room for both at their knees it gets no more workers for it, as no worker shortens that
-    wait; short of processes it is the one that would end last, and gets more."""
+    workers start afresh): that one runs slower at every split, by its wait per sample,
+    which no worker shortens. Short of processes for both, it is the one that would end
+    last, and gets the workers that shorten the rest of its samples' time."""
     plain = make_job("plain", step_time_s=0.1, sample_cost_s=0.02, remaining_samples=1e5)
     waits = replace(plain, id="waits", overhead_s=0.25 / plain.max_samples_per_s)
-    roomy = lookahead(make_request(plain, waits, cpu_workers=80, contention=FREE))
-    assert roomy.workers()["waits"] <= roomy.workers()["plain"]
     plan = lookahead(make_request(plain, waits, cpu_workers=40, contention=FREE))
     assert plan.workers()["waits"] > plan.workers()["plain"]
     workers = plan.workers()["waits"]
