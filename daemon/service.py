@@ -463,10 +463,13 @@ class Service:
         """Whether `message` may speak for its job: it carries the secret of the job's
         launch. With `agent_secrets = "when-sent"`, one that carries none passes too while
         the job's agent has not yet sent the secret (an older SDK sends none). A job
-        launched by a daemon that gave no secret is taken at its word."""
+        launched by a daemon that gave no secret is taken at its word; a job never launched
+        has no agent, and nothing speaks for it (a `finished` from any process that reached
+        the socket once completed a queued job that never ran)."""
         expected = self.agent_secrets.get(message.job, "")
         if not expected:
-            return True
+            known = message.job in self.records
+            return known and self.scheduler.status(message.job).state.holds_resources
         if message.secret:
             if hmac.compare_digest(message.secret.encode(), expected.encode()):
                 self._secured.add(message.job)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import zmq
 
-from agents.protocol import HeartbeatMessage, encode
+from agents.protocol import FinishedMessage, HeartbeatMessage, encode
 from daemon.agentlink import REFUSALS_SAID
 from daemon.launcher import alive
 from tests.integration.cli import stoker
@@ -429,3 +429,38 @@ def test_a_process_that_takes_a_jobs_identity_cannot_speak_for_it(
         final = wait_for("the cancel obeyed", lambda: ended(client, job["id"]), timeout_s=10)
     assert final["state"] == "cancelled"
     assert "not reachable" not in daemon.log_path.read_text()
+
+
+def test_no_message_speaks_for_a_job_that_was_never_launched(
+    serve: Callable[..., Daemon],
+) -> None:
+    """A queued job has no launch and so no secret: a `finished` in its name, from any
+    process that can reach the agent socket, once completed it without a step."""
+    daemon = serve(node={"cpu_slots": 1, "cpu_workers": 18, "max_jobs_per_gpu": 1})
+    with daemon.client() as client:
+        first = client.post("/v1/jobs", json=job_body("first", iterations=1_000_000)).json()
+        queued = client.post("/v1/jobs", json=job_body("queued")).json()
+        wait_for(
+            "the first to run",
+            lambda: client.get(f"/v1/jobs/{first['id']}").json()["iteration"] > 0,
+        )
+        assert client.get(f"/v1/jobs/{queued['id']}").json()["state"] == "submitted"
+        context = zmq.Context()
+        rogue = context.socket(zmq.DEALER)
+        rogue.setsockopt(zmq.IDENTITY, queued["id"].encode())
+        rogue.setsockopt(zmq.LINGER, 0)
+        rogue.connect(f"ipc://{daemon.state_dir / 'agents.sock'}")
+        refused_before = client.get("/v1/node").json()["agent_messages_refused"]
+        try:
+            rogue.send(encode(FinishedMessage(job=queued["id"], gen=1, iteration=0)))
+            wait_for(
+                "the forgery refused",
+                lambda: client.get("/v1/node").json()["agent_messages_refused"] > refused_before,
+            )
+        finally:
+            rogue.close()
+            context.term()
+        assert client.get(f"/v1/jobs/{queued['id']}").json()["state"] == "submitted"
+        assert client.delete(f"/v1/jobs/{first['id']}").status_code == 200
+        done = wait_for("the queued job to end", lambda: ended(client, queued["id"]), 60)
+    assert done["state"] == "completed" and done["iteration"] > 0, "it ran, once its turn came"
