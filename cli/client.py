@@ -10,6 +10,7 @@ so a command run from a project's subfolder finds the daemon started at its top.
 
 import os
 import sys
+import textwrap
 import threading
 import tomllib
 from collections.abc import Sequence
@@ -272,8 +273,11 @@ def _follow(
         fail(failures[0])
     if until_end:
         job = daemon.call("GET", f"/v1/jobs/{job_id}")
-        typer.echo(f"{job_id}: {job['state']}", err=True)
-        if job["state"] != "completed":  # a script may go on only after a job that did its work
+        ended_badly = job["state"] != "completed"
+        if ended_badly and job.get("reason"):  # its exit code, and the daemon's hint if any
+            typer.echo(textwrap.indent(f"why: {job['reason']}", "  "), err=True)
+        typer.echo(f"{job_id}: {job['state']}", err=True)  # the last line, for scripts
+        if ended_badly:  # a script may go on only after a job that did its work
             raise typer.Exit(JOB_DID_NOT_COMPLETE)
 
 

@@ -50,8 +50,8 @@ def _missing_module_hint(why: str, command: Sequence[str], search_path: str | No
         f"hint: {missing[-1]!r} cannot be imported by {ran}. Jobs run with the daemon's PATH: "
         "start `stoker serve` with the environment that has it active (e.g. after `source "
         ".venv/bin/activate`), or submit that environment's interpreter by its full path "
-        "(`stoker submit -- /path/to/env/bin/python script.py`)."
-    )
+        "(`stoker submit -- /path/to/env/bin/python script.py`)"
+    )  # no full stop: the scheduler may add "; not relaunched: ..."
 
 
 def _ended(code: int | None) -> str:

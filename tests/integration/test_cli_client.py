@@ -124,10 +124,13 @@ def test_follow_exits_1_unless_the_job_completed(
         "submit", "--follow", *where, "--", sys.executable, script / "fail_first.py",
         cwd=tmp_path, timeout=120,
     )  # fmt: skip
-    assert failed.code == 1 and failed.stderr.rstrip().endswith(": failed"), failed.stderr
     job_id = failed.stderr.split()[1]  # `submitted ID`
+    assert failed.code == 1 and failed.stderr.rstrip().endswith(f"\n{job_id}: failed")
+    assert "\n  why: exited with code 1; stderr ends:\n" in failed.stderr, "why, before it"
+    assert "; not relaunched: it failed before its first step\n" in failed.stderr
     again = stoker("logs", job_id, "-f", *where)
     assert again.code == 1 and again.stderr.rstrip().endswith(": failed")
+    assert "\n  why: exited with code 1" in again.stderr
     assert "starting" in again.stdout and "ValueError" in again.stderr, (
         "both streams, each on its own"
     )
