@@ -20,7 +20,7 @@ from agents.protocol import (
     ShareMessage,
     read_finished_marker,
 )
-from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks
+from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks, job_path
 from daemon.exitreason import exit_reason
 from daemon.launcher import Exit
 from scheduler.errors import UnknownJob
@@ -324,15 +324,14 @@ class Actions:
                 service.launcher.stop(job_id, grace_s=0.5)
 
     def _exit_reason(self, ended: Exit) -> str:
-        """`exit_reason` of a job's processes, told the command and the PATH it ran with
-        (its own `env`'s, else the daemon's, as `command_ranks` passes it on)."""
+        """`exit_reason` of a job's processes, told the command and the PATH it ran with."""
         service = self._service
         job_dir = service.launcher.job_dir(ended.job_id)
         record = service.records.get(ended.job_id)
         command = record.settings.command if record is not None else None
         if record is None or command is None:  # a zoo job: the daemon's own python
             return exit_reason(ended.code, job_dir, ended.failures)
-        search_path = dict(record.settings.env).get("PATH", os.environ.get("PATH"))
+        search_path = job_path(record.settings, os.environ)
         return exit_reason(ended.code, job_dir, ended.failures, command, search_path)
 
     def pin_cpus(self) -> None:

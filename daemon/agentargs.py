@@ -3,6 +3,8 @@
 script, `python -m agents.zoo`); or, in `simulate` mode, a zoo job's simulated agent, which
 trains nothing."""
 
+import os
+import shutil
 import socket
 import sys
 from collections.abc import Mapping
@@ -160,6 +162,37 @@ def agent_env(daemon_env: Mapping[str, str], own: Mapping[str, str]) -> dict[str
 def _passed_on(daemon_env: Mapping[str, str]) -> dict[str, str]:
     """What a job sees of the daemon's environment: `PASSED_ON`, where set."""
     return {name: daemon_env[name] for name in PASSED_ON if name in daemon_env}
+
+
+def job_path(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | None:
+    """The PATH a command job runs with, as `command_ranks` builds its environment: its own
+    `env`'s, else the daemon's."""
+    return dict(settings.env).get("PATH", daemon_env.get("PATH"))
+
+
+def unstartable(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | None:
+    """Why a command job's program could not be started, or None: a bare name must be on
+    the PATH the job runs with (`job_path`), a path with a folder (relative to the job's
+    `workdir`) must be an executable file. Checked at submit, so that a job that could
+    never start is refused then rather than failing when its turn comes."""
+    if settings.command is None:
+        return None
+    program = settings.command[0]
+    if os.sep not in program:
+        search_path = job_path(settings, daemon_env)
+        if shutil.which(program, path=search_path) is not None:
+            return None
+        return (
+            f"{program!r} is not on the PATH jobs run with ({search_path or 'none'}: the "
+            "daemon's, or the job's own env PATH); give the program's full path, or start "
+            "`stoker serve` with it on PATH (e.g. after `source .venv/bin/activate`)"
+        )
+    if settings.workdir is None and not Path(program).is_absolute():
+        return None  # relative to the job's own folder, which its launch makes
+    path = Path(settings.workdir or "/") / program
+    if path.is_file() and os.access(path, os.X_OK):
+        return None
+    return f"{str(path)!r} is not an executable file on the node"
 
 
 def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder: str) -> list[str]:

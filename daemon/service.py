@@ -31,6 +31,7 @@ from agents.protocol import (
 from allocator import InvalidRequest, ThroughputModel
 from daemon import private
 from daemon.actions import Actions
+from daemon.agentargs import unstartable
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
 from daemon.host import detect_node
@@ -176,6 +177,8 @@ class Service:
                 raise SubmitError("workdir", f"{settings.workdir!r} is not a directory on the node")
         if settings.dataset is not None:
             _inside("dataset", settings.dataset, policy.dataset_roots, f"{where}.dataset_roots")
+        if (why := unstartable(settings, os.environ)) is not None:
+            raise SubmitError("command", why)
         if settings.gpus > self.slots:
             unit = "GPUs" if self.uses_gpus else "CPU training slots (node.cpu_slots)"
             raise SubmitError("gpus", f"the node has {self.slots} {unit}; ask for at most that")

@@ -250,6 +250,9 @@ def test_a_simulated_agent_gets_no_token_either(
         ({"command": []}, "command"),
         ({"command": ["python"], "model": "Resnet18"}, "model"),
         ({"workdir": "/no/such/dir"}, "workdir"),
+        ({"command": ["no-such-program-on-path", "train.py"]}, "command"),
+        ({"command": ["./no-such-script.sh"], "workdir": str(SCRIPTS)}, "command"),
+        ({"command": ["python3", "x.py"], "env": {"PATH": "/no/such/bin"}}, "command"),
         ({"env": {"A": 1}}, "env.A"),
         ({"env": {"STOKER_JOB_ID": "x"}}, "env"),
         ({"gpus": 9}, "gpus"),
@@ -265,6 +268,27 @@ def test_bad_command_jobs_name_the_field(
         assert reply.status_code == 422, reply.text
         assert field in {problem["field"] for problem in reply.json()["detail"]}, reply.text
         assert client.get("/v1/jobs").json() == [], "nothing half-written"
+
+
+def test_a_program_the_job_could_not_start_is_refused_at_submit_with_the_fix(
+    serve: Callable[..., Daemon], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `python` missing from the daemon's PATH (a daemon started outside the virtual
+    environment, on a host with only python3) once queued the job, which failed at its turn
+    with a traceback in the daemon's log."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    daemon = serve()
+    with daemon.client() as client:
+        body = {**command_job("mine", "count_train.py"), "command": ["no-such-python", "t.py"]}
+        reply = client.post("/v1/jobs", json=body)
+        assert client.get("/v1/jobs").json() == [], "nothing queued"
+    assert reply.status_code == 422, reply.text
+    (problem,) = reply.json()["detail"]
+    assert problem["field"] == "command"
+    assert problem["message"].startswith(
+        "'no-such-python' is not on the PATH jobs run with (/usr/bin:/bin: the daemon's, or"
+    )
+    assert "give the program's full path" in problem["message"]
 
 
 def test_a_running_script_is_resized_live_when_a_second_job_arrives(
