@@ -171,28 +171,27 @@ def job_path(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | None
 
 
 def unstartable(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | None:
-    """Why a command job's program could not be started, or None: a bare name must be on
-    the PATH the job runs with (`job_path`), a path with a folder (relative to the job's
-    `workdir`) must be an executable file. Checked at submit, so that a job that could
-    never start is refused then rather than failing when its turn comes."""
-    if settings.command is None:
+    """Why a command job's program could not be started, or None. Checked at submit, so
+    that a job that could never start is refused then rather than failing at its turn, and
+    only where the answer tells the tenant nothing of the node: a bare name on the daemon's
+    own PATH. A path with a folder, or a PATH the job's env sets, could probe for files
+    outside the tenant's roots, and a PATH with relative entries resolves against the
+    workdir at launch: those are left to the launch. (The daemon looks as its own user; a
+    job run as a tenant's user may still be refused a program the daemon may run.)"""
+    if settings.command is None or "PATH" in dict(settings.env):
         return None
     program = settings.command[0]
-    if os.sep not in program:
-        search_path = job_path(settings, daemon_env)
-        if shutil.which(program, path=search_path) is not None:
-            return None
-        return (
-            f"{program!r} is not on the PATH jobs run with ({search_path or 'none'}: the "
-            "daemon's, or the job's own env PATH); give the program's full path, or start "
-            "`stoker serve` with it on PATH (e.g. after `source .venv/bin/activate`)"
-        )
-    if settings.workdir is None and not Path(program).is_absolute():
-        return None  # relative to the job's own folder, which its launch makes
-    path = Path(settings.workdir or "/") / program
-    if path.is_file() and os.access(path, os.X_OK):
+    search_path = daemon_env.get("PATH", "")
+    entries = search_path.split(os.pathsep)
+    if os.sep in program or not all(os.path.isabs(entry) for entry in entries):
         return None
-    return f"{str(path)!r} is not an executable file on the node"
+    if shutil.which(program, path=search_path) is not None:
+        return None
+    return (
+        f"{program!r} is not on the PATH jobs run with, the daemon's ({search_path}); give "
+        "the program's full path, or start `stoker serve` with it on PATH (e.g. after "
+        "`source .venv/bin/activate`)"
+    )
 
 
 def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder: str) -> list[str]:

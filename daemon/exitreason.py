@@ -1,6 +1,7 @@
 """Why a job's processes ended, as its failure `reason` says it: the exit code or the
 signal, the tail of stderr, and a hint where the tail shows a mistake the daemon can name."""
 
+import os
 import re
 import shutil
 import signal
@@ -23,35 +24,44 @@ def exit_reason(
     """Why a job's processes ended, for its `reason`: the exit code or the signal, and the
     last lines of stderr (an exception's traceback ends there); of each rank that failed by
     itself (`failures`, (rank, code)) when a rank other than 0 did, else of rank 0. A
-    command job (`command`, looked up on `search_path`, the PATH it ran with) that could
-    not import a module is told which interpreter ran it and how to choose another."""
+    command job run by a bare `python...` name (`command`, looked up on `search_path`, the
+    PATH it ran with) whose stderr ends on an import that found nothing is told which
+    interpreter that name finds and how to choose another."""
     if any(rank != 0 for rank, _ in failures):
-        why = "\n".join(
-            _with_tail(f"rank {rank} {_ended(code)}", log_file(job_dir, "stderr", rank))
-            for rank, code in failures
-        )
+        ranks = [(f"rank {rank} {_ended(code)}", rank) for rank, code in failures]
     else:
-        why = _with_tail(_ended(code), log_file(job_dir, "stderr", 0))
-    hint = _missing_module_hint(why, command, search_path)
+        ranks = [(_ended(code), 0)]
+    ended = [(what, _tail(log_file(job_dir, "stderr", rank))) for what, rank in ranks]
+    why = "\n".join(f"{what}; stderr ends:\n{tail}" if tail else what for what, tail in ended)
+    missing = [module for _, tail in ended if (module := _missing_module(tail))]
+    hint = _interpreter_hint(missing[0], command, search_path) if missing else ""
     return f"{why}\n{hint}" if hint else why
 
 
-def _missing_module_hint(why: str, command: Sequence[str], search_path: str | None) -> str:
-    """The usual cause of a script that cannot import what its author has installed: the
-    daemon runs the command with its own PATH, and `python` there is another environment's
-    (a daemon started before `source .venv/bin/activate`)."""
-    missing = _MISSING_MODULE.findall(why)
-    if not missing or not command:
+def _missing_module(tail: str) -> str | None:
+    """The module a traceback ends on failing to import, if it does (an earlier warning
+    that names one does not count)."""
+    last = tail.rsplit("\n", 1)[-1]
+    matched = _MISSING_MODULE.fullmatch(last.strip())
+    return matched.group(1) if matched else None
+
+
+def _interpreter_hint(module: str, command: Sequence[str], search_path: str | None) -> str:
+    """The usual cause of a script that cannot import what its author installed: `python`
+    found on another environment's PATH (a daemon started before `source
+    .venv/bin/activate`). Only for a bare `python...` name: a full path was the user's
+    choice, and `bash run.sh` says nothing of which python ran."""
+    program = command[0] if command else ""
+    if os.sep in program or not program.startswith("python"):
         return ""
-    program = command[0]
     found = shutil.which(program, path=search_path)
-    ran = f"{found}, the `{program}` on the PATH the job ran with" if found else f"`{program}`"
+    ran = f"{found}, the `{program}` on the job's PATH" if found else f"`{program}`"
     return (
-        f"hint: {missing[-1]!r} cannot be imported by {ran}. Jobs run with the daemon's PATH: "
-        "start `stoker serve` with the environment that has it active (e.g. after `source "
-        ".venv/bin/activate`), or submit that environment's interpreter by its full path "
-        "(`stoker submit -- /path/to/env/bin/python script.py`)"
-    )  # no full stop: the scheduler may add "; not relaunched: ..."
+        f"hint: {module!r} cannot be imported by {ran}. A job's PATH is the daemon's unless "
+        "its env sets PATH: start `stoker serve` with the environment that has it active "
+        "(e.g. after `source .venv/bin/activate`), or submit that environment's interpreter "
+        "by its full path (`stoker submit -- /path/to/env/bin/python script.py`)"
+    )  # no full stop: the reason may go on after it
 
 
 def _ended(code: int | None) -> str:
@@ -62,11 +72,6 @@ def _ended(code: int | None) -> str:
     if code == 0:
         return "exited with code 0 before its final step"
     return f"exited with code {code}"
-
-
-def _with_tail(why: str, stderr: Path) -> str:
-    tail = _tail(stderr)
-    return f"{why}; stderr ends:\n{tail}" if tail else why
 
 
 def _signal_name(number: int) -> str:

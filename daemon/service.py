@@ -466,20 +466,29 @@ class Service:
         """Whether `message` may speak for its job: it carries the secret of the job's
         launch. With `agent_secrets = "when-sent"`, one that carries none passes too while
         the job's agent has not yet sent the secret (an older SDK sends none). A job
-        launched by a daemon that gave no secret is taken at its word; a job never launched
-        has no agent, and nothing speaks for it (a `finished` from any process that reached
-        the socket once completed a queued job that never ran)."""
+        launched by a daemon that gave no secret is taken at its word. A message without
+        the secret never speaks for a job that has no agent: one waiting for its launch."""
         expected = self.agent_secrets.get(message.job, "")
-        if not expected:
-            known = message.job in self.records
-            return known and self.scheduler.status(message.job).state.holds_resources
-        if message.secret:
+        if message.secret and expected:
             if hmac.compare_digest(message.secret.encode(), expected.encode()):
                 self._secured.add(message.job)
                 return True
             return False
-        lenient = self.config.agent_secrets == "when-sent"
-        return lenient and message.job not in self._secured
+        if expected:
+            lenient = self.config.agent_secrets == "when-sent"
+            if not lenient or message.job in self._secured:
+                return False
+        # Unproved: only for a job whose agent may run (a queued job's `finished` from any
+        # process on the socket would complete it unrun; submitted -> completed is legal).
+        return self._has_agent(message.job)
+
+    def _has_agent(self, job_id: str) -> bool:
+        """Whether the job has, or may have, an agent: one launched and not ended, or one
+        a restart is waiting to re-attach."""
+        if self.restorer.awaiting(job_id):
+            return True
+        live = self.live_job(job_id)
+        return live is not None and live.state.holds_resources
 
     def _from_agent(self, message: AgentMessage) -> None:
         if message.job not in self.records:

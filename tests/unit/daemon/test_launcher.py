@@ -54,16 +54,3 @@ def test_a_failure_of_rank_0_alone_reads_as_before(tmp_path: Path) -> None:
         exit_reason(-9, tmp_path)
         == "killed by signal 9 (SIGKILL); stderr ends:\nTraceback\nValueError: no"
     )
-
-
-def test_only_an_import_that_found_nothing_gets_the_interpreters_hint(tmp_path: Path) -> None:
-    (tmp_path / "stderr.log").write_text("Traceback\nValueError: no\n")
-    plain = exit_reason(1, tmp_path, command=["python", "train.py"], search_path="")
-    assert "hint" not in plain
-    (tmp_path / "stderr.log").write_text("ModuleNotFoundError: No module named 'timm.models'\n")
-    hinted = exit_reason(1, tmp_path, command=["python3", "train.py"], search_path="")
-    assert hinted.endswith("(`stoker submit -- /path/to/env/bin/python script.py`)")
-    assert "hint: 'timm.models' cannot be imported by `python3`. Jobs run with the" in hinted
-    assert exit_reason(1, tmp_path) == (
-        "exited with code 1; stderr ends:\nModuleNotFoundError: No module named 'timm.models'"
-    ), "a zoo job's command is the daemon's own python: nothing to hint"

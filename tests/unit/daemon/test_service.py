@@ -11,6 +11,7 @@ import pytest
 from agents.protocol import (
     PROTOCOL_VARIABLE,
     VERSION,
+    AgentMessage,
     FinishedMessage,
     HeartbeatMessage,
     Hello,
@@ -20,7 +21,7 @@ from agents.protocol import (
 from daemon.agentargs import PASSED_ON
 from daemon.api import submit_under_a_free_id
 from daemon.config import NodeConfig
-from daemon.items import IdTaken
+from daemon.items import FromAgent, IdTaken
 from daemon.service import new_job_id
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
@@ -293,6 +294,64 @@ def test_an_agent_proves_its_launch_and_after_that_nothing_else_speaks_for_the_j
         assert not driver.service.authentic(legacy.model_copy(update={"secret": "a-guess"}))
         assert driver.service.authentic(legacy.model_copy(update={"secret": secret}))
         assert not driver.service.authentic(legacy), "once proved, a message without it is not"
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_an_agent_launched_without_a_secret_is_taken_back_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon from before launch secrets left a running job; its agent, which carries
+    none, says hello to the next daemon. The check that refuses unproved messages for jobs
+    without an agent asked the core about the job, which a restore holds but does not plan
+    yet: it raised, and on the agent link that ended the link's task."""
+
+    async def first_daemon() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("old", gpus=1)
+        driver.at(1.5).agent(Hello(job="old", gen=1, pid=40_001))
+        driver.service.store.update_job("old", 0.0, agent_secret="")  # as that daemon left it
+        driver.service.store.close()  # as a kill -9 leaves it
+        driver.service.link.close()
+        driver.service._lock.release()
+
+    asyncio.run(first_daemon())
+    monkeypatch.setattr("daemon.restore.is_agent", lambda pid, job_id, folder: pid == 40_001)
+
+    async def second_daemon() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.service.restorer.restore()
+        assert driver.service.restorer.awaiting("old")
+        hello = Hello(job="old", gen=1, pid=40_001, state="running", iteration=7, workers=4)
+        assert driver.service.launched_by(hello), "the link's question, answered"
+        driver.at(2.0).agent(hello)
+        assert driver.state("old") == "running", "re-attached"
+        await driver.close()
+
+    asyncio.run(second_daemon())
+
+
+def test_no_unproved_message_speaks_for_a_job_waiting_for_its_relaunch(tmp_path: Path) -> None:
+    """With `agent_secrets = "when-sent"` an older SDK's agent is taken at its word until it
+    sends the secret; a job that failed and waits for its relaunch has no agent, so a
+    `finished` without the secret must not complete it unrun."""
+
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, agent_secrets="when-sent")
+        driver.at(1.0).submit("a")
+        older_sdk: list[AgentMessage] = [Hello(job="a", gen=1, pid=40_001), beat("a", 1, 30)]
+        # ... each without a secret, as an SDK from before secrets sends them
+        for seconds, message in zip((1.5, 1.8), older_sdk, strict=True):
+            driver.at(seconds).service.step(FromAgent(message))  # as it comes off the socket
+        assert driver.state("a") == "running"
+        driver.launcher.exit("a", 1)
+        driver.at(2.0).tick()
+        assert driver.state("a") == "submitted", "waiting out its back-off"
+        forged = FinishedMessage(job="a", gen=1, iteration=30)
+        assert not driver.service.authentic(forged)
+        driver.service.step(FromAgent(forged))  # as it comes off the socket: no secret
+        assert driver.state("a") == "submitted"
         await driver.close()
 
     asyncio.run(scenario())

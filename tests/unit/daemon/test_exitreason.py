@@ -1,0 +1,65 @@
+"""A failed job's reason: its exit, its stderr's tail, and the hint for an interpreter that
+lacks what the script imports (daemon/exitreason.py), on real log files."""
+
+from pathlib import Path
+
+import pytest
+
+from daemon.exitreason import exit_reason
+
+MISSING = (
+    "Traceback (most recent call last):\n  import timm\n"
+    "ModuleNotFoundError: No module named 'timm'\n"
+)
+
+
+def failed_with(job_dir: Path, stderr: str, command: list[str], search_path: str = "") -> str:
+    (job_dir / "stderr.log").write_text(stderr)
+    return exit_reason(1, job_dir, command=command, search_path=search_path)
+
+
+def test_a_bare_python_that_cannot_import_is_named_with_the_fix(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    python = bin_dir / "python3"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    why = failed_with(tmp_path, MISSING, ["python3", "train.py"], str(bin_dir))
+    assert why.startswith("exited with code 1; stderr ends:\nTraceback (most recent call last):")
+    hint = why.rsplit("\n", 1)[-1]
+    assert hint.startswith(f"hint: 'timm' cannot be imported by {python}, the `python3` on the")
+    assert "A job's PATH is the daemon's unless its env sets PATH" in hint
+    assert hint.endswith("(`stoker submit -- /path/to/env/bin/python script.py`)")
+    unfound = failed_with(tmp_path, MISSING, ["python", "train.py"], "")
+    assert "hint: 'timm' cannot be imported by `python`. A job's PATH" in unfound
+
+
+@pytest.mark.parametrize(
+    ("stderr", "command"),
+    [
+        # an import warning early, then another error: that error is the reason
+        ("ModuleNotFoundError: No module named 'triton'\nRuntimeError: CUDA out of memory\n",
+         ["python", "t.py"]),
+        # a package shadowed by a file of the same name: no interpreter would help
+        ("ModuleNotFoundError: No module named 'a.b'; 'a' is not a package\n", ["python", "t.py"]),
+        (MISSING, ["/opt/env/bin/python", "t.py"]),  # the user chose the interpreter
+        (MISSING, ["bash", "run.sh"]),  # which python ran, bash does not say
+        ("Traceback\nValueError: no\n", ["python", "t.py"]),
+    ],
+)  # fmt: skip
+def test_no_hint_where_the_interpreter_is_not_the_likely_cause(
+    tmp_path: Path, stderr: str, command: list[str]
+) -> None:
+    assert "hint" not in failed_with(tmp_path, stderr, command, "/usr/bin:/bin")
+
+
+def test_a_zoo_job_runs_the_daemons_own_python_and_gets_no_hint(tmp_path: Path) -> None:
+    (tmp_path / "stderr.log").write_text(MISSING)
+    assert exit_reason(1, tmp_path) == "exited with code 1; stderr ends:\n" + MISSING.strip()
+
+
+def test_a_rank_other_than_0_that_failed_on_an_import_is_hinted_too(tmp_path: Path) -> None:
+    (tmp_path / "stderr.rank1.log").write_text(MISSING)
+    why = exit_reason(1, tmp_path, ((1, 1),), ["python", "t.py"], "")
+    assert why.startswith("rank 1 exited with code 1; stderr ends:\nTraceback")
+    assert why.rsplit("\n", 1)[-1].startswith("hint: 'timm' cannot be imported by `python`.")
