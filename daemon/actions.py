@@ -21,7 +21,7 @@ from agents.protocol import (
     read_finished_marker,
 )
 from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks, job_path
-from daemon.exitreason import exit_reason
+from daemon.exitreason import exit_reason, launch_failure
 from daemon.launcher import Exit
 from scheduler.errors import UnknownJob
 from scheduler.messages import (
@@ -94,9 +94,24 @@ class Actions:
             try:
                 self._carry_out(command)
             except Exception as error:
-                log.exception("carrying out %r", command)
                 if isinstance(command, Launch):
-                    self._service.feed(Failed(command.job_id, f"launch failed: {error}"))
+                    self._launch_failed(command.job_id, error)
+                else:
+                    log.exception("carrying out %r", command)
+
+    def _launch_failed(self, job_id: str, error: Exception) -> None:
+        """A launch that raised is the job's failure. A command whose program could not be
+        executed is the user's to fix, said in its reason; anything else is the daemon's,
+        logged with its traceback."""
+        record = self._service.records.get(job_id)
+        command = record.settings.command if record is not None else None
+        if isinstance(error, OSError) and record is not None and command is not None:
+            why = launch_failure(error, command, job_path(record.settings, os.environ))
+            log.warning("job %s: %s", job_id, why)
+        else:
+            log.exception("job %s: launch failed", job_id)
+            why = f"launch failed: {error}"
+        self._service.feed(Failed(job_id, why))
 
     def _carry_out(self, command: Command) -> None:
         service = self._service

@@ -38,6 +38,29 @@ def exit_reason(
     return f"{why}\n{hint}" if hint else why
 
 
+def launch_failure(error: OSError, command: Sequence[str], search_path: str | None) -> str:
+    """Why a command job's processes could not be started, for its `reason`: the program the
+    launch could not execute, where it was looked for, and the fix."""
+    program = command[0] if command else ""
+    if error.filename != program:  # not the program: its workdir, a log file, ...
+        where = f": {error.filename}" if error.filename is not None else ""
+        return f"launch failed: {error.strerror or error}{where}"
+    if isinstance(error, FileNotFoundError) and os.sep not in program:
+        return (
+            f"launch failed: {program!r} is not on the job's PATH ({search_path or ''}); give "
+            "the program's full path, or start `stoker serve` with it on PATH (a job's PATH "
+            "is the daemon's unless its env sets PATH)"
+        )
+    if isinstance(error, FileNotFoundError):
+        return f"launch failed: {program!r} does not exist (relative to the job's workdir)"
+    if isinstance(error, PermissionError):
+        return (
+            f"launch failed: the job's user may not execute {program!r} ({error.strerror}); "
+            "a script without its executable bit runs as `python script.py`"
+        )
+    return f"launch failed: {error}"
+
+
 def _missing_module(tail: str) -> str | None:
     """The module a traceback ends on failing to import, if it does (an earlier warning
     that names one does not count)."""

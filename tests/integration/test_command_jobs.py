@@ -286,11 +286,19 @@ def test_a_program_the_job_could_not_start_is_refused_at_submit_with_the_fix(
     assert problem["message"].startswith(
         "'no-such-python' is not on the PATH jobs run with, the daemon's (/usr/bin:/bin); give"
     )
-    with daemon.client() as client:  # where the daemon could not know, the launch tells
-        for program, env in (("./run.sh", {}), ("no-such-python", {"PATH": "/usr/bin"})):
+    launched = {  # where submit does not look, the launch tells, as the job's reason
+        ("./run.sh",): "launch failed: './run.sh' does not exist (relative to the job's workdir)",
+        ("no-such-python", "/usr/bin"): "launch failed: 'no-such-python' is not on the job's "
+        "PATH (/usr/bin); give the program's full path, or start `stoker serve` with it on PATH",
+    }
+    with daemon.client() as client:
+        for (program, *path), expected in launched.items():
+            env = {"PATH": path[0]} if path else {}
             body = {**command_job("m", "count_train.py"), "command": [program], "env": env}
             reply = client.post("/v1/jobs", json=body)
             assert reply.status_code == 201, reply.text
+            assert failed_for(client, reply.json()["id"]).startswith(expected)
+    assert "Traceback" not in daemon.log_path.read_text(), "the user's mistake, not the daemon's"
 
 
 def test_a_running_script_is_resized_live_when_a_second_job_arrives(

@@ -1,11 +1,13 @@
 """A failed job's reason: its exit, its stderr's tail, and the hint for an interpreter that
 lacks what the script imports (daemon/exitreason.py), on real log files."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from daemon.exitreason import exit_reason
+from daemon.exitreason import exit_reason, launch_failure
 
 MISSING = (
     "Traceback (most recent call last):\n  import timm\n"
@@ -63,3 +65,24 @@ def test_a_rank_other_than_0_that_failed_on_an_import_is_hinted_too(tmp_path: Pa
     why = exit_reason(1, tmp_path, ((1, 1),), ["python", "t.py"], "")
     assert why.startswith("rank 1 exited with code 1; stderr ends:\nTraceback")
     assert why.rsplit("\n", 1)[-1].startswith("hint: 'timm' cannot be imported by `python`.")
+
+
+def _popen_error(argv: list[str], cwd: Path | None = None) -> OSError:
+    try:
+        subprocess.Popen(argv, cwd=cwd)
+    except OSError as error:
+        return error
+    raise AssertionError(f"{argv} started")
+
+
+def test_a_launch_names_the_program_it_could_not_execute_and_only_that(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text("print(1)\n")  # no executable bit
+    denied = launch_failure(_popen_error([str(script)]), [str(script)], "/usr/bin")
+    assert denied == (
+        f"launch failed: the job's user may not execute {str(script)!r} (Permission denied); "
+        "a script without its executable bit runs as `python script.py`"
+    )
+    gone = tmp_path / "gone"
+    elsewhere = launch_failure(_popen_error([sys.executable], cwd=gone), [sys.executable], "")
+    assert elsewhere == f"launch failed: No such file or directory: {gone}", "its workdir"
