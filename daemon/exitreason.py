@@ -52,7 +52,8 @@ def launch_failure(error: OSError, command: Sequence[str], search_path: str | No
             "is the daemon's unless its env sets PATH)"
         )
     if isinstance(error, FileNotFoundError):
-        return f"launch failed: {program!r} does not exist (relative to the job's workdir)"
+        relative = "" if os.path.isabs(program) else " (relative to the job's workdir)"
+        return f"launch failed: {program!r} does not exist{relative}"
     if isinstance(error, PermissionError):
         return (
             f"launch failed: the job's user may not execute {program!r} ({error.strerror}); "

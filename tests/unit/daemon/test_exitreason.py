@@ -86,3 +86,9 @@ def test_a_launch_names_the_program_it_could_not_execute_and_only_that(tmp_path:
     gone = tmp_path / "gone"
     elsewhere = launch_failure(_popen_error([sys.executable], cwd=gone), [sys.executable], "")
     assert elsewhere == f"launch failed: No such file or directory: {gone}", "its workdir"
+
+
+def test_a_missing_program_by_full_path_is_named_as_given(tmp_path: Path) -> None:
+    program = str(tmp_path / "env" / "bin" / "python")
+    gone = launch_failure(_popen_error([program]), [program], "/usr/bin")
+    assert gone == f"launch failed: {program!r} does not exist"
