@@ -62,7 +62,10 @@ def command_ranks(
     settings = launch.settings
     command = settings.command if settings.command is not None else zoo_command(config, launch)
     if launch.cpus:  # its loader workers inherit the set from the rank that starts them
-        command = (TASKSET, "--cpu-list", ",".join(map(str, launch.cpus)), *command)
+        # taskset by the daemon's path to it (the config checked it is on the daemon's
+        # PATH): the job's env may set a PATH without it
+        taskset = shutil.which(TASKSET) or TASKSET
+        command = (taskset, "--cpu-list", ",".join(map(str, launch.cpus)), *command)
     job_dir = launch.job_dir
     placed = ",".join(str(index) for index in launch.gpu_indices)
     common = {

@@ -439,7 +439,9 @@ def test_with_cpu_sets_jobs_side_by_side_split_the_cpus_and_one_alone_has_them_a
     with daemon.client() as client:
         assert client.get("/v1/node").json()["host"]["cpu_sets"] == halves
         long = client.post("/v1/jobs", json=command_job("long", "show_cpus.py", "8", "0.25"))
-        short = client.post("/v1/jobs", json=command_job("short", "show_cpus.py", "2", "0.25"))
+        # its own PATH, without taskset's folder: taskset is started by the daemon's path
+        short_job = command_job("short", "show_cpus.py", "2", "0.25", env={"PATH": "/none"})
+        short = client.post("/v1/jobs", json=short_job)
         outs = {}
         for reply in (long, short):
             assert reply.status_code == 201, reply.text
