@@ -103,10 +103,9 @@ class Actions:
         """A launch that raised is the job's failure. A command whose program could not be
         executed is the user's to fix, said in its reason; anything else is the daemon's,
         logged with its traceback."""
-        record = self._service.records.get(job_id)
-        command = record.settings.command if record is not None else None
-        if isinstance(error, OSError) and record is not None and command is not None:
-            why = launch_failure(error, command, job_path(record.settings, os.environ))
+        run = self._command_run(job_id)
+        if isinstance(error, OSError) and run is not None:
+            why = launch_failure(error, *run)
             log.warning("job %s: %s", job_id, why)
         else:
             log.exception("job %s: launch failed", job_id)
@@ -340,14 +339,17 @@ class Actions:
 
     def _exit_reason(self, ended: Exit) -> str:
         """`exit_reason` of a job's processes, told the command and the PATH it ran with."""
-        service = self._service
-        job_dir = service.launcher.job_dir(ended.job_id)
-        record = service.records.get(ended.job_id)
-        command = record.settings.command if record is not None else None
-        if record is None or command is None:  # a zoo job: the daemon's own python
-            return exit_reason(ended.code, job_dir, ended.failures)
-        search_path = job_path(record.settings, os.environ)
+        job_dir = self._service.launcher.job_dir(ended.job_id)
+        command, search_path = self._command_run(ended.job_id) or ((), None)
         return exit_reason(ended.code, job_dir, ended.failures, command, search_path)
+
+    def _command_run(self, job_id: str) -> tuple[Sequence[str], str | None] | None:
+        """A command job's argv and the PATH it runs with; None for a zoo job (the daemon's
+        own python runs it)."""
+        record = self._service.records.get(job_id)
+        if record is None or record.settings.command is None:
+            return None
+        return record.settings.command, job_path(record.settings, os.environ)
 
     def pin_cpus(self) -> None:
         """With `node.cpu_sets`, keep each running job on its share of the CPUs as jobs

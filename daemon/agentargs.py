@@ -167,6 +167,11 @@ def _passed_on(daemon_env: Mapping[str, str]) -> dict[str, str]:
     return {name: daemon_env[name] for name in PASSED_ON if name in daemon_env}
 
 
+# What to do about a program not on the PATH a job runs with: submit's refusal and the
+# launch's reason say it alike.
+PATH_FIX = "give the program's full path, or start `stoker serve` with it on PATH"
+
+
 def job_path(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | None:
     """The PATH a command job runs with, as `command_ranks` builds its environment: its own
     `env`'s, else the daemon's."""
@@ -191,9 +196,8 @@ def unstartable(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | N
     if shutil.which(program, path=search_path) is not None:
         return None
     return (
-        f"{program!r} is not on the PATH jobs run with, the daemon's ({search_path}); give "
-        "the program's full path, or start `stoker serve` with it on PATH (e.g. after "
-        "`source .venv/bin/activate`)"
+        f"{program!r} is not on the PATH jobs run with, the daemon's ({search_path}); "
+        f"{PATH_FIX} (e.g. after `source .venv/bin/activate`)"
     )
 
 

@@ -8,6 +8,7 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
+from daemon.agentargs import PATH_FIX
 from daemon.launcher import log_file
 
 # The last line of a traceback for an import that found nothing.
@@ -47,9 +48,8 @@ def launch_failure(error: OSError, command: Sequence[str], search_path: str | No
         return f"launch failed: {error.strerror or error}{where}"
     if isinstance(error, FileNotFoundError) and os.sep not in program:
         return (
-            f"launch failed: {program!r} is not on the job's PATH ({search_path or ''}); give "
-            "the program's full path, or start `stoker serve` with it on PATH (a job's PATH "
-            "is the daemon's unless its env sets PATH)"
+            f"launch failed: {program!r} is not on the job's PATH ({search_path or ''}); "
+            f"{PATH_FIX} (a job's PATH is the daemon's unless its env sets PATH)"
         )
     if isinstance(error, FileNotFoundError):
         relative = "" if os.path.isabs(program) else " (relative to the job's workdir)"
