@@ -4,6 +4,11 @@ decode and augmentation pipeline, and the epoch order that makes every sample co
 - `make_dataset(root, images, size)` writes `images` JPEG files of synthetic content
   (smooth colour fields with a class-dependent pattern, so there is something to learn)
   and `index.json` (count, size, classes, labels). `stoker dataset make` calls it.
+- A folder made with `read_latency_s` emulates a remote store (an object store or a
+  network filesystem, which this machine does not have): every read of an image first
+  waits that long, without CPU, as a fetch over the network does. The folder's index says
+  so, and so does every reader of it. Loading such data is bound by the wait, not by the
+  CPU: more loader workers fetch more at once.
 - `JpegDataset` is cheap to pickle: a root, a count and a labels tuple; file names are
   derived from the index (`00000042.jpg`), so a DataLoader's workers start fast.
 - Augmentation (random resized crop, horizontal flip, normalise) draws from a generator
@@ -22,6 +27,7 @@ decode and augmentation pipeline, and the epoch order that makes every sample co
 import json
 import math
 import random
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,14 +52,30 @@ def file_name(index: int) -> str:
     return f"{index:08d}.jpg"
 
 
+MAX_READ_LATENCY_S = 10.0
+
+
 def make_dataset(
-    root: Path, images: int, size: int, *, classes: int = 10, seed: int = 0, quality: int = 90
+    root: Path,
+    images: int,
+    size: int,
+    *,
+    classes: int = 10,
+    seed: int = 0,
+    quality: int = 90,
+    read_latency_s: float = 0.0,
 ) -> Path:
-    """Write `images` JPEGs of `size` x `size` pixels and the index; the index path."""
+    """Write `images` JPEGs of `size` x `size` pixels and the index; the index path.
+    `read_latency_s` > 0: the folder emulates a remote store (module docstring)."""
     if images < 1:
         raise DataError("--images must be at least 1")
     if not 16 <= size <= 4096:
         raise DataError(f"--size must be 16 to 4096 pixels, got {size}")
+    if not 0.0 <= read_latency_s <= MAX_READ_LATENCY_S:
+        raise DataError(
+            f"--read-latency-ms must be 0 to {MAX_READ_LATENCY_S * 1000:.0f} ms,"
+            f" got {read_latency_s * 1000:g}"
+        )
     root.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, images).tolist()
@@ -70,9 +92,12 @@ def make_dataset(
         Image.fromarray(pixels, "RGB").save(root / file_name(index), quality=quality)
     index_path = root / INDEX
     temporary = index_path.with_suffix(".tmp")
-    temporary.write_text(
-        json.dumps({"images": images, "size": size, "classes": classes, "labels": labels})
-    )
+    about: dict[str, object] = {"images": images, "size": size, "classes": classes}
+    about["labels"] = labels
+    if read_latency_s > 0.0:
+        about["read_latency_s"] = read_latency_s
+        about["emulated"] = "a remote store: every image read waits read_latency_s first"
+    temporary.write_text(json.dumps(about))
     temporary.replace(index_path)
     return index_path
 
@@ -115,7 +140,8 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
     """Samples of a `make_dataset` folder, decoded by Pillow and augmented (cropped to
     `image_size`, or to the size its images were made at); `epoch` must be set before each
     epoch's pass (the augmentation seed depends on it). It lives in memory the loader's
-    workers share, so persistent workers see each epoch the main process sets."""
+    workers share, so persistent workers see each epoch the main process sets. A folder
+    that emulates a remote store (`read_latency_s` in its index) waits before each read."""
 
     def __init__(self, root: Path, image_size: int | None = None, seed: int = 0) -> None:
         try:
@@ -129,6 +155,7 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
         self.labels = np.asarray(index["labels"], dtype=np.int16)
         self.classes = int(index["classes"])
         self.image_size = image_size or int(index["size"])
+        self.read_latency_s = float(index.get("read_latency_s", 0.0))
         self.augment = Augment(self.image_size)
         self.seed = seed
         epoch = torch.zeros(1, dtype=torch.int64)
@@ -146,6 +173,7 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
         return len(self.labels)
 
     def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        self.fetch(1)
         with Image.open(Path(self.root) / file_name(index)) as image:
             tensor = self.augment(image.convert("RGB"), self.rng(index))
         return tensor, int(self.labels[index])
@@ -153,6 +181,12 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
     def rng(self, index: int) -> random.Random:
         """The augmentation draws of sample `index` in this epoch, whoever decodes it."""
         return random.Random(hash((self.seed, self.epoch, index)))
+
+    def fetch(self, images: int) -> None:
+        """Wait as a remote store would to hand over `images` files, one after another
+        (nothing on a local folder)."""
+        if self.read_latency_s > 0.0:
+            time.sleep(self.read_latency_s * images)
 
 
 class DeviceBatches(Dataset[tuple[torch.Tensor, torch.Tensor]]):
@@ -191,6 +225,7 @@ class DeviceBatches(Dataset[tuple[torch.Tensor, torch.Tensor]]):
     def samples(self, batch: list[int]) -> list[tuple[torch.Tensor, int]]:
         """The samples of `batch` as `JpegDataset` gives them, decoded in one command."""
         client = self._connect()
+        self.images.fetch(len(batch))  # the device decodes what the worker fetched
         paths = [Path(self.images.root) / file_name(index) for index in batch]
         pixels = client.decode(paths)
         return [

@@ -109,6 +109,12 @@ def train(job: stoker.Job, args: argparse.Namespace) -> None:
     """Train to `args.iterations` steps, or until the daemon stops the job."""
     torch.manual_seed(args.seed)  # every rank starts from the same weights
     images = JpegDataset(args.dataset, args.image_size, seed=args.seed)
+    if images.read_latency_s > 0.0:
+        log.info(
+            "%s emulates a remote store: every image read waits %.0f ms first",
+            args.dataset,
+            images.read_latency_s * 1000,
+        )
     per_rank = args.batch_size // job.world_size
     if per_rank < 1:
         raise DataError(f"--batch-size {args.batch_size} is less than one per rank")

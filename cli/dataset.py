@@ -20,16 +20,32 @@ def make_command(
     size: Annotated[int, typer.Option(help="width and height in pixels")] = 64,
     classes: Annotated[int, typer.Option(help="labels to draw from")] = 10,
     seed: Annotated[int, typer.Option(help="same seed, same images")] = 0,
+    read_latency_ms: Annotated[
+        float,
+        typer.Option(
+            help="emulate a remote store (object store, network filesystem): every image"
+            " read waits this long first, without CPU; 0 = a local folder"
+        ),
+    ] = 0.0,
 ) -> None:
     """Write a folder of real JPEG files with synthetic content and its index.json."""
     from agents.data import DataError, make_dataset  # noqa: PLC0415 (torch stays lazy)
 
     try:
-        index = make_dataset(directory, images, size, classes=classes, seed=seed)
+        index = make_dataset(
+            directory,
+            images,
+            size,
+            classes=classes,
+            seed=seed,
+            read_latency_s=read_latency_ms / 1000,
+        )
     except DataError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"{images} images of {size} x {size} px in {directory}; index {index}")
+    if read_latency_ms > 0:
+        typer.echo(f"an emulated remote store: every read waits {read_latency_ms:g} ms first")
 
 
 def profile_command(

@@ -1,7 +1,9 @@
 """Real JPEGs on disk, a cheap-to-pickle dataset, and an epoch order that counts every
 sample once however often the job pauses."""
 
+import json
 import pickle
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +61,28 @@ def test_persistent_workers_see_each_epoch_the_script_sets(folder: Path) -> None
         fresh.epoch = epoch
         assert torch.equal(first, fresh[0][0]), f"epoch {epoch}'s draws"
     assert not torch.equal(firsts[0], firsts[1]), "a new epoch, new augmentation draws"
+
+
+def test_a_remote_store_waits_before_every_read_and_says_it_is_emulated(tmp_path: Path) -> None:
+    make_dataset(tmp_path, images=8, size=16, classes=2, read_latency_s=0.05)
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert index["read_latency_s"] == 0.05 and "remote store" in index["emulated"]
+    remote, local = JpegDataset(tmp_path), JpegDataset(tmp_path)
+    local.read_latency_s = 0.0  # the same files, read as a local folder
+    assert torch.equal(remote[3][0], local[3][0]), "the wait changes no pixel"
+    started = time.perf_counter()
+    for position in range(4):
+        remote[position]
+    assert time.perf_counter() - started >= 4 * 0.05, "each read waited its 50 ms"
+    worker = pickle.loads(pickle.dumps(remote))  # as a DataLoader worker gets it
+    assert worker.read_latency_s == 0.05
+    with pytest.raises(DataError, match="--read-latency-ms must be 0 to 10000 ms, got -5"):
+        make_dataset(tmp_path / "bad", images=1, size=16, read_latency_s=-0.005)
+
+
+def test_a_local_folder_does_not_wait(folder: Path) -> None:
+    assert "read_latency_s" not in json.loads((folder / "index.json").read_text())
+    assert JpegDataset(folder).read_latency_s == 0.0
 
 
 def test_missing_index_says_how_to_make_one(tmp_path: Path) -> None:
