@@ -55,7 +55,15 @@ from bench.daemon_driver import Daemon, free_port
 from bench.job_cpu import JobCpu
 from daemon.host import cpu_limit
 from scheduler.config import DEFAULT_POLICY
-from workloads.live import FINAL, RunSpan, demo_settings, image_sizes, job_body
+from workloads.live import (
+    DEMO_IMAGE_PX,
+    FINAL,
+    OwnImages,
+    RunSpan,
+    demo_settings,
+    job_body,
+    own_images,
+)
 from workloads.simulator import simulate
 from workloads.spec import Workload, load_workload
 
@@ -69,12 +77,12 @@ def run_once(
     where: Path,
     *,
     cpu_sets: bool = False,
-    datasets: Mapping[int, Path] | None = None,
+    datasets: Mapping[OwnImages, Path] | None = None,
     gate: bool = False,
 ) -> dict[str, Any]:
     """One run of the workload under `policy` on a fresh daemon: makespan and throughput.
     `cpu_sets`: each job pinned to its slot's CPUs (`node.cpu_sets`); `datasets`: the
-    jobs' own images by side (`image_px`)."""
+    jobs' own images (`image_px`, `read_latency_ms`)."""
     where.mkdir(parents=True)
     settings = demo_settings(jobs, dataset, policy)
     settings["node"]["cpu_sets"] = cpu_sets
@@ -139,7 +147,7 @@ def _own_seconds(process: psutil.Process) -> float:
 
 
 def measure_floor(
-    jobs: Workload, dataset: Path, datasets: Mapping[int, Path], scratch: Path
+    jobs: Workload, dataset: Path, datasets: Mapping[OwnImages, Path], scratch: Path
 ) -> dict[str, dict[int, float]]:
     """Each job alone on the node at every loader count per GPU the node allows it: the CPU
     seconds it used at each, by job and count."""
@@ -167,7 +175,7 @@ def measure_floor(
 def report_floor(
     jobs: Workload,
     dataset: Path,
-    datasets: Mapping[int, Path],
+    datasets: Mapping[OwnImages, Path],
     scratch: Path,
     measured: Mapping[str, list[dict[str, Any]]],
 ) -> dict[str, Any]:
@@ -218,13 +226,23 @@ def _splits(
     plans: list[dict[str, Any]], submitted: float, names: Mapping[str, str]
 ) -> list[dict[str, Any]]:
     """Each plan's split by job name, as the policy made it (with the gate on, a change the
-    gate held back shows here but did not happen)."""
+    gate held back shows here but did not happen), each job's predicted samples/s, and the
+    makespans from then on it predicted under it and under `balance`'s split."""
     return [
         {
             "at_s": round(plan["at"] - submitted, 2),
             "workers": {
                 names.get(job_id, job_id): allocation["workers_per_gpu"]
                 for job_id, allocation in plan["data"]["allocations"].items()
+            },
+            "predicted_samples_per_s": {
+                names.get(job_id, job_id): round(allocation["predicted_samples_per_s"], 1)
+                for job_id, allocation in plan["data"]["allocations"].items()
+            },
+            **{
+                key: plan["data"][key]
+                for key in ("predicted_makespan_s", "balance_makespan_s")
+                if key in plan["data"]
             },
         }
         for plan in plans
@@ -257,7 +275,7 @@ def _read_at(clocks: list[tuple[float, Any]], when: float, *, after: bool) -> An
 
 
 def submit(
-    client: httpx.Client, jobs: Workload, datasets: Mapping[int, Path] | None = None
+    client: httpx.Client, jobs: Workload, datasets: Mapping[OwnImages, Path] | None = None
 ) -> list[str]:
     """Each job at its arrival time; their ids."""
     started = time.monotonic()
@@ -291,10 +309,16 @@ def main() -> None:
     policies = ("balance", DEFAULT_POLICY)
     scratch = Path(tempfile.mkdtemp(prefix="stoker-live-gain-"))
     dataset = scratch / "data"
-    make_dataset(dataset, images=args.images, size=48, classes=10)  # as the demo makes it
-    own = {side: scratch / f"data-{side}px" for side in image_sizes(jobs)}
-    for side, folder in own.items():
-        make_dataset(folder, images=args.images, size=side, classes=10)
+    make_dataset(dataset, images=args.images, size=DEMO_IMAGE_PX, classes=10)  # as the demo's
+    own = {kind: scratch / kind.folder for kind in own_images(jobs)}
+    for kind, folder in own.items():
+        make_dataset(
+            folder,
+            images=args.images,
+            size=kind.side_px,
+            classes=10,
+            read_latency_s=kind.read_latency_ms / 1000,
+        )
     measured: dict[str, list[dict[str, Any]]] = {policy: [] for policy in policies}
     for run in range(args.runs):
         for policy in policies if run % 2 == 0 else policies[::-1]:

@@ -28,7 +28,7 @@ from cli.client import Daemon, dashboard_link
 from cli.common import fail
 from cli.workload_commands import submit_on_schedule
 from scheduler.config import DEFAULT_POLICY
-from workloads.live import FINAL, RunSpan, demo_settings, image_sizes
+from workloads.live import DEMO_IMAGE_PX, FINAL, OwnImages, RunSpan, demo_settings, own_images
 
 if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
     from workloads.spec import Workload
@@ -64,7 +64,7 @@ def demo_command(
     where = state_dir or Path(tempfile.mkdtemp(prefix="stoker-demo-"))
     typer.echo(f"demo state, logs and checkpoints: {where}")
     dataset = _dataset(where / "data", images)
-    own = {side: _dataset(where / f"data-{side}px", images, side) for side in image_sizes(jobs)}
+    own = {kind: _dataset(where / kind.folder, images, kind) for kind in own_images(jobs)}
     outcomes: dict[str, _Outcome] = {}
     for policy in ("balance", DEFAULT_POLICY) if compare else (DEFAULT_POLICY,):
         run = where / policy if compare else where  # each run its own daemon and state
@@ -119,11 +119,20 @@ def _stop(daemon: "subprocess.Popen[bytes]") -> None:
         daemon.wait()
 
 
-def _dataset(root: Path, images: int, side: int = 48) -> Path:
+def _dataset(root: Path, images: int, kind: OwnImages | None = None) -> Path:
+    """`images` JPEGs in `root`: `kind`'s, else the run's shared dataset's."""
     from agents.data import make_dataset  # noqa: PLC0415 (torch stays out of `stoker serve`)
 
-    make_dataset(root, images=images, size=side, classes=10)
-    typer.echo(f"made {images} JPEG images of {side} px in {root}")
+    kind = kind or OwnImages(DEMO_IMAGE_PX)
+    make_dataset(
+        root,
+        images=images,
+        size=kind.side_px,
+        classes=10,
+        read_latency_s=kind.read_latency_ms / 1000,
+    )
+    emulated = " (an emulated remote store)" if kind.read_latency_ms else ""
+    typer.echo(f"made {images} JPEG images of {kind.describe()} in {root}{emulated}")
     return root
 
 
@@ -168,9 +177,11 @@ def _start(
     fail(f"the daemon did not answer within 60 s; see {where / 'daemon.log'}")
 
 
-def _run(daemon: Daemon, jobs: "Workload", where: Path, datasets: dict[int, Path]) -> _Outcome:
+def _run(
+    daemon: Daemon, jobs: "Workload", where: Path, datasets: dict[OwnImages, Path]
+) -> _Outcome:
     """Submit on schedule in a thread while this one tells what happens, as it happens;
-    `datasets`: the jobs' own images by side."""
+    `datasets`: the jobs' own images."""
     ids: dict[str, str] = {}
     submitter = threading.Thread(
         target=lambda: ids.update(

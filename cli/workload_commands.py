@@ -30,7 +30,7 @@ from workloads.generator import (
     GeneratorOptions,
     generate_workload,
 )
-from workloads.live import FINAL, job_body
+from workloads.live import FINAL, OwnImages, job_body
 from workloads.spec import Workload, dump_workload, load_workload
 from workloads.trace import (
     DEFAULT_ITERATION_SCALE,
@@ -238,13 +238,13 @@ def submit_on_schedule(
     speed: float,
     *,
     progress: bool = True,
-    datasets: Mapping[int, Path] | None = None,
+    datasets: Mapping[OwnImages, Path] | None = None,
 ) -> Submissions:
     """Submit each job at its arrival time divided by `speed`. A job the daemon refuses
     (422: the job itself is wrong for this node) is said at once and the next one goes on;
     any other error stops the run, as it would stop every later job too. `datasets`: the
-    folders of the jobs' own images (`image_px`), by side; without, such a job stops the
-    run before anything is submitted."""
+    folders of the jobs' own images (`image_px`, `read_latency_ms`); without, such a job
+    stops the run before anything is submitted."""
     try:
         bodies = {job.id: job_body(job, datasets) for job in workload.jobs}
     except WorkloadError as error:

@@ -16,14 +16,43 @@ from workloads.spec import Workload, WorkloadJob
 FINAL = frozenset({"completed", "failed", "cancelled"})
 
 
-def image_sizes(workload: Workload) -> list[int]:
-    """The sides of the JPEGs the workload's jobs bring (`image_px`), each once."""
-    return sorted({job.image_px for job in workload.jobs if job.image_px is not None})
+DEMO_IMAGE_PX = 48  # the side of the images `stoker demo` and the bench make for every job
 
 
-def job_body(job: WorkloadJob, datasets: Mapping[int, Path] | None = None) -> dict[str, Any]:
+@dataclass(frozen=True, order=True)
+class OwnImages:
+    """JPEGs a job of a live run brings (`image_px`, `read_latency_ms`): their side, and
+    the wait of every read when they lie on an emulated remote store."""
+
+    side_px: int
+    read_latency_ms: float = 0.0
+
+    @classmethod
+    def of(cls, job: WorkloadJob) -> "OwnImages | None":
+        """The images `job` brings; None when it trains on the run's shared dataset."""
+        if job.image_px is None and job.read_latency_ms is None:
+            return None
+        return cls(job.image_px or DEMO_IMAGE_PX, job.read_latency_ms or 0.0)
+
+    @property
+    def folder(self) -> str:
+        """A folder name that tells these images from the others of the run."""
+        remote = f"-remote-{self.read_latency_ms:g}ms" if self.read_latency_ms else ""
+        return f"data-{self.side_px}px{remote}"
+
+    def describe(self) -> str:
+        remote = f", reads waiting {self.read_latency_ms:g} ms" if self.read_latency_ms else ""
+        return f"{self.side_px} px{remote}"
+
+
+def own_images(workload: Workload) -> list[OwnImages]:
+    """The images the workload's jobs bring, each once."""
+    return sorted({own for job in workload.jobs if (own := OwnImages.of(job)) is not None})
+
+
+def job_body(job: WorkloadJob, datasets: Mapping[OwnImages, Path] | None = None) -> dict[str, Any]:
     """What `POST /v1/jobs` takes for one of a workload's jobs; `datasets`: the folders
-    made for the jobs' own images, by side (`image_sizes`)."""
+    made for the jobs' own images (`own_images`)."""
     body: dict[str, Any] = {
         "name": job.id,
         "model": job.model,
@@ -33,14 +62,17 @@ def job_body(job: WorkloadJob, datasets: Mapping[int, Path] | None = None) -> di
     }
     if job.gpu_indices is not None:
         body["gpu_indices"] = list(job.gpu_indices)
-    if job.image_px is not None:
-        if datasets is None or job.image_px not in datasets:
+    own = OwnImages.of(job)
+    if own is not None:
+        if datasets is None or own not in datasets:
+            field = "image_px" if job.image_px is not None else "read_latency_ms"
             raise WorkloadError(
-                f"jobs[{job.id}].image_px",
+                f"jobs[{job.id}].{field}",
                 "only `stoker demo --workload` and bench/bench_live_gain.py make a job's own"
-                " images; leave image_px out to run on the daemon's default dataset",
+                " images; leave image_px and read_latency_ms out to run on the daemon's"
+                " default dataset",
             )
-        body["dataset"] = str(datasets[job.image_px])
+        body["dataset"] = str(datasets[own])
     return body
 
 

@@ -19,6 +19,7 @@ arrival_s = 0
 gpu_indices = [0, 1]   # optional; otherwise the least loaded GPUs when the job is admitted
 workers_per_gpu = 3    # optional: what the `static` policy gives it (paper Table III)
 image_px = 768         # optional, live runs (`stoker demo`, bench_live_gain): its own JPEGs
+read_latency_ms = 20   # optional, live runs: its JPEGs on an emulated remote store
 [jobs.curve]           # optional: the job's measured profile, the truth instead of formulas
 workers_per_gpu = [1, 2, 3, 6, 12]
 samples_per_s = [300, 590, 820, 1400, 1700]   # per GPU, the job alone
@@ -154,6 +155,9 @@ class WorkloadJob(_Strict):
     # JPEGs of its own of this side, cropped as the others are: larger images, dearer
     # loading. The simulator ignores it (its truth's pipeline costs stand).
     image_px: int | None = Field(None, ge=16, le=4096)
+    # Live runs only: the job's JPEGs lie on an emulated remote store, every read waiting
+    # this long first (agents/data.py): loading bound by a wait, not by the CPUs.
+    read_latency_ms: float | None = Field(None, gt=0.0, le=10_000.0)
 
     @model_validator(mode="after")
     def _consistent(self) -> "WorkloadJob":

@@ -4,7 +4,7 @@ import pytest
 
 from tests.unit.workloads.builders import job, workload
 from workloads.errors import WorkloadError
-from workloads.live import image_sizes, job_body
+from workloads.live import DEMO_IMAGE_PX, OwnImages, job_body, own_images
 from workloads.spec import dump_workload, load_workload, parse_workload
 
 REPO = Path(__file__).resolve().parents[3]
@@ -68,12 +68,26 @@ def test_unreadable_files_say_so(tmp_path: Path) -> None:
 
 
 def test_a_job_with_its_own_images_gets_their_folder_or_a_clear_error(tmp_path: Path) -> None:
-    jobs = workload(job("plain"), job("heavy", image_px=768), job("also", image_px=768))
-    assert image_sizes(jobs) == [768]
-    plain, heavy, _ = jobs.jobs
+    jobs = workload(
+        job("plain"),
+        job("heavy", image_px=768),
+        job("also", image_px=768),
+        job("remote", read_latency_ms=50),
+        job("remote-heavy", image_px=768, read_latency_ms=50),
+    )
+    heavy_images, remote_images = OwnImages(768), OwnImages(DEMO_IMAGE_PX, 50.0)
+    assert own_images(jobs) == [remote_images, heavy_images, OwnImages(768, 50.0)]
+    assert len({kind.folder for kind in own_images(jobs)}) == 3, "a folder each"
+    plain, heavy, _, remote, _ = jobs.jobs
     assert "dataset" not in job_body(plain), "the daemon's default dataset"
-    assert job_body(heavy, {768: tmp_path})["dataset"] == str(tmp_path)
+    folders = {heavy_images: tmp_path / "heavy", remote_images: tmp_path / "remote"}
+    assert job_body(heavy, folders)["dataset"] == str(tmp_path / "heavy")
+    assert job_body(remote, folders)["dataset"] == str(tmp_path / "remote")
     with pytest.raises(WorkloadError, match=r"jobs\[heavy\]\.image_px"):
         job_body(heavy)
+    with pytest.raises(WorkloadError, match=r"jobs\[remote\]\.read_latency_ms"):
+        job_body(remote, {heavy_images: tmp_path})
     with pytest.raises(WorkloadError, match=r"jobs\.0\.image_px"):
         workload(job("tiny", image_px=8))
+    with pytest.raises(WorkloadError, match=r"jobs\.0\.read_latency_ms"):
+        workload(job("instant", read_latency_ms=0))
