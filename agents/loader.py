@@ -23,6 +23,7 @@ it spent waiting on a file or a socket does not lower.
 """
 
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -147,7 +148,8 @@ class ResizableLoader:
                 break
             stopped_for_resize = False
             loader = self._dataloader([self._share(batch) for batch in batches])
-            for number, (batch, data) in enumerate(zip(batches, loader, strict=True)):
+            made = iter(loader)
+            for number, (batch, data) in enumerate(zip(batches, made, strict=True)):
                 if self._audit is not None:
                     self._audit.record(
                         self.position.epoch, self.position.consumed, self._share(batch)
@@ -160,6 +162,7 @@ class ResizableLoader:
                 self._job.at_boundary()
                 if self.workers != self._built_with or self._renew:
                     stopped_for_resize = True  # the rest of the epoch with the new count
+                    _retire(made)
                     break
             if not stopped_for_resize:
                 break
@@ -233,6 +236,16 @@ class ResizableLoader:
             **kwargs,  # not timed: its batches' indices are made in the workers
         )
         return self._kept
+
+
+def _retire(batches: Iterator[Any]) -> None:
+    """Stop a replaced DataLoader's workers beside the next one's start rather than before
+    it. A worker stops only after the batch it is making, which the resize throws away: most
+    of a second for a batch of large JPEGs, and a batch's reads end to end when they wait on
+    a remote store. Waiting for that added it to every resize's gap."""
+    stop = getattr(batches, "_shutdown_workers", None)  # PyTorch's own, idempotent
+    if stop is not None:
+        threading.Thread(target=stop, name="stoker-retire-workers", daemon=True).start()
 
 
 def _quiet_workers(user_init: Callable[[int], None] | None) -> Callable[[int], None]:

@@ -14,7 +14,7 @@ import pytest
 import torch
 import zmq
 from torch import nn
-from torch.utils.data import Dataset, IterableDataset
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from agents import checkpoints
 from agents.control import Allocation
@@ -104,6 +104,34 @@ def test_persistent_workers_live_on_from_epoch_to_epoch_until_a_resize(
         assert epochs[1] == epochs[0] and epochs[2] == epochs[1] | epochs[3]
     else:  # PyTorch's default: new workers each epoch
         assert not epochs[0] & epochs[1] and not epochs[2] & epochs[3]
+
+
+class SlowForTwo(Numbers):
+    """Numbers whose samples past the first take `SLOW_S` each in a loader of two workers,
+    as a batch of large images or of remote reads does, and no time in any other."""
+
+    SLOW_S = 4.0
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        worker = get_worker_info()
+        if index > 0 and worker is not None and worker.num_workers == 2:
+            time.sleep(self.SLOW_S)
+        return super().__getitem__(index)
+
+
+def test_a_resize_does_not_wait_for_the_batches_it_throws_away(tmp_path: Path) -> None:
+    sdk = job(tmp_path)
+    loader = sdk.loader(SlowForTwo(8), batch_size=1, shuffle=False, num_workers=2)
+    batches = iter(loader)
+    first = next(batches)[1].tolist()  # meanwhile both workers began a slow batch
+    loader.workers = 1
+    started = time.perf_counter()
+    second = next(batches)[1].tolist()
+    waited = time.perf_counter() - started
+    # Before, the old workers were stopped first, each after its slow batch: 4 s at least.
+    assert waited < SlowForTwo.SLOW_S / 2, f"the next batch came {waited:.1f} s after"
+    rest = [index for _, batch in batches for index in batch.tolist()]
+    assert first + second + rest == list(range(8)), "every sample once, in order"
 
 
 LEAVES_MID_EPOCH = """
