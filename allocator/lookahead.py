@@ -115,6 +115,10 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
             plan,
             predicted_makespan_s=float(finishes[name].max()),
             balance_makespan_s=float(unmoved.max()),
+            balance_workers={
+                job.id: int(workers)
+                for job, workers in zip(request.jobs, candidates["balance"], strict=True)
+            },
         )
     return make_plan(
         "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS

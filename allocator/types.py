@@ -198,6 +198,7 @@ class AllocationPlan:
     # model, under this plan and under `balance`'s split: the gain it predicts over balance.
     predicted_makespan_s: float | None = None
     balance_makespan_s: float | None = None
+    balance_workers: Mapping[str, int] | None = None  # and balance's split, by job id
 
     def workers(self) -> dict[str, int]:
         """Workers per GPU by job id."""
@@ -206,7 +207,7 @@ class AllocationPlan:
     def to_dict(self) -> dict[str, object]:
         """The JSON shape of `stoker allocate` (DESIGN.md, machine-readable contracts); the
         makespans where the policy predicts them."""
-        predicted = {
+        predicted: dict[str, object] = {
             name: value
             for name, value in (
                 ("predicted_makespan_s", self.predicted_makespan_s),
@@ -214,6 +215,8 @@ class AllocationPlan:
             )
             if value is not None
         }
+        if self.balance_workers is not None:
+            predicted["balance_workers"] = dict(self.balance_workers)
         return {
             "policy": self.policy,
             "allocations": {

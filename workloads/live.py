@@ -125,10 +125,12 @@ class RunSpan:
         return self.last_end - self.submitted
 
     def planned_gain(self) -> float | None:
-        """What the default policy's own plan predicted it gains over balance: its last
-        plan before the first job ended (on the curves the jobs taught it by then), the
-        run's time until that plan added to both of its predicted makespans. None under
-        `balance`."""
+        """What the default policy's own plans predicted it gains over balance, from the
+        plan where its run departed from the one `balance` would have run: the first plan,
+        before the first job ended, whose split is not `balance`'s (`balance_workers`). Up to
+        it both runs are the same, so its two predicted makespans, each with the time until
+        then added, are the whole runs'. A later plan predicts only what is left to gain
+        from a run already ahead. 0.0 when no plan departed; None under `balance`."""
         told = [
             plan
             for plan in self.plans  # a `replan` plans only the jobs a pause timeout left
@@ -136,7 +138,16 @@ class RunSpan:
         ]
         if not told:
             return None
-        last = max(told, key=lambda plan: plan["at"])
-        so_far = last["at"] - self.submitted
-        ours, shared = last["data"]["predicted_makespan_s"], last["data"]["balance_makespan_s"]
+        departed = [plan for plan in told if _departs(plan["data"])]
+        if not departed:
+            return 0.0
+        first = min(departed, key=lambda plan: plan["at"])
+        so_far = first["at"] - self.submitted
+        ours, shared = first["data"]["predicted_makespan_s"], first["data"]["balance_makespan_s"]
         return float((so_far + shared) / (so_far + ours) - 1.0)
+
+
+def _departs(plan: Mapping[str, Any]) -> bool:
+    """The plan's split is not the one `balance` would give the same jobs."""
+    chosen = {job: given["workers_per_gpu"] for job, given in plan["allocations"].items()}
+    return bool(chosen != plan.get("balance_workers", chosen))

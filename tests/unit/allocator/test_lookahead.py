@@ -56,6 +56,8 @@ def test_a_plan_says_when_its_jobs_end_and_when_they_would_under_balance() -> No
     assert plan.predicted_makespan_s < plan.balance_makespan_s, "more workers to the long job"
     shown = plan.to_dict()
     assert shown["predicted_makespan_s"] == plan.predicted_makespan_s
+    assert shown["balance_workers"] == {"long": 9, "short": 9}, "the split it weighed"
+    assert plan.workers()["long"] > 9
     assert "balance_makespan_s" not in allocate(make_request(long, short), "optimal").to_dict()
 
 
