@@ -35,6 +35,10 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, default_colla
 from agents.audit import Audit
 from agents.data import EpochOrder
 
+# The longest `close` waits for a replaced DataLoader's workers: PyTorch's own shutdown
+# gives each MP_STATUS_CHECK_INTERVAL (5 s) before it kills it.
+RETIRE_WAIT_S = 30.0
+
 
 class Boundary(Protocol):
     """What the loader tells its job: a batch goes to the script (it counts as consumed from
@@ -109,6 +113,7 @@ class ResizableLoader:
         # epoch, and the batches it is to make next.
         self._kept: DataLoader[Any] | None = None
         self._batches = _Shares([])
+        self._retiring: list[threading.Thread] = []  # replaced DataLoaders' workers stopping
 
     def rebuild(self) -> None:
         """Start a new DataLoader from the next batch on (its workers see the dataset as it
@@ -116,14 +121,31 @@ class ResizableLoader:
         self._renew = True
 
     def close(self) -> None:
-        """Stop the workers of a DataLoader kept between passes (`persistent_workers`); the
-        next pass, if any, starts new ones."""
+        """Stop the workers of a DataLoader kept between passes (`persistent_workers`), and
+        wait for those of replaced ones (`_retire`); the next pass, if any, starts new ones."""
         kept, self._kept = self._kept, None
         # PyTorch has no public way to stop a persistent DataLoader's workers; its iterator
         # does it when it is collected, which a suspended loop over it would delay.
         stop = getattr(getattr(kept, "_iterator", None), "_shutdown_workers", None)
         if stop is not None:
             stop()
+        retiring, self._retiring = self._retiring, []
+        for thread in retiring:
+            thread.join(timeout=RETIRE_WAIT_S)
+
+    def _retire(self, batches: Iterator[Any]) -> None:
+        """Stop a replaced DataLoader's workers beside the next one's start rather than
+        before it. A worker stops only after the batch it is making, which the resize throws
+        away: most of a second for a batch of large JPEGs, and a batch's reads end to end when
+        they wait on a remote store. Waiting for that added it to every resize's gap. `close`
+        waits for them, so that none is left to the interpreter's exit."""
+        stop = getattr(batches, "_shutdown_workers", None)  # PyTorch's own, idempotent
+        if stop is None:
+            return  # no workers
+        self._retiring = [thread for thread in self._retiring if thread.is_alive()]
+        thread = threading.Thread(target=stop, name="stoker-retire-workers", daemon=True)
+        thread.start()
+        self._retiring.append(thread)
 
     def __len__(self) -> int:
         """Batches left in the current epoch for this rank."""
@@ -162,7 +184,7 @@ class ResizableLoader:
                 self._job.at_boundary()
                 if self.workers != self._built_with or self._renew:
                     stopped_for_resize = True  # the rest of the epoch with the new count
-                    _retire(made)
+                    self._retire(made)
                     break
             if not stopped_for_resize:
                 break
@@ -236,16 +258,6 @@ class ResizableLoader:
             **kwargs,  # not timed: its batches' indices are made in the workers
         )
         return self._kept
-
-
-def _retire(batches: Iterator[Any]) -> None:
-    """Stop a replaced DataLoader's workers beside the next one's start rather than before
-    it. A worker stops only after the batch it is making, which the resize throws away: most
-    of a second for a batch of large JPEGs, and a batch's reads end to end when they wait on
-    a remote store. Waiting for that added it to every resize's gap."""
-    stop = getattr(batches, "_shutdown_workers", None)  # PyTorch's own, idempotent
-    if stop is not None:
-        threading.Thread(target=stop, name="stoker-retire-workers", daemon=True).start()
 
 
 def _quiet_workers(user_init: Callable[[int], None] | None) -> Callable[[int], None]:

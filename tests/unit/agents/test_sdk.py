@@ -3,6 +3,7 @@ loader's position across worker changes and restarts, tracked state, checkpoints
 the job's allocation and its callbacks. Real torch on a tiny model."""
 
 import json
+import multiprocessing
 import os
 import signal
 import subprocess
@@ -132,6 +133,9 @@ def test_a_resize_does_not_wait_for_the_batches_it_throws_away(tmp_path: Path) -
     assert waited < SlowForTwo.SLOW_S / 2, f"the next batch came {waited:.1f} s after"
     rest = [index for _, batch in batches for index in batch.tolist()]
     assert first + second + rest == list(range(8)), "every sample once, in order"
+    assert multiprocessing.active_children(), "the old workers are still on their batches"
+    sdk._stop_workers()  # as the job does when it finishes or leaves
+    assert not multiprocessing.active_children(), "none left to the interpreter's exit"
 
 
 LEAVES_MID_EPOCH = """
