@@ -76,9 +76,17 @@ _REFINE_BUDGET = 32
 
 
 def lookahead(request: AllocationRequest) -> AllocationPlan:
-    """The candidate split whose predicted finishes score best; `balance`'s is a candidate."""
+    """The candidate split whose predicted finishes score best; `balance`'s is a candidate.
+    The plan names `balance`'s split (`balance_workers`), so that a run can tell where it
+    departed from the one `balance` would have run (workloads/live.py)."""
     if not request.jobs:
         return make_plan("lookahead", request, [], knee_sharpness=KNEE_SHARPNESS)
+    shared = balance(request).workers()
+    plan = _lookahead(request, np.array([shared[job.id] for job in request.jobs], dtype=np.int64))
+    return replace(plan, balance_workers=shared)
+
+
+def _lookahead(request: AllocationRequest, shared: IntArray) -> AllocationPlan:
     if request.node.cpu_workers <= request.floor_processes:
         ones = [1] * len(request.jobs)
         return make_plan("lookahead", request, ones, [NO_SPARE_NOTE], knee_sharpness=KNEE_SHARPNESS)
@@ -87,41 +95,33 @@ def lookahead(request: AllocationRequest) -> AllocationPlan:
     if any(job.remaining_samples is None for job in request.jobs):
         chosen, notes = candidates["greedy"], ["no lookahead: a job's remaining samples unknown"]
         notes += _budget_note(jobs)
-    else:
-        shared = balance(request).allocations
-        candidates["balance"] = np.array(
-            [shared[job.id].workers_per_gpu for job in request.jobs], dtype=np.int64
-        )
-        finishes = {name: predict_finishes(jobs, split) for name, split in candidates.items()}
-        scores = {name: _score(jobs, ends) for name, ends in finishes.items()}
-        start = min(scores, key=scores.__getitem__)
-        refined, ends = _refine(jobs, candidates[start], finishes[start])
-        candidates["refined"], finishes["refined"] = refined, ends
-        scores["refined"] = _score(jobs, ends)
-        # The first candidate within the tie margin of the best: keeping running jobs as they
-        # are, or processes free for the next arrival, beats a gain too small to predict.
-        best = min(scores.values())
-        name = next(key for key, score in scores.items() if score <= best * (1.0 + _TIE))
-        chosen, notes = candidates[name], [f"lookahead chose the {name} split"]
-        notes += _budget_note(jobs)
-        plan = make_plan(
+        return make_plan(
             "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
         )
-        # Balance's makespan as if its split were the one running: what a run under
-        # `balance` would take from here, not what a move to it now would (its pauses are
-        # in the candidate's score, not in the figure reported).
-        unmoved = predict_finishes(jobs, candidates["balance"], moved=False)
-        return replace(
-            plan,
-            predicted_makespan_s=float(finishes[name].max()),
-            balance_makespan_s=float(unmoved.max()),
-            balance_workers={
-                job.id: int(workers)
-                for job, workers in zip(request.jobs, candidates["balance"], strict=True)
-            },
-        )
-    return make_plan(
+    candidates["balance"] = shared
+    finishes = {name: predict_finishes(jobs, split) for name, split in candidates.items()}
+    scores = {name: _score(jobs, ends) for name, ends in finishes.items()}
+    start = min(scores, key=scores.__getitem__)
+    refined, ends = _refine(jobs, candidates[start], finishes[start])
+    candidates["refined"], finishes["refined"] = refined, ends
+    scores["refined"] = _score(jobs, ends)
+    # The first candidate within the tie margin of the best: keeping running jobs as they
+    # are, or processes free for the next arrival, beats a gain too small to predict.
+    best = min(scores.values())
+    name = next(key for key, score in scores.items() if score <= best * (1.0 + _TIE))
+    chosen, notes = candidates[name], [f"lookahead chose the {name} split"]
+    notes += _budget_note(jobs)
+    plan = make_plan(
         "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
+    )
+    # Balance's makespan as if its split were the one running: what a run under `balance`
+    # would take from here, not what a move to it now would (its pauses are in the
+    # candidate's score, not in the figure reported).
+    unmoved = predict_finishes(jobs, shared, moved=False)
+    return replace(
+        plan,
+        predicted_makespan_s=float(finishes[name].max()),
+        balance_makespan_s=float(unmoved.max()),
     )
 
 

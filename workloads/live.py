@@ -30,7 +30,7 @@ class OwnImages:
     @classmethod
     def of(cls, job: WorkloadJob) -> "OwnImages | None":
         """The images `job` brings; None when it trains on the run's shared dataset."""
-        if job.image_px is None and job.read_latency_ms is None:
+        if job.image_px is None and not job.read_latency_ms:
             return None
         return cls(job.image_px or DEMO_IMAGE_PX, job.read_latency_ms or 0.0)
 
@@ -41,6 +41,7 @@ class OwnImages:
         return f"data-{self.side_px}px{remote}"
 
     def describe(self) -> str:
+        """The images in words: their side, and the wait of each read where they wait."""
         remote = f", reads waiting {self.read_latency_ms:g} ms" if self.read_latency_ms else ""
         return f"{self.side_px} px{remote}"
 
@@ -126,28 +127,30 @@ class RunSpan:
 
     def planned_gain(self) -> float | None:
         """What the default policy's own plans predicted it gains over balance, from the
-        plan where its run departed from the one `balance` would have run: the first plan,
-        before the first job ended, whose split is not `balance`'s (`balance_workers`). Up to
-        it both runs are the same, so its two predicted makespans, each with the time until
-        then added, are the whole runs'. A later plan predicts only what is left to gain
-        from a run already ahead. 0.0 when no plan departed; None under `balance`."""
-        told = [
-            plan
-            for plan in self.plans  # a `replan` plans only the jobs a pause timeout left
-            if "balance_makespan_s" in plan["data"] and plan["at"] < self.first_end
-        ]
-        if not told:
-            return None
-        departed = [plan for plan in told if _departs(plan["data"])]
-        if not departed:
-            return 0.0
-        first = min(departed, key=lambda plan: plan["at"])
-        so_far = first["at"] - self.submitted
-        ours, shared = first["data"]["predicted_makespan_s"], first["data"]["balance_makespan_s"]
-        return float((so_far + shared) / (so_far + ours) - 1.0)
+        plan where its run departed from the one `balance` would have run: the first plan
+        whose split is not `balance`'s (`balance_workers`). Up to it both runs are the same,
+        so its two predicted makespans, each with the time until then added, are the whole
+        runs'; a later plan predicts only what is left to gain from a run already ahead.
+        0.0 when no plan departed. None under `balance`, and where the plans do not tell
+        (one that does not say balance's split or its makespans comes first). With the gate
+        on, a departure the gate held back counts as one: the plans are the policy's."""
+        if not any("balance_workers" in plan["data"] for plan in self.plans):
+            return None  # balance's own plans
+        for plan in sorted(self.plans, key=lambda plan: plan["at"]):
+            data = plan["data"]
+            if "balance_workers" not in data:
+                return None  # this plan may have departed: nothing tells
+            if not _departs(data):
+                continue
+            if "predicted_makespan_s" not in data or "balance_makespan_s" not in data:
+                return None
+            so_far = plan["at"] - self.submitted
+            ours, shared = data["predicted_makespan_s"], data["balance_makespan_s"]
+            return float((so_far + shared) / (so_far + ours) - 1.0)
+        return 0.0
 
 
 def _departs(plan: Mapping[str, Any]) -> bool:
-    """The plan's split is not the one `balance` would give the same jobs."""
+    """The plan's split is not the `balance_workers` it names."""
     chosen = {job: given["workers_per_gpu"] for job, given in plan["allocations"].items()}
-    return bool(chosen != plan.get("balance_workers", chosen))
+    return bool(chosen != plan["balance_workers"])

@@ -270,3 +270,18 @@ def test_a_negative_wait_at_a_pass_start_is_refused_naming_the_field() -> None:
     with pytest.raises(InvalidRequest) as raised:
         replace(make_job("j"), overhead_s=-0.001)
     assert "jobs[j].overhead_s" in str(raised.value)
+
+
+def test_every_plan_names_balance_s_split_whatever_path_it_took() -> None:
+    unknown = [make_job("a"), make_job("b"), make_job("c")]  # remaining samples unknown
+    for request in (
+        make_request(*unknown, cpu_workers=7),  # the greedy fallback
+        make_request(*unknown, cpu_workers=3),  # no spare process: one each
+    ):
+        plan = lookahead(request)
+        assert plan.balance_workers == allocate(request, "balance").workers()
+    assert lookahead(make_request(*unknown, cpu_workers=7)).balance_workers == {
+        "a": 3,
+        "b": 2,
+        "c": 2,
+    }

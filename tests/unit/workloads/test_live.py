@@ -32,7 +32,7 @@ def test_a_run_spans_first_submission_to_last_end_and_its_plans_predict_the_gain
         plan(110.0, 20.0, 23.0, {"a": 3, "b": 1}),  # they part here
         plan(120.0, 9.0, 10.0, {"a": 3, "b": 1}),  # from a run already ahead: what is left
         event(130.0, "state", to="completed"),
-        plan(131.0, 1.0, 9.0, {"a": 4}),  # too late
+        plan(131.0, 1.0, 9.0, {"a": 4}),
         event(140.0, "state", to="running"),
         event(145.0, "state", to="failed"),
     ]
@@ -41,7 +41,20 @@ def test_a_run_spans_first_submission_to_last_end_and_its_plans_predict_the_gain
     assert run.makespan_s == 45.0 and len(run.plans) == 4
     # The plan where the run left balance's split, 10 s into it: (10 + 23) / (10 + 20) - 1.
     assert run.planned_gain() == pytest.approx(0.1)
-    same = RunSpan.of([e for e in events if e["at"] != 110.0 and e["at"] != 120.0])
+    late = RunSpan.of([e for e in events if e["at"] not in (110.0, 120.0)])
+    # The runs part only after the first end, 31 s in: (31 + 9) / (31 + 1) - 1.
+    assert late.planned_gain() == pytest.approx(0.25)
+    same = RunSpan.of([e for e in events if e["at"] not in (110.0, 120.0, 131.0)])
     assert same.planned_gain() == 0.0, "balance's split throughout: no gain predicted"
     balance = RunSpan.of([e for e in events if e["kind"] != "plan"] + [event(102.0, "plan")])
     assert balance.planned_gain() is None
+
+
+def test_plans_that_do_not_say_balance_s_split_predict_nothing() -> None:
+    untold = event(105.0, "plan", allocations={"a": {"workers_per_gpu": 3}})  # may depart
+    events = [event(100.0, "submitted"), untold, plan(110.0, 20.0, 23.0, {"a": 3, "b": 1})]
+    assert RunSpan.of([*events, event(120.0, "state", to="completed")]).planned_gain() is None
+    no_makespans = plan(110.0, 20.0, 23.0, {"a": 3, "b": 1})
+    del no_makespans["data"]["predicted_makespan_s"]
+    run = RunSpan.of([events[0], no_makespans, event(120.0, "state", to="completed")])
+    assert run.planned_gain() is None
