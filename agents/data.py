@@ -7,8 +7,9 @@ decode and augmentation pipeline, and the epoch order that makes every sample co
 - A folder made with `read_latency_s` emulates a remote store (an object store or a
   network filesystem, which this machine does not have): every read of an image first
   waits that long, without CPU, as a fetch over the network does. The folder's index says
-  so, and so does every reader of it. Loading such data is bound by the wait, not by the
-  CPU: more loader workers fetch more at once.
+  so, and the zoo trainer's log; `JpegDataset` waits (a script that reads the files itself
+  does not), and `stoker profile` refuses such a folder. Loading such data is bound by the
+  wait, not by the CPU: more loader workers fetch more at once.
 - `JpegDataset` is cheap to pickle: a root, a count and a labels tuple; file names are
   derived from the index (`00000042.jpg`), so a DataLoader's workers start fast.
 - Augmentation (random resized crop, horizontal flip, normalise) draws from a generator
@@ -156,6 +157,11 @@ class JpegDataset(Dataset[tuple[torch.Tensor, int]]):
         self.classes = int(index["classes"])
         self.image_size = image_size or int(index["size"])
         self.read_latency_s = float(index.get("read_latency_s", 0.0))
+        if not 0.0 <= self.read_latency_s <= MAX_READ_LATENCY_S:
+            raise DataError(
+                f"{root / INDEX}: read_latency_s must be 0 to {MAX_READ_LATENCY_S:g} s, got "
+                f"{self.read_latency_s:g}; make the folder again with `stoker dataset make`"
+            )
         self.augment = Augment(self.image_size)
         self.seed = seed
         epoch = torch.zeros(1, dtype=torch.int64)

@@ -52,7 +52,15 @@ def profile(options: ProfileOptions, progress: Callable[[str], None]) -> tuple[P
     """Measure and write both sample files; their paths."""
     loading_batches = sorted(set(options.batch_sizes))
     needed = (options.max_workers + options.timed_batches) * max(loading_batches)
-    images = len(JpegDataset(options.dataset, options.image_size))
+    dataset = JpegDataset(options.dataset, options.image_size)
+    if dataset.read_latency_s > 0.0:
+        raise DataError(
+            f"{options.dataset} emulates a remote store (every read waits "
+            f"{dataset.read_latency_s * 1000:g} ms): its loading samples would time the wait, "
+            "not this node's CPUs; profile a local folder (`stoker dataset make` without "
+            "--read-latency-ms)"
+        )
+    images = len(dataset)
     if images < needed:
         raise DataError(
             f"{options.dataset} has {images} images; loading samples need {needed} "

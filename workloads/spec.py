@@ -156,8 +156,8 @@ class WorkloadJob(_Strict):
     # loading. The simulator ignores it (its truth's pipeline costs stand).
     image_px: int | None = Field(None, ge=16, le=4096)
     # Live runs only: the job's JPEGs lie on an emulated remote store, every read waiting
-    # this long first (agents/data.py): loading bound by a wait, not by the CPUs.
-    read_latency_ms: float | None = Field(None, gt=0.0, le=10_000.0)
+    # this long first (agents/data.py): loading bound by a wait, not by the CPUs. 0: local.
+    read_latency_ms: float | None = Field(None, ge=0.0, le=10_000.0)
 
     @model_validator(mode="after")
     def _consistent(self) -> "WorkloadJob":

@@ -27,6 +27,21 @@ def test_dataset_make_writes_jpegs_and_an_index(tmp_path: Path) -> None:
     assert bad.code == 2 and "--images" in bad.stderr
 
 
+def test_a_remote_store_is_made_said_emulated_and_refused_by_profile(tmp_path: Path) -> None:
+    remote = tmp_path / "remote"
+    run = stoker(
+        "dataset", "make", remote, "--images", "4", "--size", "16", "--read-latency-ms", "20"
+    )
+    assert run.code == 0, run.stderr
+    assert "an emulated remote store: every read waits 20 ms first" in run.stdout
+    refused = stoker("profile", "--dataset", remote, "--out", tmp_path / "out")
+    assert refused.code == 2 and "emulates a remote store" in refused.stderr
+    assert "without --read-latency-ms" in refused.stderr and not (tmp_path / "out").exists()
+    bad = stoker("dataset", "make", tmp_path / "bad", "--read-latency-ms", "-5")
+    assert bad.code == 2 and "--read-latency-ms must be 0 to 10000 ms" in bad.stderr
+    assert not (tmp_path / "bad").exists(), "nothing written"
+
+
 def test_the_daemon_and_its_cli_never_import_torch() -> None:
     probe = (
         "import sys, cli, daemon.api, daemon.service; "

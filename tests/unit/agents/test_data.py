@@ -78,6 +78,10 @@ def test_a_remote_store_waits_before_every_read_and_says_it_is_emulated(tmp_path
     assert worker.read_latency_s == 0.05
     with pytest.raises(DataError, match="--read-latency-ms must be 0 to 10000 ms, got -5"):
         make_dataset(tmp_path / "bad", images=1, size=16, read_latency_s=-0.005)
+    index["read_latency_s"] = -1  # an index edited by hand
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    with pytest.raises(DataError, match="read_latency_s must be 0 to 10 s, got -1"):
+        JpegDataset(tmp_path)
 
 
 def test_a_local_folder_does_not_wait(folder: Path) -> None:

@@ -90,4 +90,6 @@ def test_a_job_with_its_own_images_gets_their_folder_or_a_clear_error(tmp_path: 
     with pytest.raises(WorkloadError, match=r"jobs\.0\.image_px"):
         workload(job("tiny", image_px=8))
     with pytest.raises(WorkloadError, match=r"jobs\.0\.read_latency_ms"):
-        workload(job("instant", read_latency_ms=0))
+        workload(job("forever", read_latency_ms=20_000))
+    local = workload(job("instant", read_latency_ms=0))
+    assert own_images(local) == [] and "dataset" not in job_body(local.jobs[0]), "0: local"
