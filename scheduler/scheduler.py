@@ -162,6 +162,9 @@ class Scheduler:
         self._backing_off: dict[str, float] = {}  # failed job -> when it may be relaunched
         self._completions: list[str] = []
         self._completions_due: float | None = None
+        # A window closed while every job the round would plan was still starting or
+        # resuming: the round comes as soon as one of them runs (`_maybe_start_round`).
+        self._completions_held = False
         self._round: _Round | None = None
         self._generation = 0
         # The node's contention as configured (or fitted from profiles), and the loader
@@ -670,8 +673,26 @@ class Scheduler:
             return
         arrivals_due = self._arrivals_due is not None and now >= self._arrivals_due
         completions_due = self._completions_due is not None and now >= self._completions_due
-        if not (arrivals_due or completions_due):
+        if not (arrivals_due or completions_due or self._completions_held):
             return
+        if not arrivals_due:
+            # What a finish freed may be for jobs still starting or resuming (a finish during
+            # a round, whose jobs resume after it). Planned now, the round would plan none of
+            # them and the freed processes would stay idle until the next arrival or finish:
+            # hold it until they all run (their hello or Resumed comes through here).
+            settling = any(
+                job.state in (JobState.STARTING, JobState.RESUMING) for job in self._live.values()
+            )
+            # Arrivals still in their window count: a round serves both buffers.
+            plannable = bool(self._arrivals) or any(_plannable(j) for j in self._live.values())
+            if settling and (self._completions_held or not plannable):
+                self._completions_held, self._completions_due = True, None
+                return
+            if not plannable:  # nothing left that could take them
+                self._completions, self._completions_due = [], None
+                self._completions_held = False
+                return
+        self._completions_held = False
         # A round serves both buffers, whichever window closed: an arrival left waiting would
         # only pause the same jobs again when its own window closes.
         arriving = self._arrivals
@@ -683,12 +704,7 @@ class Scheduler:
         # so the jobs nearest completion get their leftovers. `optimal` weighs the work left
         # itself (`_planned_spec`).
         planned = sorted(
-            (
-                job
-                for job in self._live.values()
-                if job.state in (JobState.RUNNING, JobState.PENDING) and not job.fixed
-            ),
-            key=_remaining_samples,
+            (job for job in self._live.values() if _plannable(job)), key=_remaining_samples
         )
         if not planned:
             return
@@ -910,6 +926,12 @@ class Scheduler:
             del self._live[job.request.id]
             if self._admission is not None:
                 self._admission.release(job.request.id)
+
+
+def _plannable(job: _Job) -> bool:
+    """A round may give the job a new allocation: it runs (or waits to start) and its
+    workers are stoker's to change."""
+    return job.state in (JobState.RUNNING, JobState.PENDING) and not job.fixed
 
 
 def _remaining_samples(job: _Job) -> int:

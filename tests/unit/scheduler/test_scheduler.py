@@ -428,6 +428,35 @@ def test_windows_closing_during_a_round_wait_for_it_without_a_busy_deadline() ->
     assert launches == {"b": 2, "c": 3}
 
 
+def test_a_finish_during_a_round_is_served_once_the_round_s_jobs_run() -> None:
+    # Measured live (bench_live_gain, 2026-11-26): a job ended while pausing, its window
+    # closed while the others were still resuming, and its processes stayed idle to the end.
+    core = scheduler(cpu_workers=12, window_s=0.0, completion_window_s=2.0)
+    start(core, "a", 0.0)
+    start_second(core, "a", "b", 0.5)
+    assert only(core.handle(JobSubmitted(job("c")), now=10.0), Pause) == [
+        Pause("a", 3),
+        Pause("b", 3),
+    ]
+    core.handle(Finished("b"), now=10.1)  # while pausing
+    out = core.handle(Paused("a", 3, 0), now=10.2)
+    (launch,) = only(out, Launch)
+    (resume,) = only(out, Resume)
+    used = launch.allocation.workers_per_gpu + resume.allocation.workers_per_gpu
+    assert used < 12, "b's processes are free"
+    assert core.next_deadline() == pytest.approx(12.1)
+    # The window closes while a resumes and c starts: nothing to plan yet, and no deadline
+    # left in the past to spin on.
+    assert core.handle(Tick(), now=12.2) == []
+    deadline = core.next_deadline()
+    assert deadline is not None and deadline > 12.2
+    assert only(core.handle(AgentHello("c", 3, 0), now=12.5), Pause) == [], "a still resuming"
+    out = core.handle(Resumed("a", 3, resume.allocation.workers_per_gpu, 0.5), now=13.0)
+    assert only(out, Pause) == [Pause("a", 4), Pause("c", 4)], "the finish is served now"
+    out = core.handle(Paused("a", 4, 0), now=13.5) + core.handle(Paused("c", 4, 0), now=13.6)
+    assert sum(r.allocation.workers_per_gpu for r in only(out, Resume)) > used
+
+
 def test_optimal_gives_equally_useful_workers_to_the_job_with_more_work_left() -> None:
     # Two loader-bound jobs alike but for their length, 6 spare processes: every split
     # predicts the same total, and the core tells optimal the work left to break the tie.
