@@ -163,8 +163,8 @@ class Scheduler:
         self._completions: list[str] = []
         self._completions_due: float | None = None
         # A window closed while every job the round would plan was still starting or
-        # resuming: the round comes as soon as one of them runs (`_maybe_start_round`).
-        self._completions_held = False
+        # resuming: the round waits for them to run, until this time (`_maybe_start_round`).
+        self._held_until: float | None = None
         self._round: _Round | None = None
         self._generation = 0
         # The node's contention as configured (or fitted from profiles), and the loader
@@ -251,7 +251,8 @@ class Scheduler:
     def next_deadline(self) -> float | None:
         """The earliest time at which a Tick would change something, if any."""
         if self._round is None:
-            times = [t for t in (self._arrivals_due, self._completions_due) if t is not None]
+            due = (self._arrivals_due, self._completions_due, self._held_until)
+            times = [t for t in due if t is not None]
             times.extend(self._backing_off.values())
         else:  # windows that close meanwhile are served when the round ends, not by a Tick
             times = [self._round.deadline]
@@ -622,6 +623,7 @@ class Scheduler:
         keeps its GPUs meanwhile."""
         job.restarts += 1
         job.started_at = None
+        job.fixed = False  # its relaunch says again whether its loader can be resized
         config = self._config
         wait_s = min(
             config.restart_backoff_max_s, config.restart_backoff_s * 2 ** (job.restarts - 1)
@@ -673,26 +675,31 @@ class Scheduler:
             return
         arrivals_due = self._arrivals_due is not None and now >= self._arrivals_due
         completions_due = self._completions_due is not None and now >= self._completions_due
-        if not (arrivals_due or completions_due or self._completions_held):
+        held = self._held_until is not None
+        if not (arrivals_due or completions_due or held):
             return
         if not arrivals_due:
             # What a finish freed may be for jobs still starting or resuming (a finish during
             # a round, whose jobs resume after it). Planned now, the round would plan none of
             # them and the freed processes would stay idle until the next arrival or finish:
-            # hold it until they all run (their hello or Resumed comes through here).
+            # hold it until they all run (their hello or Resumed comes through here), but no
+            # longer than a round waits for its pauses (a resume that never reports).
             settling = any(
                 job.state in (JobState.STARTING, JobState.RESUMING) for job in self._live.values()
             )
             # Arrivals still in their window count: a round serves both buffers.
             plannable = bool(self._arrivals) or any(_plannable(j) for j in self._live.values())
-            if settling and (self._completions_held or not plannable):
-                self._completions_held, self._completions_due = True, None
+            expired = self._held_until is not None and now >= self._held_until
+            if settling and (held or not plannable) and not expired:
+                if self._held_until is None:
+                    self._held_until = now + self._config.pause_timeout_s
+                self._completions_due = None
                 return
             if not plannable:  # nothing left that could take them
                 self._completions, self._completions_due = [], None
-                self._completions_held = False
+                self._held_until = None
                 return
-        self._completions_held = False
+        self._held_until = None
         # A round serves both buffers, whichever window closed: an arrival left waiting would
         # only pause the same jobs again when its own window closes.
         arriving = self._arrivals

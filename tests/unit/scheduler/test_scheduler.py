@@ -345,6 +345,18 @@ def test_a_job_whose_loader_cannot_resize_is_planned_around_never_paused() -> No
     assert core.status("stream").state is JobState.RUNNING
 
 
+def test_a_relaunch_of_a_job_that_could_not_resize_is_launched_again() -> None:
+    core = scheduler()
+    request = replace(job("stream"), max_restarts=1)
+    (launch,) = only(core.handle(JobSubmitted(request), 0.0), Launch)
+    core.handle(AgentHello("stream", launch.gen, 0, resizable=False), 0.5)
+    core.handle(Heartbeat("stream", launch.gen, 10, 100.0, 0.0, 4), 1.0)
+    out = core.handle(Failed("stream", "agent exited with code -9"), now=2.0)
+    (relaunch,) = only(out, Launch)  # window 0, no back-off: at once, as any job
+    assert relaunch.job_id == "stream"
+    assert core.status("stream").state is JobState.STARTING
+
+
 def test_a_launched_agent_that_never_says_hello_is_lost() -> None:
     core = Scheduler(
         NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
@@ -455,6 +467,21 @@ def test_a_finish_during_a_round_is_served_once_the_round_s_jobs_run() -> None:
     assert only(out, Pause) == [Pause("a", 4), Pause("c", 4)], "the finish is served now"
     out = core.handle(Paused("a", 4, 0), now=13.5) + core.handle(Paused("c", 4, 0), now=13.6)
     assert sum(r.allocation.workers_per_gpu for r in only(out, Resume)) > used
+
+
+def test_a_held_round_waits_no_longer_than_a_round_waits_for_its_pauses() -> None:
+    core = scheduler(cpu_workers=12, window_s=0.0, completion_window_s=2.0, pause_timeout_s=20.0)
+    start(core, "a", 0.0)
+    start_second(core, "a", "b", 0.5)
+    core.handle(JobSubmitted(job("c")), now=10.0)  # a and b pause
+    core.handle(Finished("b"), now=10.1)
+    (launch,) = only(core.handle(Paused("a", 3, 0), now=10.2), Launch)  # a resumes
+    assert core.handle(Tick(), now=12.2) == [], "held: a resuming, c starting"
+    assert core.next_deadline() == pytest.approx(32.2), "no longer than pause_timeout_s"
+    assert only(core.handle(AgentHello("c", 3, 0), now=13.0), Pause) == [], "a still resuming"
+    for now in (20.0, 30.0):  # c runs and says so; a never reports its resume
+        core.handle(Heartbeat("c", 3, 10, 100.0, 0.0, launch.allocation.workers_per_gpu), now)
+    assert only(core.handle(Tick(), now=32.2), Pause) == [Pause("c", 4)], "planned without a"
 
 
 def test_optimal_gives_equally_useful_workers_to_the_job_with_more_work_left() -> None:
