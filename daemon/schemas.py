@@ -41,8 +41,9 @@ RESERVED_ENV = frozenset(
 
 class JobSubmission(BaseModel):
     """A training job: a command (a user's script, run with the stoker SDK or without), or a
-    zoo model the built-in trainer trains. A command job needs name, command, batch_size and
-    gpus; a zoo job name, model, batch_size, gpus and iterations."""
+    zoo model the built-in trainer trains. A command job needs name, command and batch_size;
+    a zoo job name, model, batch_size and iterations; either runs on one GPU unless `gpus`
+    says more (as `stoker submit --gpus` does)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -76,7 +77,7 @@ class JobSubmission(BaseModel):
         "mdResnet12, vgg13",
     )
     batch_size: int = Field(ge=1, le=65536, description="global batch")
-    gpus: int = Field(ge=1, le=64)
+    gpus: int = Field(1, ge=1, le=64, description="GPUs, one rank each (default 1)")
     iterations: int | None = Field(
         None,
         ge=1,

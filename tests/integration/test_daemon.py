@@ -116,6 +116,9 @@ def test_a_zoo_name_means_the_same_model_in_any_case(serve: Callable[..., Daemon
             reply = client.post("/v1/jobs", json=job_body("a", model=name, iterations=10))
             assert reply.status_code == 201, (name, reply.text)
             assert reply.json()["model"] == name
+        one = {k: v for k, v in job_body("b", iterations=10).items() if k != "gpus"}
+        reply = client.post("/v1/jobs", json=one)
+        assert reply.status_code == 201 and reply.json()["gpus"] == 1, "one GPU unless told"
         unknown = client.post("/v1/jobs", json=job_body("a", model="resnet"))
         assert unknown.status_code == 422
         (problem,) = unknown.json()["detail"]
