@@ -160,7 +160,6 @@ class Scheduler:
         self._arrivals: list[str] = []
         self._arrivals_due: float | None = None
         self._backing_off: dict[str, float] = {}  # failed job -> when it may be relaunched
-        self._completions: list[str] = []
         self._completions_due: float | None = None
         # A window closed while every job the round would plan was still starting or
         # resuming: the round waits for them to run, until this time (`_maybe_start_round`).
@@ -422,7 +421,7 @@ class Scheduler:
         self._backing_off.pop(job_id, None)
         self._leave_round(job_id, now, out)
         if held:
-            self._completed(job_id, now)
+            self._completed(now)
 
     def _hello(self, event: AgentHello, now: float, out: list[Command]) -> None:
         job = self._job(event.job_id)
@@ -600,7 +599,7 @@ class Scheduler:
             why = f"{why}; {refused}" if refused else why
         self._move(job, state, out, why)
         self._leave_round(job_id, now, out)
-        self._completed(job_id, now)
+        self._completed(now)
 
     @staticmethod
     def _relaunch_refused(job: _Job) -> str | None:
@@ -696,7 +695,7 @@ class Scheduler:
                 self._completions_due = None
                 return
             if not plannable:  # nothing left that could take them
-                self._completions, self._completions_due = [], None
+                self._completions_due = None
                 self._held_until = None
                 return
         self._held_until = None
@@ -704,7 +703,7 @@ class Scheduler:
         # only pause the same jobs again when its own window closes.
         arriving = self._arrivals
         self._arrivals, self._arrivals_due = [], None
-        self._completions, self._completions_due = [], None
+        self._completions_due = None
         for job_id in arriving:
             self._move(self._jobs[job_id], JobState.PENDING, out)
         # Shortest remaining work first: the baselines and `waa` break ties in request order,
@@ -902,8 +901,8 @@ class Scheduler:
             if not current.waiting:
                 self._finish_round(now, out)
 
-    def _completed(self, job_id: str, now: float) -> None:
-        self._completions.append(job_id)
+    def _completed(self, now: float) -> None:
+        """A job ended: the completion window opens, if it is not open already."""
         if self._completions_due is None:
             self._completions_due = now + self._config.completion_window_s
 
