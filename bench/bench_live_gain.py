@@ -318,7 +318,7 @@ def main() -> None:
             images=args.images,
             size=kind.side_px,
             classes=10,
-            read_latency_s=kind.read_latency_ms / 1000,
+            read_latency_s=kind.read_latency_s,
         )
     measured: dict[str, list[dict[str, Any]]] = {policy: [] for policy in policies}
     for run in range(args.runs):
@@ -366,7 +366,7 @@ def main() -> None:
           f"{DEFAULT_POLICY} shorter in {wins} of {args.runs} runs; predicted by its plans "
           f"(median): {told}; simulated on the workload's own testbed: {simulated_gain:+.1%}. "
           "Goal: +10 % or more in 3 runs of 3, the prediction within 5 points.")  # fmt: skip
-    if own_images(jobs):
+    if own:
         print("(the simulator ignores image_px and read_latency_ms: its gain is the testbed's)")
     # Training and loading share this node's CPUs: a split of the loaders moves CPU time
     # between jobs, and gains by putting `balance`'s idle share to work, or by wasting less.

@@ -129,7 +129,7 @@ def _dataset(root: Path, images: int, kind: OwnImages | None = None) -> Path:
         images=images,
         size=kind.side_px,
         classes=10,
-        read_latency_s=kind.read_latency_ms / 1000,
+        read_latency_s=kind.read_latency_s,
     )
     emulated = " (an emulated remote store)" if kind.read_latency_ms else ""
     typer.echo(f"made {images} JPEG images of {kind.describe()} in {root}{emulated}")

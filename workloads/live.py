@@ -40,6 +40,11 @@ class OwnImages:
         remote = f"-remote-{self.read_latency_ms:g}ms" if self.read_latency_ms else ""
         return f"data-{self.side_px}px{remote}"
 
+    @property
+    def read_latency_s(self) -> float:
+        """The wait of every read, as `agents.data.make_dataset` takes it."""
+        return self.read_latency_ms / 1000
+
     def describe(self) -> str:
         """The images in words: their side, and the wait of each read where they wait."""
         remote = f", reads waiting {self.read_latency_ms:g} ms" if self.read_latency_ms else ""
