@@ -134,6 +134,9 @@ class _Round:
     waiting: set[str] = field(default_factory=set)  # told to pause, not yet paused
     paused: list[str] = field(default_factory=list)
     launches: list[str] = field(default_factory=list)
+    # The plan no longer fits the node (a job left it, or a pause timed out): its flexible
+    # jobs are planned again before they launch or resume (`_finish_round`).
+    stale: bool = False
 
 
 class Scheduler:
@@ -419,7 +422,7 @@ class Scheduler:
         if job_id in self._arrivals:
             self._arrivals.remove(job_id)
         self._backing_off.pop(job_id, None)
-        self._leave_round(job_id, now, out)
+        self._leave_round(job_id, now, out, freed=held)
         if held:
             self._completed(now)
 
@@ -598,7 +601,7 @@ class Scheduler:
                 return
             why = f"{why}; {refused}" if refused else why
         self._move(job, state, out, why)
-        self._leave_round(job_id, now, out)
+        self._leave_round(job_id, now, out, freed=held)
         self._completed(now)
 
     @staticmethod
@@ -851,6 +854,8 @@ class Scheduler:
     def _finish_round(self, now: float, out: list[Command]) -> None:
         current = self._round
         assert current is not None
+        if current.stale:
+            self._replan_flexible(current, out)
         self._round = None
         for job_id in current.launches:
             job = self._jobs[job_id]
@@ -872,26 +877,38 @@ class Scheduler:
         for job in stragglers:
             job.planned = job.allocation
             self._move(job, JobState.RUNNING, out, "pause timed out: keeps its allocation")
-        flexible = [self._jobs[j] for j in (*current.paused, *current.launches)]
-        if flexible:
-            # The same request as a round's: each job's work left, what it must keep, and
-            # the fairness floor.
-            request = AllocationRequest(
-                node=self._node_left(also_fixed=(JobState.RUNNING,)),
-                jobs=tuple(self._planned_spec(job) for job in flexible),
-                fair_floor=self._config.fair_floor,
-                regrow_delay_s=self._config.completion_window_s,
-            )
-            replan = allocate(request, self._config.policy)
-            for job in flexible:
-                job.planned = _allocation(replan, job.request.id)
-            out.append(Replanned(current.gen, replan))
+        current.stale = True
         self._finish_round(now, out)
 
-    def _leave_round(self, job_id: str, now: float, out: list[Command]) -> None:
+    def _replan_flexible(self, current: _Round, out: list[Command]) -> None:
+        """The round's flexible jobs (paused or new) planned again on the processes the
+        running jobs leave: the round's plan counted processes that a straggler kept, or
+        left out those of a job that has since ended."""
+        flexible = [self._jobs[j] for j in (*current.paused, *current.launches)]
+        if not flexible:
+            return
+        # The same request as a round's: each job's work left, what it must keep, and the
+        # fairness floor.
+        request = AllocationRequest(
+            node=self._node_left(also_fixed=(JobState.RUNNING,)),
+            jobs=tuple(self._planned_spec(job) for job in flexible),
+            fair_floor=self._config.fair_floor,
+            regrow_delay_s=self._config.completion_window_s,
+        )
+        replan = allocate(request, self._config.policy)
+        for job in flexible:
+            job.planned = _allocation(replan, job.request.id)
+        out.append(Replanned(current.gen, replan))
+
+    def _leave_round(
+        self, job_id: str, now: float, out: list[Command], *, freed: bool = False
+    ) -> None:
+        """The job is out of the open round, if one is; `freed`: it ended holding
+        processes, which the round's flexible jobs are then planned again to take."""
         current = self._round
         if current is None:
             return
+        current.stale = current.stale or freed
         if job_id in current.launches:
             current.launches.remove(job_id)
         if job_id in current.paused:

@@ -440,9 +440,9 @@ def test_windows_closing_during_a_round_wait_for_it_without_a_busy_deadline() ->
     assert launches == {"b": 2, "c": 3}
 
 
-def test_a_finish_during_a_round_is_served_once_the_round_s_jobs_run() -> None:
-    # Measured live (bench_live_gain, 2026-11-26): a job ended while pausing, its window
-    # closed while the others were still resuming, and its processes stayed idle to the end.
+def test_a_finish_during_a_round_gives_its_processes_to_the_round_s_jobs() -> None:
+    # Measured live (bench_live_gain, 2026-11-26): a job ended while the others paused. They
+    # resumed without its processes, and the round after paused them again to hand them on.
     core = scheduler(cpu_workers=12, window_s=0.0, completion_window_s=2.0)
     start(core, "a", 0.0)
     start_second(core, "a", "b", 0.5)
@@ -452,36 +452,67 @@ def test_a_finish_during_a_round_is_served_once_the_round_s_jobs_run() -> None:
     ]
     core.handle(Finished("b"), now=10.1)  # while pausing
     out = core.handle(Paused("a", 3, 0), now=10.2)
+    (replanned,) = only(out, Replanned)
     (launch,) = only(out, Launch)
     (resume,) = only(out, Resume)
-    used = launch.allocation.workers_per_gpu + resume.allocation.workers_per_gpu
-    assert used < 12, "b's processes are free"
-    assert core.next_deadline() == pytest.approx(12.1)
+    assert set(replanned.plan.allocations) == {"a", "c"}
+    assert launch.allocation.workers_per_gpu + resume.allocation.workers_per_gpu == 12, "b's too"
     # The window closes while a resumes and c starts: nothing to plan yet, and no deadline
     # left in the past to spin on.
     assert core.handle(Tick(), now=12.2) == []
     deadline = core.next_deadline()
     assert deadline is not None and deadline > 12.2
-    assert only(core.handle(AgentHello("c", 3, 0), now=12.5), Pause) == [], "a still resuming"
+    core.handle(AgentHello("c", 3, 0), now=12.5)
     out = core.handle(Resumed("a", 3, resume.allocation.workers_per_gpu, 0.5), now=13.0)
-    assert only(out, Pause) == [Pause("a", 4), Pause("c", 4)], "the finish is served now"
-    out = core.handle(Paused("a", 4, 0), now=13.5) + core.handle(Paused("c", 4, 0), now=13.6)
+    assert only(out, Pause) == [], "the finish was served: the jobs that just moved stay"
+    assert workers(core, "a") + workers(core, "c") == 12
+
+
+def resize_for_c(core: Scheduler, now: float) -> tuple[Launch, Resume, Resume]:
+    """a and b run; c arrives, a and b pause, and the round ends: c launches, a and b
+    resume (each told, none answered yet)."""
+    start(core, "a", 0.0)
+    start_second(core, "a", "b", 0.5)
+    assert only(core.handle(JobSubmitted(job("c")), now), Pause) == [Pause("a", 3), Pause("b", 3)]
+    core.handle(Paused("a", 3, 0), now + 0.1)
+    out = core.handle(Paused("b", 3, 0), now + 0.2)
+    (launch,) = only(out, Launch)
+    resume_a, resume_b = only(out, Resume)
+    return launch, resume_a, resume_b
+
+
+def test_a_finish_after_a_round_is_served_once_the_round_s_jobs_run() -> None:
+    # Measured live (bench_live_gain, 2026-11-26): a job ended while the others were still
+    # resuming, its window closed before they ran, and its processes stayed idle to the end.
+    core = scheduler(cpu_workers=12, window_s=0.0, completion_window_s=2.0)
+    launch, resume_a, resume_b = resize_for_c(core, 10.0)
+    core.handle(Resumed("a", 3, resume_a.allocation.workers_per_gpu, 0.5), now=10.3)
+    core.handle(Finished("a"), now=10.4)
+    assert core.next_deadline() == pytest.approx(12.4)
+    # The window closes while b resumes and c starts: nothing to plan yet, and no deadline
+    # left in the past to spin on.
+    assert core.handle(Tick(), now=12.5) == []
+    deadline = core.next_deadline()
+    assert deadline is not None and deadline > 12.5
+    assert only(core.handle(AgentHello("c", 3, 0), now=12.6), Pause) == [], "b still resuming"
+    out = core.handle(Resumed("b", 3, resume_b.allocation.workers_per_gpu, 0.5), now=13.0)
+    assert only(out, Pause) == [Pause("b", 4), Pause("c", 4)], "the finish is served now"
+    used = launch.allocation.workers_per_gpu + resume_b.allocation.workers_per_gpu
+    out = core.handle(Paused("b", 4, 0), now=13.5) + core.handle(Paused("c", 4, 0), now=13.6)
     assert sum(r.allocation.workers_per_gpu for r in only(out, Resume)) > used
 
 
 def test_a_held_round_waits_no_longer_than_a_round_waits_for_its_pauses() -> None:
     core = scheduler(cpu_workers=12, window_s=0.0, completion_window_s=2.0, pause_timeout_s=20.0)
-    start(core, "a", 0.0)
-    start_second(core, "a", "b", 0.5)
-    core.handle(JobSubmitted(job("c")), now=10.0)  # a and b pause
-    core.handle(Finished("b"), now=10.1)
-    (launch,) = only(core.handle(Paused("a", 3, 0), now=10.2), Launch)  # a resumes
-    assert core.handle(Tick(), now=12.2) == [], "held: a resuming, c starting"
-    assert core.next_deadline() == pytest.approx(32.2), "no longer than pause_timeout_s"
-    assert only(core.handle(AgentHello("c", 3, 0), now=13.0), Pause) == [], "a still resuming"
-    for now in (20.0, 30.0):  # c runs and says so; a never reports its resume
+    launch, resume_a, _ = resize_for_c(core, 10.0)
+    core.handle(Resumed("a", 3, resume_a.allocation.workers_per_gpu, 0.5), now=10.3)
+    core.handle(Finished("a"), now=10.4)
+    assert core.handle(Tick(), now=12.4) == [], "held: b resuming, c starting"
+    assert core.next_deadline() == pytest.approx(32.4), "no longer than pause_timeout_s"
+    assert only(core.handle(AgentHello("c", 3, 0), now=13.0), Pause) == [], "b still resuming"
+    for now in (20.0, 30.0):  # c runs and says so; b never reports its resume
         core.handle(Heartbeat("c", 3, 10, 100.0, 0.0, launch.allocation.workers_per_gpu), now)
-    assert only(core.handle(Tick(), now=32.2), Pause) == [Pause("c", 4)], "planned without a"
+    assert only(core.handle(Tick(), now=32.4), Pause) == [Pause("c", 4)], "planned without b"
 
 
 def test_optimal_gives_equally_useful_workers_to_the_job_with_more_work_left() -> None:
