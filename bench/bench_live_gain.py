@@ -4,7 +4,7 @@ times, with the makespan and throughput measured, beside what the simulator pred
 the same workload under each policy, and beside the gain the default policy's own plans
 predicted over `balance`.
 
-Run: .venv/bin/python -m bench.bench_live_gain [--runs 3] [--workload W.toml] [--gate]
+Run: .venv/bin/python -m bench.bench_live_gain [--runs 3] [--workload W.toml] [--images N] [--gate]
 [--floor]. Prints a table, saves bench/out/live_gain[_gate].json. About 40 s a run and
 policy with the demo's workload (4 minutes with the defaults); nothing else should run
 meanwhile.
@@ -61,6 +61,7 @@ from workloads.live import (
     FINAL,
     OwnImages,
     RunSpan,
+    dataset_images,
     demo_settings,
     job_body,
     own_images,
@@ -290,11 +291,30 @@ def submit(
     return ids
 
 
+def make_datasets(jobs: Workload, scratch: Path, images: int) -> tuple[Path, dict[OwnImages, Path]]:
+    """The run's shared dataset (the demo's images) and a folder for each kind of the jobs'
+    own images, `images` JPEGs each."""
+    dataset = scratch / "data"
+    make_dataset(dataset, images=images, size=DEMO_IMAGE_PX, classes=10)  # as the demo's
+    own = {kind: scratch / kind.folder for kind in own_images(jobs)}
+    for kind, folder in own.items():
+        make_dataset(
+            folder,
+            images=images,
+            size=kind.side_px,
+            classes=10,
+            read_latency_s=kind.read_latency_s,
+        )
+    return dataset, own
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workload", type=Path, default=DEMO_WORKLOAD)
-    parser.add_argument("--images", type=int, default=256, help="JPEGs in the dataset")
+    parser.add_argument(
+        "--images", type=int, help="JPEGs in each dataset [the workload's dataset_images, else 256]"
+    )
     parser.add_argument(
         "--gate",
         action="store_true",
@@ -309,17 +329,8 @@ def main() -> None:
     jobs = load_workload(args.workload)
     policies = ("balance", DEFAULT_POLICY)
     scratch = Path(tempfile.mkdtemp(prefix="stoker-live-gain-"))
-    dataset = scratch / "data"
-    make_dataset(dataset, images=args.images, size=DEMO_IMAGE_PX, classes=10)  # as the demo's
-    own = {kind: scratch / kind.folder for kind in own_images(jobs)}
-    for kind, folder in own.items():
-        make_dataset(
-            folder,
-            images=args.images,
-            size=kind.side_px,
-            classes=10,
-            read_latency_s=kind.read_latency_s,
-        )
+    images = dataset_images(jobs, args.images)
+    dataset, own = make_datasets(jobs, scratch, images)
     measured: dict[str, list[dict[str, Any]]] = {policy: [] for policy in policies}
     for run in range(args.runs):
         for policy in policies if run % 2 == 0 else policies[::-1]:
@@ -387,6 +398,7 @@ def main() -> None:
         "live_gain_gate" if args.gate else "live_gain",
         {
             "workload": str(args.workload),
+            "dataset_images": images,
             "gate": args.gate,
             "runs": measured,
             "summary": summary,

@@ -28,7 +28,15 @@ from cli.client import Daemon, dashboard_link
 from cli.common import fail
 from cli.workload_commands import submit_on_schedule
 from scheduler.config import DEFAULT_POLICY
-from workloads.live import DEMO_IMAGE_PX, FINAL, OwnImages, RunSpan, demo_settings, own_images
+from workloads.live import (
+    DEMO_IMAGE_PX,
+    FINAL,
+    OwnImages,
+    RunSpan,
+    dataset_images,
+    demo_settings,
+    own_images,
+)
 
 if TYPE_CHECKING:  # imported when the demo runs: `stoker serve` loads none of it
     from workloads.spec import Workload
@@ -43,7 +51,13 @@ def demo_command(
         Path | None, typer.Option(help="keep the daemon's state here [a new temp dir]")
     ] = None,
     port: Annotated[int, typer.Option(help="the demo daemon's port")] = 8471,
-    images: Annotated[int, typer.Option(help="JPEGs in the demo dataset")] = 256,
+    images: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="JPEGs in each dataset the demo makes [the workload's dataset_images, else 256]",
+        ),
+    ] = None,
     compare: Annotated[
         bool,
         typer.Option(
@@ -63,8 +77,9 @@ def demo_command(
         fail(str(error))
     where = state_dir or Path(tempfile.mkdtemp(prefix="stoker-demo-"))
     typer.echo(f"demo state, logs and checkpoints: {where}")
-    dataset = _dataset(where / "data", images)
-    own = {kind: _dataset(where / kind.folder, images, kind) for kind in own_images(jobs)}
+    count = dataset_images(jobs, images)
+    dataset = _dataset(where / "data", count)
+    own = {kind: _dataset(where / kind.folder, count, kind) for kind in own_images(jobs)}
     outcomes: dict[str, _Outcome] = {}
     for policy in ("balance", DEFAULT_POLICY) if compare else (DEFAULT_POLICY,):
         run = where / policy if compare else where  # each run its own daemon and state

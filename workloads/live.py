@@ -17,6 +17,15 @@ FINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 DEMO_IMAGE_PX = 48  # the side of the images `stoker demo` and the bench make for every job
+DEFAULT_DATASET_IMAGES = 256  # JPEGs in each of their datasets, unless the workload says
+
+
+def dataset_images(workload: Workload, given: int | None = None) -> int:
+    """JPEGs in each dataset a live run of `workload` makes: `given` (a command-line
+    option), else the workload's `dataset_images`, else `DEFAULT_DATASET_IMAGES`."""
+    if given is not None:
+        return given
+    return workload.dataset_images or DEFAULT_DATASET_IMAGES
 
 
 @dataclass(frozen=True, order=True)

@@ -204,6 +204,11 @@ class Workload(_Strict):
     scheduler: dict[str, Any] = Field(default_factory=dict)
     truth: dict[str, Any] = Field(default_factory=dict)
     jobs: tuple[WorkloadJob, ...] = Field(min_length=1)
+    # Live runs only (`stoker demo --workload`, bench/bench_live_gain.py): JPEGs in each
+    # dataset the run makes, where the workload needs more than `DEFAULT_DATASET_IMAGES`
+    # (workloads/live.py) for its epochs not to be mostly the workers' refill. The
+    # simulator ignores it.
+    dataset_images: int | None = Field(None, ge=1, le=100_000)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Workload":

@@ -1,11 +1,16 @@
 """A live run read back from its daemon's events (workloads/live.py), as `stoker demo
 --compare` and bench/bench_live_gain.py read it."""
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from workloads.live import RunSpan
+from workloads.errors import WorkloadError
+from workloads.live import DEFAULT_DATASET_IMAGES, RunSpan, dataset_images
+from workloads.spec import load_workload
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "workloads"
 
 
 def event(at: float, kind: str, **data: Any) -> dict[str, Any]:
@@ -58,3 +63,18 @@ def test_plans_that_do_not_say_balance_s_split_predict_nothing() -> None:
     del no_makespans["data"]["predicted_makespan_s"]
     run = RunSpan.of([events[0], no_makespans, event(120.0, "state", to="completed")])
     assert run.planned_gain() is None
+
+
+def test_a_workload_says_how_many_images_its_datasets_hold_and_the_option_overrides() -> None:
+    remote = load_workload(CONFIGS / "loader-remote-cpu.toml")
+    assert dataset_images(remote) == 1024
+    assert dataset_images(remote, 64) == 64
+    assert dataset_images(load_workload(CONFIGS / "demo-cpu.toml")) == DEFAULT_DATASET_IMAGES
+
+
+def test_a_workload_with_no_image_in_its_datasets_is_refused(tmp_path: Path) -> None:
+    text = (CONFIGS / "demo-cpu.toml").read_text()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("[node]", "dataset_images = 0\n\n[node]", 1))
+    with pytest.raises(WorkloadError, match="dataset_images"):
+        load_workload(bad)
