@@ -5,8 +5,8 @@ It makes a small JPEG dataset, starts `stoker serve` with real PyTorch applicati
 schedule, prints the dashboard's link and every launch, pause and resume as it happens,
 and ends with a summary:
 each job's throughput, its reallocations and pause gaps, and how far the measured
-throughput was from the TPM's prediction. Ctrl-C stops it; either way the daemon and its
-agents are stopped and nothing is left running.
+throughput was from the TPM's prediction. Ctrl-C (or SIGTERM) stops it; either way the
+daemon and its agents are stopped and nothing is left running.
 """
 
 import os
@@ -71,6 +71,10 @@ def demo_command(
     from workloads.errors import WorkloadError  # noqa: PLC0415 (the CLI imports lazily)
     from workloads.spec import load_workload  # noqa: PLC0415
 
+    # `kill` stops the demo as Ctrl-C does: the daemon and its agents with it. Python's own
+    # SIGTERM ends the process at once, and the daemon it started trained on, orphaned.
+    signal.signal(signal.SIGTERM, _interrupt)
+
     try:
         jobs = load_workload(workload)
     except WorkloadError as error:
@@ -97,6 +101,10 @@ def demo_command(
             typer.echo(f"daemon stopped; its log is {run / 'daemon.log'}")
     if len(outcomes) == 2:
         _compare(outcomes)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 @dataclass(frozen=True)

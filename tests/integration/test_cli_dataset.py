@@ -184,7 +184,10 @@ def test_profile_through_the_decoder_service_adds_the_device_pipeline(tmp_path: 
     assert model.predict_sample_cost_s("imagenet+device") > 0
 
 
-def test_ctrl_c_stops_the_demo_and_leaves_nothing_running(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_ctrl_c_or_kill_stops_the_demo_and_leaves_nothing_running(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
     where = tmp_path / "demo"
     demo = subprocess.Popen(
         [sys.executable, "-m", "cli", "demo", "--state-dir", str(where),
@@ -199,9 +202,12 @@ def test_ctrl_c_stops_the_demo_and_leaves_nothing_running(tmp_path: Path) -> Non
         if ": running" in line:
             break
     assert any(line.startswith("dashboard: ") for line in seen), seen
-    demo.send_signal(signal.SIGINT)
-    rest, _ = demo.communicate(timeout=120)
-    assert demo.returncode == 0
-    assert "daemon stopped" in rest
-    leftovers = subprocess.run(["pgrep", "-f", str(where)], capture_output=True, check=False)
-    assert leftovers.stdout == b"", "nothing of the demo is left running"
+    demo.send_signal(stop)
+    try:
+        rest, _ = demo.communicate(timeout=120)
+        assert demo.returncode == 0
+        assert "daemon stopped" in rest
+        leftovers = subprocess.run(["pgrep", "-f", str(where)], capture_output=True, check=False)
+        assert leftovers.stdout == b"", "nothing of the demo is left running"
+    finally:  # what a failure left is not for the next test to meet
+        subprocess.run(["pkill", "-f", str(where)], check=False)
