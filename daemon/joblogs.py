@@ -103,13 +103,15 @@ async def metrics(
 
 
 def _thin(values: list[list[Any]], points: int) -> list[list[Any]]:
-    if len(values) <= points:
+    """`points` of `values`, evenly spread, the newest always among them (and the first,
+    from 2 points on)."""
+    count = len(values)
+    if count <= points:
         return values
-    stride = -(-len(values) // points)  # ceiling
-    kept = values[::stride]
-    if kept[-1] is not values[-1]:
-        kept.append(values[-1])
-    return kept
+    if points == 1:
+        return values[-1:]
+    # Spread over the span: n > points makes the indices strictly increasing.
+    return [values[round(i * (count - 1) / (points - 1))] for i in range(points)]
 
 
 def _read_from(path: Path, offset: int) -> tuple[list[str], int]:
