@@ -95,6 +95,7 @@ class Decision(IntEnum):
 
 
 _REFILL_VERSION = 6  # the protocol version that brought `refill_s`
+_LAST_VERSION = 7  # and the one that brought the heartbeat's `last`
 _DECISIONS = tuple(Decision)  # by value
 _GO = Decision.GO  # a global: an enum's attribute costs ~10 us in cold code
 
@@ -290,6 +291,27 @@ class Control:
         if self.link is not None:
             write_finished_marker(self.job_dir, iteration)
             self.link.send(FinishedMessage(job=self.job_id, gen=self.gen, iteration=iteration))
+
+    def last_step(self, iteration: int, samples: int) -> None:
+        """The script is exiting without finishing: tell the daemon the step it reached
+        (a daemon that knows it relaunches a job that crashed after making progress, and
+        says at which step it failed). Nothing measured goes with it."""
+        link = self.link
+        if link is None or link.version < _LAST_VERSION:
+            return
+        last = HeartbeatMessage(
+            job=self.job_id,
+            gen=self.gen,
+            iteration=iteration,
+            samples=samples,
+            idle_s=0.0,
+            step_s=0.0,
+            samples_per_s=0.0,
+            workers=self.workers,
+            share=self.share,
+            last=True,
+        )
+        link.send(last)
 
     def close(self) -> None:
         if self.link is not None:

@@ -14,7 +14,9 @@ Version 4 added the heartbeat's `loader_s`. An agent sends it only to a daemon t
 in its launch's `STOKER_PROTOCOL`, that it reads version 4: an older daemon refuses a
 field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_s`,
 `loader_wait_s` and `cpu_s`, on the same terms; version 6 the training thread's,
-`train_cpu_s` and `train_wait_s`, and `refill_s`.
+`train_cpu_s` and `train_wait_s`, and `refill_s`. Version 7 added the heartbeat's `last`:
+the step a script reached as it exits without finishing (an exception, most often), sent so
+that the daemon knows how far it got; its interval is too short to measure a rate from.
 """
 
 import json
@@ -28,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 6
+VERSION = 7
 PROTOCOL_VARIABLE = "STOKER_PROTOCOL"  # the protocol version of the daemon that launched it
 SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
 MAX_METRIC_NAME = 64
@@ -48,7 +50,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1, 2, 3, 4, 5, 6] = 6  # VERSION; 1 to 5 are still understood
+    v: Literal[1, 2, 3, 4, 5, 6, 7] = 7  # VERSION; 1 to 6 are still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -129,6 +131,13 @@ class HeartbeatMessage(_Message):
         description=(
             "since v6: of idle_s, the seconds spent waiting for the first batch of a pass"
             " (each epoch's, each resize's): its pipeline filling, a cost per pass"
+        ),
+    )
+    last: bool = Field(
+        False,
+        description=(
+            "since v7: the script is exiting without finishing (an exception, most often):"
+            " `iteration` is the step it reached; nothing in this message is a measurement"
         ),
     )
     train_cpu_s: float = Field(
@@ -265,6 +274,7 @@ _SINCE = {
     "train_cpu_s": 6,
     "train_wait_s": 6,
     "refill_s": 6,
+    "last": 7,
 }
 
 

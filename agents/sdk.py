@@ -20,6 +20,7 @@ torch.distributed (NCCL on GPUs, gloo on CPUs), and the ranks agree at each boun
 whether to stop, so they stop together.
 """
 
+import atexit
 import datetime
 import json
 import math
@@ -168,6 +169,7 @@ class Job:
         self._asked: dict[tuple[int, tuple[Any, ...]], ResizableLoader] = {}
         self._epochs_run = 0  # epochs this run finished: a loader made after one is late
         self._said_late = False
+        self._not_series: set[str] = set()  # reported names that are not numbers, said once
         self._stop_signal: int | None = None
         self._last_checkpoint = time.monotonic()
         newest = checkpoints.latest(environment.checkpoint_dir)
@@ -198,6 +200,25 @@ class Job:
             self._say(f"resuming from {newest} (epoch {self._epoch}, step {self.step})")
         if self._control is not None:
             self._control.hello(self.step)
+        # A script that ends without finishing (an exception, a `return` out of its loop)
+        # keeps what it reported, and the daemon learns the step it reached.
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        """At the interpreter's exit: write (and send) the metrics not flushed yet, and tell
+        the daemon the step the script reached. After `epochs()` ends or a pause or a
+        signal leaves, the link is closed and nothing is pending: only the file's flush
+        runs, with nothing to write."""
+        # Exiting: a failure here is said, never raised over what ended the script.
+        try:
+            self._metrics.flush()
+        except Exception as error:
+            print(f"stoker: at exit, the last metrics were not saved: {error!r}", file=sys.stderr)
+        if self._control is not None:
+            try:
+                self._control.last_step(self.step, self._samples)
+            except Exception as error:
+                print(f"stoker: at exit, the daemon was not told: {error!r}", file=sys.stderr)
 
     def _say(self, what: str, afresh: bool = True) -> None:
         """A line on stderr from rank 0; alone, with how to start afresh instead (a second
@@ -357,6 +378,14 @@ class Job:
             name: value.detach() if isinstance(value, torch.Tensor) else value
             for name, value in metrics.items()
         }
+        for name, value in values.items():
+            if not isinstance(value, int | float | torch.Tensor) and name not in self._not_series:
+                self._not_series.add(name)
+                self._say(
+                    f"job.report({name}=...): a {type(value).__name__} goes to metrics.jsonl"
+                    " but makes no series (the daemon keeps numbers and one-element tensors)",
+                    afresh=False,
+                )
         self._metrics.add(self.step, values)
 
     def should_stop(self) -> bool:

@@ -515,6 +515,16 @@ class Service:
             case Hello():
                 self._agent_versions[message.job] = message.v
                 event = AgentHello(message.job, message.gen, message.iteration, message.resizable)
+            case HeartbeatMessage(last=True):  # the step it reached as it exits: no rates
+                event = Heartbeat(
+                    message.job,
+                    message.gen,
+                    message.iteration,
+                    0.0,
+                    0.0,
+                    message.workers,
+                    last=True,
+                )
             case HeartbeatMessage():
                 record = self.records[message.job]
                 self.tpm.sample(message, record, self.request(record), self.now())

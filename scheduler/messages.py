@@ -101,6 +101,9 @@ class Heartbeat:
     # Of the idle share, what went to waiting for the first batch of a pass (its pipeline
     # filling, a cost per pass that no loader worker shortens).
     refill_fraction: float = 0.0
+    # The script is exiting without finishing: `iteration` is the step it reached, and
+    # nothing else here is a measurement.
+    last: bool = False
 
 
 @dataclass(frozen=True)

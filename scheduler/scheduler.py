@@ -452,6 +452,8 @@ class Scheduler:
         job.last_heard = now
         job.iteration = max(job.iteration, event.iteration)
         job.reported = event.iteration
+        if event.last:
+            return  # how far it got, as it exits: no rate to take from it
         job.measured_samples_per_s = event.samples_per_s
         allocation = job.allocation
         if (

@@ -16,10 +16,12 @@ from pathlib import Path
 import pytest
 
 from agents.protocol import (
+    VERSION,
     CancelMessage,
     FinishedMessage,
     HeartbeatMessage,
     Hello,
+    MetricsMessage,
     PausedMessage,
     PauseMessage,
     ResumedMessage,
@@ -76,6 +78,14 @@ def test_ctrl_c_checkpoints_and_a_second_run_finishes_the_rest_exactly_once(
     assert losses[-1]["loss"] < losses[0]["loss"]
 
 
+def test_a_script_that_raises_keeps_every_loss_it_reported(tmp_path: Path) -> None:
+    crashed = run(tmp_path, "2", "0", "0", "96", "5")
+    _, stderr = crashed.communicate(timeout=120)
+    assert crashed.returncode == 1 and "RuntimeError: a bug at step 5" in stderr, stderr
+    metrics = (tmp_path / "stoker-out" / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in metrics] == [1, 2, 3, 4, 5]
+
+
 def exactly_once(seen: Path, epochs: int) -> None:
     counts = collections.Counter(tuple(line.split()) for line in seen.read_text().splitlines())
     assert set(counts.values()) == {1}, "no sample trained twice"
@@ -89,7 +99,9 @@ def router(tmp_path: Path) -> Iterator[Router]:
     made.close()
 
 
-def under_a_daemon(tmp_path: Path, router: Router, *args: str) -> subprocess.Popen[str]:
+def under_a_daemon(
+    tmp_path: Path, router: Router, *args: str, heartbeat_s: str = "0.1"
+) -> subprocess.Popen[str]:
     return run(
         tmp_path,
         *args,
@@ -97,7 +109,8 @@ def under_a_daemon(tmp_path: Path, router: Router, *args: str) -> subprocess.Pop
         STOKER_CONTROL=router.endpoint,
         STOKER_GEN="1",
         STOKER_WORKERS="1",
-        STOKER_HEARTBEAT_S="0.1",
+        STOKER_HEARTBEAT_S=heartbeat_s,
+        STOKER_PROTOCOL=str(VERSION),
         STOKER_OUTPUT_DIR=str(tmp_path / "out"),
         STOKER_JOB_DIR=str(tmp_path / "job"),
     )
@@ -139,3 +152,18 @@ def test_under_a_daemon_a_cancel_checkpoints_and_exits_cleanly(
     kept = sorted((tmp_path / "out" / "checkpoints").glob("checkpoint-*.pt"))
     assert kept, "the cancelled job keeps its checkpoint"
     assert not (tmp_path / "job" / "finished.json").exists()
+
+
+def test_under_a_daemon_a_script_that_raises_says_the_step_it_reached(
+    tmp_path: Path, router: Router
+) -> None:
+    # Its heartbeats come every second at most, so a crash in the first one would otherwise
+    # read as a job that failed before its first step, and its losses would be lost.
+    process = under_a_daemon(tmp_path, router, "2", "0", "0", "96", "5", heartbeat_s="30")
+    router.expect(Hello)
+    metrics = router.expect(MetricsMessage)
+    assert [point.step for point in metrics.points] == [1, 2, 3, 4, 5]
+    last = router.expect(HeartbeatMessage)
+    assert last.last and last.iteration == 5 and last.samples_per_s == 0.0
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1 and "a bug at step 5" in stderr

@@ -1,6 +1,7 @@
 """A user's script on the stoker SDK: a tiny regression on its own dataset. Each trained
 sample's index goes to <output>/seen.txt, so a test can count every sample of every epoch.
-Arguments: EPOCHS SLEEP_S_PER_STEP [SLEEP_S_PER_SAMPLE (in the loader workers) [SAMPLES]]."""
+Arguments: EPOCHS SLEEP_S_PER_STEP [SLEEP_S_PER_SAMPLE (in the loader workers) [SAMPLES
+[CRASH_AT_STEP (raise there, as a script with a bug does)]]]."""
 
 import sys
 import time
@@ -30,6 +31,7 @@ def main() -> None:
     epochs, pause_s = int(sys.argv[1]), float(sys.argv[2])
     load_s = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     samples = int(sys.argv[4]) if len(sys.argv) > 4 else 96
+    crash_at = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     job = stoker.init()
     model = nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -43,6 +45,8 @@ def main() -> None:
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             job.report(loss=loss)
+            if job.step == crash_at:
+                raise RuntimeError(f"a bug at step {job.step}")
             with seen.open("a") as out:
                 out.write("".join(f"{epoch} {i}\n" for i in indices.tolist()))
             time.sleep(pause_s)

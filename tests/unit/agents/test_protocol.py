@@ -48,7 +48,7 @@ def test_metrics_carry_nan_and_infinity_and_refuse_oversized_points() -> None:
     [
         (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
         (b'{"type": "launch", "job": "j"}', "does not match"),
-        (b'{"type": "hello", "job": "j", "pid": 1, "v": 7}', "hello.v"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 8}', "hello.v"),
         (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
         (b"\xff\xfe", "Invalid JSON"),
         (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only
@@ -94,6 +94,16 @@ def test_version_4_adds_the_loader_timing_and_a_message_of_3_leaves_it_out() -> 
     assert "secret" not in data, "nor is an empty secret sent"
 
 
+def test_version_7_adds_the_last_word_of_a_script_and_a_message_of_6_leaves_it_out() -> None:
+    last = HeartbeatMessage(
+        job="j", iteration=5, samples=40, idle_s=0.0, step_s=0.0, samples_per_s=0.0,
+        workers=2, last=True,
+    )  # fmt: skip
+    assert decode_agent(encode(last)) == last
+    assert "last" not in json.loads(encode(last.model_copy(update={"v": 6})))
+    assert "last" not in json.loads(encode(last.model_copy(update={"last": False})))
+
+
 @pytest.mark.parametrize(
     ("version", "added", "kept", "refused"),
     [
@@ -121,7 +131,7 @@ def test_each_version_adds_heartbeat_fields_that_a_message_of_the_one_before_lea
 
 @pytest.mark.parametrize(
     ("said", "speaks"),
-    [(None, 3), ("4", 4), ("5", 5), ("6", 6), ("2", 2), ("99", VERSION), ("four", 3)],
+    [(None, 3), ("4", 4), ("5", 5), ("6", 6), ("7", 7), ("2", 2), ("99", VERSION), ("four", 3)],
 )
 def test_an_agent_speaks_the_version_its_daemon_said(said: str | None, speaks: int) -> None:
     environ = {} if said is None else {PROTOCOL_VARIABLE: said}

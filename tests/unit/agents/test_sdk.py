@@ -298,6 +298,20 @@ def test_reports_keep_tensors_until_a_flush_and_write_numbers(tmp_path: Path) ->
     assert lines[1]["loss"] == pytest.approx(0.5) and lines[0]["lr"] == 0.1
 
 
+def test_a_reported_value_that_is_no_number_is_kept_in_the_file_and_said_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sdk = job(tmp_path)
+    for _ in range(2):
+        sdk.report(loss=0.5, phase="train")
+        sdk.on_batch(4)
+    sdk._metrics.flush()
+    said = capsys.readouterr().err
+    assert said.count("job.report(phase=...): a str goes to metrics.jsonl") == 1
+    line = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[0])
+    assert line == {"step": 0, "loss": 0.5, "phase": "train"}
+
+
 class Stream(IterableDataset[int]):
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(range(10))

@@ -341,10 +341,11 @@ def test_on_a_cpu_node_a_round_comes_once_every_running_job_is_clocked() -> None
         core.handle(AgentHello(launch.job_id, launch.gen, 0), 0.0)
 
     def beat(job_id: str, at: float, clocked: bool) -> list[Planned]:
-        clocks = {"loader_cpu_s": 0.004, "loader_wait_s": 0.004, "cpu_cost_s": 0.01}
+        on = 1.0 if clocked else 0.0  # the clocks, or none
         event = Heartbeat(
             job_id, core.generation, int(at * 10), 500.0, 0.0, workers[job_id],
-            loader_cost_s=0.008, **(clocks if clocked else {}),
+            loader_cost_s=0.008, loader_cpu_s=0.004 * on, loader_wait_s=0.004 * on,
+            cpu_cost_s=0.01 * on,
         )  # fmt: skip
         planned = only(core.handle(event, at), Planned)
         return planned + only(core.handle(Tick(), at + 0.01), Planned)

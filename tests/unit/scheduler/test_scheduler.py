@@ -257,6 +257,26 @@ def test_a_dead_agent_is_relaunched_from_its_checkpoint_within_its_restart_cap()
     assert core.status("a").state is JobState.FAILED  # the cap is reached
 
 
+def test_a_crash_s_last_word_says_how_far_it_got_and_measures_nothing() -> None:
+    # A script that raises within its first heartbeat's second made progress all the same:
+    # its SDK says the step it reached as it exits, and the job is relaunched.
+    core = scheduler(cpu_workers=12)
+    (launch,) = only(core.handle(JobSubmitted(replace(job("a"), max_restarts=1)), 0.0), Launch)
+    core.handle(AgentHello("a", launch.gen, 0), 0.0)
+    core.handle(Heartbeat("a", launch.gen, 3, 120.0, 0.1, launch.allocation.workers_per_gpu), 1.0)
+    core.handle(Heartbeat("a", launch.gen, 5, 0.0, 0.0, 0, last=True), now=1.2)
+    status = core.status("a")
+    assert status.measured_samples_per_s == 120.0, "the last word is not a measurement"
+    out = core.handle(Failed("a", "exited with code 1"), now=1.3)
+    assert [r.restarts for r in only(out, Restarting)] == [1]
+    # Without it, a crash before the first heartbeat is not relaunched.
+    core = scheduler(cpu_workers=12)
+    (launch,) = only(core.handle(JobSubmitted(replace(job("b"), max_restarts=1)), 0.0), Launch)
+    core.handle(AgentHello("b", launch.gen, 0), 0.0)
+    out = core.handle(Failed("b", "exited with code 1"), now=0.5)
+    assert core.status("b").state is JobState.FAILED and not only(out, Restarting)
+
+
 def test_relaunches_back_off_doubling_up_to_the_cap() -> None:
     core = scheduler(restart_backoff_s=10.0)
     request = replace(job("a"), max_restarts=9)
