@@ -1,6 +1,8 @@
 """`stoker serve` (the daemon) and `stoker agent --simulate` (one simulated job)."""
 
+import errno
 import logging
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -63,6 +65,7 @@ def serve(
         fail(str(error))
     except ValueError as error:
         fail(f"--policy or --window: {error}")
+    _check_port(settings.host, settings.port)
     try:  # a clear refusal now, rather than a traceback from uvicorn's start-up
         lock = StateDirLock(settings.state_dir)
         try:
@@ -89,6 +92,31 @@ def serve(
         log_level=log_level.lower(),
         timeout_graceful_shutdown=10,
     )
+
+
+def _check_port(host: str, port: int) -> None:
+    """Refuse at once, naming the fix, a port that uvicorn could not bind: it would fail
+    after start-up with its own log line and status 3. (Something may still take the port
+    in between: uvicorn then says so as before.)"""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        fail(
+            f"host: cannot bind {host!r} ({error.strerror}); pass --host with an address"
+            " of this machine"
+        )
+    family, kind, proto, _, address = addresses[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                fail(
+                    f"port: {host}:{port} is in use, by another daemon or another program; "
+                    "stop it, or pass --port N (or set STOKER_PORT)"
+                )
+            fail(f"host: cannot bind {host}:{port} ({error.strerror}); pass --host or --port")
 
 
 def agent(

@@ -72,6 +72,10 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
     assert f"no .stoker/admin.token in {tmp_path} or a folder above it" in no_token.stderr
     missing = stoker("jobs", "--url", daemon.url, "--state-dir", tmp_path / "elsewhere")
     assert missing.code == 2 and f"{tmp_path / 'elsewhere' / 'admin.token'}" in missing.stderr
+    port = daemon.url.rsplit(":", 1)[1]
+    second = stoker("serve", "--state-dir", tmp_path / "second", "--port", port)
+    assert second.code == 2 and "is in use" in second.stderr and "--port" in second.stderr
+    assert not (tmp_path / "second").exists(), "nothing made before the refusal"
 
 
 def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
