@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CANCEL_GRACE_S = 5.0
+ToAgent = PauseMessage | ResumeMessage | ShareMessage | CancelMessage
 
 
 def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa: PLR0911 (one return a type)
@@ -301,12 +302,15 @@ class Actions:
             return False
         return not self._service.simulated(record.settings)
 
-    def _send(self, message: PauseMessage | ResumeMessage | ShareMessage | CancelMessage) -> None:
-        """To the job's agent, in the protocol version its hello spoke: an older SDK refuses
-        a version it does not know."""
+    def _send(self, message: ToAgent) -> None:
+        """To the job's agent, in the protocol version its hello spoke."""
+        asyncio.get_running_loop().create_task(self._service.link.send(self._spoken(message)))
+
+    def _spoken(self, message: ToAgent) -> ToAgent:
+        """`message` in the protocol version the job's agent spoke in its hello: an older
+        SDK refuses a version it does not know."""
         spoken = min(VERSION, self._service.agent_version(message.job, VERSION))
-        message = message.model_copy(update={"v": spoken})
-        asyncio.get_running_loop().create_task(self._service.link.send(message))
+        return message.model_copy(update={"v": spoken})
 
     def finished_marker(self, job_id: str) -> int | None:
         """The final iteration an agent wrote when it finished, if it did."""
@@ -385,9 +389,10 @@ class Actions:
         command = record is not None and record.settings.command is not None
         return unmanaged or (command and state is JobState.STARTING)
 
-    async def pause_all(self, grace_s: float) -> None:
+    async def pause_all(self, grace_s: float) -> set[str]:
         """Ask every running agent to pause (it writes a checkpoint) and record the
-        checkpoints of the `paused` replies until all came or `grace_s` is up."""
+        checkpoints of the `paused` replies until all came or `grace_s` is up; the jobs
+        that paused."""
         service = self._service
         waiting = {
             job_id
@@ -397,17 +402,43 @@ class Actions:
             and service.launcher.running(job_id)
         }
         for job_id in sorted(waiting):
-            pause = PauseMessage(job=job_id, gen=service.scheduler.generation + 1)
-            try:  # an agent that reads nothing must not hold the stop up
-                await asyncio.wait_for(service.link.send(pause), timeout=1.0)
-            except TimeoutError:
-                log.warning("job %s: agent did not take its pause on the way out", job_id)
+            await self._send_on_the_way_out(
+                PauseMessage(job=job_id, gen=service.scheduler.generation + 1)
+            )
+        paused: set[str] = set()
         deadline = service.now() + grace_s
         while waiting and service.now() < deadline:
             message = await service.link.receive(timeout_s=deadline - service.now())
             if isinstance(message, PausedMessage) and message.job in waiting:
                 waiting.discard(message.job)
+                paused.add(message.job)
                 self._keep_checkpoint(message)
+        return paused
+
+    async def let_go(self, job_ids: set[str], wait_s: float) -> None:
+        """Tell agents paused on the way out to leave (as a cancel does: each stops its
+        loader workers and exits), and wait up to `wait_s` for them to end. Stopped by a
+        SIGTERM to their process group instead, their loader workers die first, and PyTorch
+        writes a crash's traceback into a job's log that is none."""
+        service = self._service
+        for job_id in sorted(job_ids):
+            await self._send_on_the_way_out(CancelMessage(job=job_id))
+        left, deadline = set(job_ids), service.now() + wait_s
+        while left and service.now() < deadline:
+            left -= {ended.job_id for ended in await asyncio.to_thread(service.launcher.exited)}
+            await asyncio.sleep(0.05)
+        if left:
+            log.warning("jobs %s did not leave on the way out: stopping them", sorted(left))
+
+    async def _send_on_the_way_out(self, message: PauseMessage | CancelMessage) -> None:
+        """`message` in the version the agent spoke, given a second at most: an agent that
+        reads nothing must not hold the stop up."""
+        try:
+            await asyncio.wait_for(self._service.link.send(self._spoken(message)), timeout=1.0)
+        except TimeoutError:
+            log.warning(
+                "job %s: agent did not take its %s on the way out", message.job, message.type
+            )
 
 
 def _occupied(placed: Mapping[str, Sequence[int]]) -> list[int]:

@@ -82,6 +82,9 @@ log = logging.getLogger(__name__)
 
 _POLL_S = 0.2  # agent exits are noticed at least this often
 STATE_CHECK_S = 5.0  # the state file is checked for being deleted or replaced this often
+# On the way out, how long the agents that paused get to leave by themselves (stopping
+# their loader workers), before their process groups are stopped.
+LEAVE_WAIT_S = 5.0
 
 
 # Sees every event the core gets and the commands it answers with (the twin test).
@@ -577,10 +580,12 @@ class Service:
 
     async def shutdown(self) -> None:
         """Stop accepting; ask every running agent to pause, so that it writes a checkpoint,
-        and wait up to `shutdown_grace_s` for them; stop their processes; mark the stop
-        clean (the next start counts no restart for it); close the store."""
+        and wait up to `shutdown_grace_s` for them; tell those that paused to leave, and
+        wait up to `LEAVE_WAIT_S` for them; stop what is left of their processes; mark the
+        stop clean (the next start counts no restart for it); close the store."""
         self.accepting = False
-        await self.actions.pause_all(self.config.shutdown_grace_s)
+        paused = await self.actions.pause_all(self.config.shutdown_grace_s)
+        await self.actions.let_go(paused, LEAVE_WAIT_S)
         await asyncio.to_thread(self.launcher.stop_all, 2.0)
         self.store.mark_clean_stop()
         self.link.close()

@@ -393,6 +393,21 @@ def test_after_kill_9_a_script_resumes_from_its_newest_checkpoint(
     assert "Traceback" not in hello_again
 
 
+def test_a_clean_stop_of_the_daemon_leaves_no_crash_in_a_scripts_log(
+    serve: Callable[..., Daemon],
+) -> None:
+    # Stopped by a SIGTERM to its process group, a paused script's loader workers died
+    # first, and PyTorch wrote "DataLoader worker ... is killed by signal" into its log.
+    daemon = serve()
+    with daemon.client() as client:
+        job = client.post("/v1/jobs", json=command_job("long", "count_train.py", "50", "0.05"))
+        job_id = job.json()["id"]
+        wait_for("steps", lambda: client.get(f"/v1/jobs/{job_id}").json()["iteration"] > 5)
+    daemon.kill(signal.SIGTERM)
+    log = (daemon.state_dir / "jobs" / job_id / "stderr.log").read_text()
+    assert "Traceback" not in log and "killed by signal" not in log, log
+
+
 def reported_loss(client: httpx.Client) -> str | None:
     """/metrics once it exports a reported value."""
     text = client.get("/metrics").text
