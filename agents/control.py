@@ -293,9 +293,9 @@ class Control:
             self.link.send(FinishedMessage(job=self.job_id, gen=self.gen, iteration=iteration))
 
     def last_step(self, iteration: int, samples: int) -> None:
-        """The script is exiting without finishing: tell the daemon the step it reached
-        (a daemon that knows it relaunches a job that crashed after making progress, and
-        says at which step it failed). Nothing measured goes with it."""
+        """The script is exiting without finishing: tell the daemon the steps it completed
+        (a daemon that knows relaunches a job that crashed after making progress, and says
+        at which step it failed). Nothing measured goes with it."""
         link = self.link
         if link is None or link.version < _LAST_VERSION:
             return

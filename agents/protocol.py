@@ -15,7 +15,7 @@ in its launch's `STOKER_PROTOCOL`, that it reads version 4: an older daemon refu
 field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_s`,
 `loader_wait_s` and `cpu_s`, on the same terms; version 6 the training thread's,
 `train_cpu_s` and `train_wait_s`, and `refill_s`. Version 7 added the heartbeat's `last`:
-the step a script reached as it exits without finishing (an exception, most often), sent so
+the steps a script completed as it exits without finishing (an exception, most often), sent so
 that the daemon knows how far it got; its interval is too short to measure a rate from.
 """
 
@@ -137,7 +137,7 @@ class HeartbeatMessage(_Message):
         False,
         description=(
             "since v7: the script is exiting without finishing (an exception, most often):"
-            " `iteration` is the step it reached; nothing in this message is a measurement"
+            " `iteration` counts the steps it completed; nothing in this message is a measurement"
         ),
     )
     train_cpu_s: float = Field(

@@ -162,6 +162,7 @@ class Job:
         self.output_dir.mkdir(parents=True, exist_ok=True)  # the script's own files go here too
         self.device = _device(environment.local_rank)
         self.step = 0  # batches this rank has trained, over every attempt
+        self._in_step = False  # the script has its batch and has not come back for the next
         self._tracked: dict[str, Any] = {}
         self._loaders: list[ResizableLoader] = []
         # Each loader by its dataset and what it was asked for: a script that makes it inside
@@ -201,14 +202,15 @@ class Job:
         if self._control is not None:
             self._control.hello(self.step)
         # A script that ends without finishing (an exception, a `return` out of its loop)
-        # keeps what it reported, and the daemon learns the step it reached.
+        # keeps what it reported, and the daemon learns the steps it completed.
         atexit.register(self._at_exit)
 
     def _at_exit(self) -> None:
         """At the interpreter's exit: write (and send) the metrics not flushed yet, and tell
-        the daemon the step the script reached. After `epochs()` ends or a pause or a
-        signal leaves, the link is closed and nothing is pending: only the file's flush
-        runs, with nothing to write."""
+        the daemon the steps the script completed (a step that raised is not one: a script
+        that fails in its first step made no progress a relaunch could build on). After
+        `epochs()` ends or a pause or a signal leaves, the link is closed and nothing is
+        pending: only the file's flush runs, with nothing to write."""
         # Exiting: a failure here is said, never raised over what ended the script.
         try:
             self._metrics.flush()
@@ -216,7 +218,8 @@ class Job:
             print(f"stoker: at exit, the last metrics were not saved: {error!r}", file=sys.stderr)
         if self._control is not None:
             try:
-                self._control.last_step(self.step, self._samples)
+                completed = self.step - 1 if self._in_step else self.step
+                self._control.last_step(completed, self._samples)
             except Exception as error:
                 print(f"stoker: at exit, the daemon was not told: {error!r}", file=sys.stderr)
 
@@ -410,6 +413,7 @@ class Job:
         """A batch of `samples` (all ranks) went to the script: one more step. `refill`: the
         first batch of a pass, whose wait was the pipeline filling."""
         self.step += 1
+        self._in_step = True
         self._samples += samples
         if self._control is not None:
             self._control.on_batch(samples, refill)
@@ -418,6 +422,7 @@ class Job:
         """Between two batches: flush metrics, stop when asked (after a checkpoint), and
         checkpoint when it is time. Its usual path, nothing to do, is kept short: it runs
         once a step, right after the step, when the caches are cold (docs/results.md)."""
+        self._in_step = False
         now = time.monotonic()
         if now - self._metrics.flushed_at >= _METRICS_FLUSH_S:
             self._metrics.flush()

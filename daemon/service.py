@@ -518,7 +518,7 @@ class Service:
             case Hello():
                 self._agent_versions[message.job] = message.v
                 event = AgentHello(message.job, message.gen, message.iteration, message.resizable)
-            case HeartbeatMessage(last=True):  # the step it reached as it exits: no rates
+            case HeartbeatMessage(last=True):  # the steps it completed, as it exits: no rates
                 event = Heartbeat(
                     message.job,
                     message.gen,

@@ -101,7 +101,7 @@ class Heartbeat:
     # Of the idle share, what went to waiting for the first batch of a pass (its pipeline
     # filling, a cost per pass that no loader worker shortens).
     refill_fraction: float = 0.0
-    # The script is exiting without finishing: `iteration` is the step it reached, and
+    # The script is exiting without finishing: `iteration` counts the steps it completed, and
     # nothing else here is a measurement.
     last: bool = False
 
