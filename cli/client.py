@@ -193,6 +193,8 @@ def submit(
         print_json(job)
         return
     typer.echo(f"submitted {job['id']}", err=True)
+    if job["state"] == "submitted" and job.get("reason"):  # the window it waits for, say
+        typer.echo(f"  {job['reason']}", err=True)
     _follow(daemon, job["id"])
 
 

@@ -573,5 +573,15 @@ def _view(
         pause_cost_s=live.pause_cost_s if live is not None else None,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
-        reason=service.store.reason(fresh.id),
+        reason=_reason(service, fresh),
     )
+
+
+def _reason(service: Service, record: JobRecord) -> str:
+    """Why the job is in its state: for one submitted and not launched yet, what it waits
+    for (a newcomer's job otherwise sat 30 s in `submitted` with no word)."""
+    if record.state == "submitted":
+        waiting = service.scheduler.waiting(record.id, service.now())
+        if waiting is not None:
+            return waiting
+    return service.store.reason(record.id)

@@ -215,6 +215,25 @@ class Scheduler:
         """Jobs admission has not placed yet, first in line first."""
         return self._admission.waiting if self._admission is not None else ()
 
+    def waiting(self, job_id: str, now: float) -> str | None:
+        """Why a job that was submitted has not been launched, in words that name the
+        setting; None for a job not waiting for a placement or the arrival window."""
+        if job_id in self.waiting_for_gpus:
+            ahead = self.waiting_for_gpus.index(job_id)
+            gpus = self._jobs[job_id].request.gpus
+            return (
+                f"waiting for {gpus} free GPU(s) or CPU training slot(s), {ahead} job(s) ahead"
+                " of it in the queue"
+            )
+        if job_id in self._arrivals and self._arrivals_due is not None:
+            window = self._config.arrival_window_s
+            left = max(0.0, self._arrivals_due - now)
+            return (
+                f"waiting for the arrival window: planned in {left:.0f} s with every job that"
+                f" arrives meanwhile (scheduler.arrival_window_s = {window:g} s)"
+            )
+        return None
+
     def placement_for(
         self, gpus: int, pinned: tuple[int, ...] | None = None
     ) -> tuple[int, ...] | None:

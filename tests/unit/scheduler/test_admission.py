@@ -14,6 +14,7 @@ from scheduler.messages import (
     Placed,
     Queued,
     StateChanged,
+    Tick,
 )
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
@@ -101,3 +102,23 @@ def test_weights_and_running_caps_share_the_node() -> None:
     assert sum(job_id.startswith("a") for job_id in placed) == 4, placed  # 2 : 1
     capped = GpuPool(6, shares={"alice": TenantShare(max_running=1)})
     assert sorted(_admitted(capped, queue)) == ["a0", "b0", "b1", "b2", "b3", "b4"]
+
+
+def test_a_waiting_job_says_what_it_waits_for() -> None:
+    scheduler = Scheduler(
+        NodeSpec(cpu_workers=32, contention=ContentionCurve.contention_free()),
+        RateModel(),
+        SchedulerConfig(arrival_window_s=30.0, completion_window_s=0.0),
+        GpuPool(1),
+    )
+    scheduler.handle(JobSubmitted(job("a")), 0.0)
+    scheduler.handle(JobSubmitted(job("b")), 1.0)
+    scheduler.handle(JobSubmitted(job("c")), 2.0)
+    assert scheduler.waiting("a", 10.0) == (
+        "waiting for the arrival window: planned in 20 s with every job that arrives meanwhile"
+        " (scheduler.arrival_window_s = 30 s)"
+    )
+    said = scheduler.waiting("c", 10.0)
+    assert said is not None and "1 job(s) ahead of it in the queue" in said
+    scheduler.handle(Tick(), 30.0)  # the window closes: `a` launches
+    assert scheduler.waiting("a", 30.0) is None
