@@ -106,7 +106,7 @@ class Actions:
         logged with its traceback."""
         run = self._command_run(job_id)
         if isinstance(error, OSError) and run is not None:
-            why = launch_failure(error, *run)
+            why = launch_failure(error, *run, self._workdir(job_id))
             log.warning("job %s: %s", job_id, why)
         else:
             log.exception("job %s: launch failed", job_id)
@@ -346,6 +346,13 @@ class Actions:
         job_dir = self._service.launcher.job_dir(ended.job_id)
         command, search_path = self._command_run(ended.job_id) or ((), None)
         return exit_reason(ended.code, job_dir, ended.failures, command, search_path)
+
+    def _workdir(self, job_id: str) -> str:
+        """The folder a command job runs in: its `workdir`, else its job folder (as
+        `command_ranks` sets it)."""
+        record = self._service.records.get(job_id)
+        given = record.settings.workdir if record is not None else None
+        return given or str(self._service.launcher.job_dir(job_id))
 
     def _command_run(self, job_id: str) -> tuple[Sequence[str], str | None] | None:
         """A command job's argv and the PATH it runs with; None for a zoo job (the daemon's

@@ -39,9 +39,12 @@ def exit_reason(
     return f"{why}\n{hint}" if hint else why
 
 
-def launch_failure(error: OSError, command: Sequence[str], search_path: str | None) -> str:
+def launch_failure(
+    error: OSError, command: Sequence[str], search_path: str | None, workdir: str | None = None
+) -> str:
     """Why a command job's processes could not be started, for its `reason`: the program the
-    launch could not execute, where it was looked for, and the fix."""
+    launch could not execute, where it was looked for (`workdir`: the folder it ran in),
+    and the fix."""
     program = command[0] if command else ""
     if error.filename != program:  # not the program: its workdir, a log file, ...
         where = f": {error.filename}" if error.filename is not None else ""
@@ -52,8 +55,13 @@ def launch_failure(error: OSError, command: Sequence[str], search_path: str | No
             f"{PATH_FIX} (a job's PATH is the daemon's unless its env sets PATH)"
         )
     if isinstance(error, FileNotFoundError):
-        relative = "" if os.path.isabs(program) else " (relative to the job's workdir)"
-        return f"launch failed: {program!r} does not exist{relative}"
+        if os.path.isabs(program):
+            return f"launch failed: {program!r} does not exist; give the path of a file on the node"
+        folder = workdir or "the job's workdir"
+        return (
+            f"launch failed: {program!r} does not exist in {folder}, where the job runs; "
+            "give its path from there (or an absolute one), or submit from its folder"
+        )
     if isinstance(error, PermissionError):
         return (
             f"launch failed: the job's user may not execute {program!r} ({error.strerror}); "

@@ -287,7 +287,7 @@ def test_a_program_the_job_could_not_start_is_refused_at_submit_with_the_fix(
         "'no-such-python' is not on the PATH jobs run with, the daemon's (/usr/bin:/bin); give"
     )
     launched = {  # where submit does not look, the launch tells, as the job's reason
-        ("./run.sh",): "launch failed: './run.sh' does not exist (relative to the job's workdir)",
+        ("./run.sh",): "launch failed: './run.sh' does not exist in ",
         ("no-such-python", "/usr/bin"): "launch failed: 'no-such-python' is not on the job's "
         "PATH (/usr/bin); give the program's full path, or start `stoker serve` with it on PATH",
     }

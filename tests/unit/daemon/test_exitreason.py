@@ -91,4 +91,18 @@ def test_a_launch_names_the_program_it_could_not_execute_and_only_that(tmp_path:
 def test_a_missing_program_by_full_path_is_named_as_given(tmp_path: Path) -> None:
     program = str(tmp_path / "env" / "bin" / "python")
     gone = launch_failure(_popen_error([program]), [program], "/usr/bin")
-    assert gone == f"launch failed: {program!r} does not exist"
+    assert gone == (
+        f"launch failed: {program!r} does not exist; give the path of a file on the node"
+    )
+
+
+def test_a_missing_program_by_relative_path_names_the_folder_it_was_looked_for_in(
+    tmp_path: Path,
+) -> None:
+    missing = launch_failure(
+        _popen_error(["./nope.sh"], cwd=tmp_path), ["./nope.sh"], "/usr/bin", str(tmp_path)
+    )
+    assert missing == (
+        f"launch failed: './nope.sh' does not exist in {tmp_path}, where the job runs; give"
+        " its path from there (or an absolute one), or submit from its folder"
+    )
