@@ -2,6 +2,7 @@
 
 import errno
 import logging
+import os
 import socket
 from pathlib import Path
 from typing import Annotated
@@ -41,6 +42,7 @@ def serve(
 
     from daemon.api import create_app, load_model  # noqa: PLC0415
     from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
+    from daemon.private import UMASK  # noqa: PLC0415
     from daemon.statelock import StateDirLock, StoreError  # noqa: PLC0415
     from daemon.store import Store  # noqa: PLC0415
     from tpm import TpmError  # noqa: PLC0415
@@ -66,6 +68,9 @@ def serve(
     except ValueError as error:
         fail(f"--policy or --window: {error}")
     _check_port(settings.host, settings.port)
+    # What the checks below make (the state dir, its database) is the daemon's alone from
+    # the start, as what the daemon makes is: not made open, then closed with a warning.
+    os.umask(UMASK)
     try:  # a clear refusal now, rather than a traceback from uvicorn's start-up
         lock = StateDirLock(settings.state_dir)
         try:
