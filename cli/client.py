@@ -160,9 +160,9 @@ def submit(
     token: Token = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Submit a job and print its id: a TOML file of its fields, or a command to run from
-    this directory (`stoker submit --gpus 2 -- python train.py --lr 0.1`). --json-like
-    output with `stoker jobs --json`."""
+    """Submit a job and print it as JSON (its `id` among the fields; with --follow, its
+    logs until it ends): a TOML file of its fields, or a command to run from this directory
+    (`stoker submit --gpus 2 -- python train.py --lr 0.1`)."""
     given = list(args or [])
     if not given:
         fail("give a job file (JOB.toml) or a command after --")

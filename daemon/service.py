@@ -183,8 +183,14 @@ class Service:
         if (why := unstartable(settings, os.environ)) is not None:
             raise SubmitError("command", why)
         if settings.gpus > self.slots:
-            unit = "GPUs" if self.uses_gpus else "CPU training slots (node.cpu_slots)"
-            raise SubmitError("gpus", f"the node has {self.slots} {unit}; ask for at most that")
+            fix = (
+                "ask for at most that"
+                if self.uses_gpus
+                else "ask for at most that, or give the daemon more with node.cpu_slots"
+                " (STOKER_NODE__CPU_SLOTS)"
+            )
+            unit = "GPUs" if self.uses_gpus else "CPU training slots"
+            raise SubmitError("gpus", f"the node has {self.slots} {unit}; {fix}")
         pinned = settings.gpu_indices
         if pinned is not None and any(index >= self.slots for index in pinned):
             raise SubmitError("gpu_indices", f"GPUs are numbered 0 to {self.slots - 1}")

@@ -99,7 +99,7 @@ def test_bad_bodies_name_the_field(serve: Callable[..., Daemon]) -> None:
             assert field in {problem["field"] for problem in reply.json()["detail"]}, reply.text
         too_many = client.post("/v1/jobs", json=job_body("a", gpus=5))
         assert too_many.status_code == 422
-        assert "cpu_slots" in too_many.json()["detail"][0]["message"]
+        assert "STOKER_NODE__CPU_SLOTS" in too_many.json()["detail"][0]["message"], "the fix"
         huge = client.post("/v1/jobs", content=b"x" * 100_000)
         assert huge.status_code == 413
         chunked = client.post("/v1/jobs", content=iter([b"x" * 50_000] * 2))  # no length
