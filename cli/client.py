@@ -1,11 +1,12 @@
 """The CLI client of a running daemon: `stoker submit`, `stoker jobs`, `stoker logs`,
 `stoker cancel` and `stoker dashboard`; `Daemon`, the connection every client command uses.
 
-Where the daemon is: `--url`, else `STOKER_URL`, else http://127.0.0.1:8470. The token:
-`--token`, else `STOKER_TOKEN`, else the admin token in the daemon's state dir, which works
-on the daemon's own machine: `--state-dir`, else `STOKER_STATE_DIR`, else the nearest
-`.stoker` (where `stoker serve` keeps its state by default) in this folder or one above it,
-so a command run from a project's subfolder finds the daemon started at its top.
+The daemon's state dir, on its own machine: `--state-dir`, else `STOKER_STATE_DIR`, else the
+nearest `.stoker` (where `stoker serve` keeps its state by default) in this folder or one
+above it, so a command run from a project's subfolder finds the daemon started at its top.
+Where the daemon is: `--url`, else `STOKER_URL`, else the URL the daemon wrote into its state
+dir (`daemon.url`: a daemon on another port is found too), else http://127.0.0.1:8470. The
+token: `--token`, else `STOKER_TOKEN`, else the admin token in the state dir.
 """
 
 import os
@@ -21,6 +22,7 @@ from urllib.parse import urlencode
 import typer
 
 from cli.common import fail, print_json, read_text
+from daemon.statelock import URL_FILE
 
 if TYPE_CHECKING:  # imported when a command runs: `stoker serve` does not load it
     import httpx
@@ -54,7 +56,7 @@ class Daemon:
     """A connection to a daemon that turns HTTP errors into messages a user can act on."""
 
     def __init__(self, url: str | None, token: str | None, state_dir: Path | None) -> None:
-        self.url = url or os.environ.get("STOKER_URL") or DEFAULT_URL
+        self.url = url or os.environ.get("STOKER_URL") or _written_url(state_dir) or DEFAULT_URL
         if token is not None:
             self.token, self.token_from = token, "--token"
         elif "STOKER_TOKEN" in os.environ:
@@ -104,24 +106,47 @@ class Daemon:
         try:
             return self.http.request(method, path, json=body, params=params)
         except httpx.TransportError as error:
-            fail(f"no daemon at {self.url} ({error}); start one with `stoker serve`")
+            fail(
+                f"no daemon at {self.url} ({error}); start one with `stoker serve`, or say "
+                "where it listens with --url or STOKER_URL"
+            )
+
+
+def _written_url(state_dir: Path | None) -> str | None:
+    """The URL a daemon wrote into its state dir (`daemon.url`), if one is found."""
+    found = _state_dir(state_dir)
+    if found is None:
+        return None
+    try:
+        return (found / URL_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _state_dir(state_dir: Path | None) -> Path | None:
+    """`state_dir`, else $STOKER_STATE_DIR, else the nearest `.stoker` holding a token in
+    this folder or one above it; None when none is found."""
+    given = state_dir or os.environ.get("STOKER_STATE_DIR")
+    if given:
+        return Path(given)
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / DEFAULT_STATE_DIR / "admin.token").is_file():
+            return folder / DEFAULT_STATE_DIR
+    return None
 
 
 def admin_token_file(state_dir: Path | None) -> Path:
     """The admin token's file: in `state_dir`, else in $STOKER_STATE_DIR, else in the
     nearest `.stoker` in this folder or one above it. Fails saying where it looked."""
-    given = state_dir or os.environ.get("STOKER_STATE_DIR")
-    if given:
-        path = Path(given) / "admin.token"
+    found = _state_dir(state_dir)
+    if found is not None:
+        path = found / "admin.token"
         if not path.is_file():
             fail(f"no token: {path} does not exist; give --token or STOKER_TOKEN, or the "
                  "daemon's state dir with --state-dir or STOKER_STATE_DIR")  # fmt: skip
         return path
     here = Path.cwd()
-    for folder in (here, *here.parents):
-        path = folder / DEFAULT_STATE_DIR / "admin.token"
-        if path.is_file():
-            return path
     fail(f"no token: no {DEFAULT_STATE_DIR}/admin.token in {here} or a folder above it; give "
          "--token or STOKER_TOKEN, or the daemon's state dir with --state-dir or "
          "STOKER_STATE_DIR")  # fmt: skip

@@ -54,7 +54,7 @@ from daemon.logcap import cap_logs_forever
 from daemon.metrics import Metrics
 from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
-from daemon.statelock import StateDirLock
+from daemon.statelock import URL_FILE, StateDirLock, local_url
 from daemon.store import JobRecord, StateLost, Store
 from daemon.tenants import UnixUser, unix_users, user_warnings
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
@@ -107,6 +107,9 @@ class Service:
         os.umask(private.UMASK)  # what it and its jobs write is their owner's alone
         self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._lock = StateDirLock(self.state_dir)  # before touching anything in it
+        # Where it listens, for the CLI on this machine: a daemon on another port than the
+        # default is found from its state dir (cli/client.py).
+        (self.state_dir / URL_FILE).write_text(local_url(config.host, config.port) + "\n")
         self.users = unix_users(config)
         opened = private.tighten(self.state_dir, passable=bool(self.users))
         if opened:

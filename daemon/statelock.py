@@ -1,4 +1,5 @@
-"""One daemon per state dir, and the error a state dir that cannot be used raises."""
+"""One daemon per state dir, where it listens, and the error a state dir that cannot be
+used raises."""
 
 import fcntl
 import os
@@ -34,3 +35,16 @@ class StateDirLock:
 
     def release(self) -> None:
         self._file.close()  # closing drops the lock
+
+
+URL_FILE = "daemon.url"  # in the state dir: where its daemon listens (the CLI reads it)
+
+
+def local_url(host: str, port: int) -> str:
+    """The daemon's URL as a client on its own machine reaches it: an address that binds
+    every interface is reached on loopback."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -88,6 +88,10 @@ def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
     deep.mkdir(parents=True)
     listed = stoker("jobs", "--url", daemon.url, cwd=deep)
     assert listed.code == 0, listed.stderr
+    # Its port is not the default: the URL is read from the state dir, as the token is.
+    assert daemon.url.rsplit(":", 1)[1] != "8470"
+    found = stoker("jobs", cwd=deep)
+    assert found.code == 0, found.stderr
     (daemon.state_dir / "admin.token").write_text("not-the-token\n")
     wrong = stoker("jobs", "--url", daemon.url, cwd=deep)
     assert wrong.code == 2 and "401" in wrong.stderr
