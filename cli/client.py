@@ -171,7 +171,9 @@ def submit(
     *,
     name: Annotated[str | None, typer.Option(help="the job's name [the script's]")] = None,
     gpus: Annotated[int, typer.Option(help="GPUs (one rank each)")] = 1,
-    batch_size: Annotated[int, typer.Option(help="global batch, for the planner")] = 64,
+    batch_size: Annotated[
+        int | None, typer.Option(help="global batch, for the planner [the daemon's: 64]")
+    ] = None,
     env: Annotated[
         list[str] | None, typer.Option(metavar="K=V", help="a variable for the job; repeat")
     ] = None,
@@ -209,9 +211,10 @@ def submit(
             "command": given,
             "workdir": str(Path.cwd()),
             "gpus": gpus,
-            "batch_size": batch_size,
             "env": _variables(env or []),
         }
+        if batch_size is not None:  # else the daemon's default
+            body["batch_size"] = batch_size
     daemon = Daemon(url, token, state_dir)
     job = daemon.call("POST", "/v1/jobs", body)
     if not follow:

@@ -36,7 +36,7 @@ from daemon.items import IdTaken, QuotaExceeded, Replayed, SubmitError
 from daemon.joblogs import router as job_output_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
-from daemon.schemas import CurveView, JobSubmission, JobView, SampleUpload
+from daemon.schemas import CurveView, JobSubmission, JobView, SampleUpload, request_problem
 from daemon.service import Service, new_job_id
 from daemon.snapshot import NodeSnapshot
 from daemon.store import JobRecord
@@ -452,10 +452,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
         problems = [
-            {
-                "field": ".".join(str(part) for part in item["loc"] if part != "body"),
-                "message": item["msg"],
-            }
+            request_problem(tuple(item["loc"]), item["type"], item["msg"])
             for item in error.errors()
         ]
         return JSONResponse({"detail": problems}, status_code=422)

@@ -5,6 +5,7 @@ refused so that a misspelt key (`step_time` for `step_time_s`) is an error, not 
 default.
 """
 
+import difflib
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -31,6 +32,7 @@ from scheduler.rates import job_spec
 from tpm.zoo import model_features
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
+DEFAULT_BATCH_SIZE = 64  # a job's global batch unless it says (`stoker submit` too)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 # Set by the launcher for every rank (the torchrun contract and the job's placement).
 RESERVED_ENV = frozenset(
@@ -41,9 +43,9 @@ RESERVED_ENV = frozenset(
 
 class JobSubmission(BaseModel):
     """A training job: a command (a user's script, run with the stoker SDK or without), or a
-    zoo model the built-in trainer trains. A command job needs name, command and batch_size;
-    a zoo job name, model, batch_size and iterations; either runs on one GPU unless `gpus`
-    says more (as `stoker submit --gpus` does)."""
+    zoo model the built-in trainer trains. A command job needs name and command; a zoo job
+    name, model and iterations; either runs on one GPU unless `gpus` says more, with a global
+    batch of 64 unless `batch_size` says otherwise (as `stoker submit` does)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -76,7 +78,13 @@ class JobSubmission(BaseModel):
         description="a zoo name, any case: [sm|md]ResnetN or [sm|md]VGGN, e.g. Resnet18, "
         "mdResnet12, vgg13",
     )
-    batch_size: int = Field(ge=1, le=65536, description="global batch")
+    batch_size: int = Field(
+        DEFAULT_BATCH_SIZE,
+        ge=1,
+        le=65536,
+        description="global batch (default 64); for a command job, the planner's hint until"
+        " the job's heartbeats say",
+    )
     gpus: int = Field(1, ge=1, le=64, description="GPUs, one rank each (default 1)")
     iterations: int | None = Field(
         None,
@@ -364,6 +372,21 @@ def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpe
         core_share=job.core_share,
         overhead_s=job.overhead_s,
     )
+
+
+def request_problem(loc: tuple[int | str, ...], kind: str, message: str) -> dict[str, str]:
+    """One problem of a request body as the API reports it: the field, and a message with
+    the fix where one is known (a misspelt job field's likely name, a command given as one
+    string)."""
+    path = [str(part) for part in loc if part != "body"]
+    field = ".".join(path)
+    if kind == "extra_forbidden" and len(path) == 1:
+        known = difflib.get_close_matches(path[0], JobSubmission.model_fields, n=1)
+        if known:
+            message += f"; did you mean {known[0]!r}?"
+    elif kind == "list_type" and path == ["command"]:
+        message += ' (one argument each, no shell: command = ["python", "train.py", "--lr", "0.1"])'
+    return {"field": field, "message": message}
 
 
 def describe_validation_error(error: ValidationError) -> str:

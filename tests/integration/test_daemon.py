@@ -125,6 +125,27 @@ def test_a_zoo_name_means_the_same_model_in_any_case(serve: Callable[..., Daemon
         assert problem["field"] == "model" and "Resnet18" in problem["message"]
 
 
+def test_a_job_s_fields_have_the_cli_s_defaults_and_mistakes_get_the_fix(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        plain = {k: v for k, v in job_body("a", iterations=10).items() if k != "batch_size"}
+        reply = client.post("/v1/jobs", json=plain)
+        assert reply.status_code == 201 and reply.json()["batch_size"] == 64, reply.text
+        typo = client.post("/v1/jobs", json={**job_body("b"), "batch_sise": 32})
+        assert typo.json()["detail"] == [
+            {
+                "field": "batch_sise",
+                "message": "Extra inputs are not permitted; did you mean 'batch_size'?",
+            }
+        ]
+        one_string = client.post("/v1/jobs", json={"name": "c", "command": "python train.py"})
+        (problem,) = one_string.json()["detail"]
+        assert problem["field"] == "command"
+        assert 'command = ["python", "train.py", "--lr", "0.1"]' in problem["message"]
+
+
 def test_tokens_and_tenants(serve: Callable[..., Daemon]) -> None:
     tokens = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
     daemon = serve(tokens=tokens)
