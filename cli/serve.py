@@ -43,8 +43,6 @@ def serve(
     from daemon.api import create_app, load_model  # noqa: PLC0415
     from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
     from daemon.private import UMASK  # noqa: PLC0415
-    from daemon.statelock import StateDirLock, StoreError  # noqa: PLC0415
-    from daemon.store import Store  # noqa: PLC0415
     from tpm import TpmError  # noqa: PLC0415
 
     logging.basicConfig(
@@ -67,18 +65,17 @@ def serve(
         fail(str(error))
     except ValueError as error:
         fail(f"--policy or --window: {error}")
-    _check_port(settings.host, settings.port)
     # What the checks below make (the state dir, its database) is the daemon's alone from
     # the start, as what the daemon makes is: not made open, then closed with a warning.
     os.umask(UMASK)
-    try:  # a clear refusal now, rather than a traceback from uvicorn's start-up
-        lock = StateDirLock(settings.state_dir)
-        try:
-            Store(settings.state_dir / "stoker.db").close()  # lost, corrupt or unreadable
-        finally:
-            lock.release()
-    except StoreError as error:
-        fail(str(error))
+    # A daemon already on this state dir is named by its pid, before its port is found
+    # taken; a new state dir is made only once the port is free.
+    existing = settings.state_dir.is_dir()
+    if existing:
+        _check_state(settings.state_dir)
+    _check_port(settings.host, settings.port)
+    if not existing:
+        _check_state(settings.state_dir)
     try:
         model = load_model(settings)
     except TpmError as error:
@@ -97,6 +94,22 @@ def serve(
         log_level=log_level.lower(),
         timeout_graceful_shutdown=10,
     )
+
+
+def _check_state(state_dir: Path) -> None:
+    """Refuse, in one line, a state dir another daemon holds, or whose database is lost,
+    corrupt or unreadable: rather than a traceback from uvicorn's start-up."""
+    from daemon.statelock import StateDirLock, StoreError  # noqa: PLC0415
+    from daemon.store import Store  # noqa: PLC0415
+
+    try:
+        lock = StateDirLock(state_dir)
+        try:
+            Store(state_dir / "stoker.db").close()
+        finally:
+            lock.release()
+    except StoreError as error:
+        fail(str(error))
 
 
 def _check_port(host: str, port: int) -> None:
@@ -121,7 +134,10 @@ def _check_port(host: str, port: int) -> None:
                     f"port: {host}:{port} is in use, by another daemon or another program; "
                     "stop it, or pass --port N (or set STOKER_PORT)"
                 )
-            fail(f"host: cannot bind {host}:{port} ({error.strerror}); pass --host or --port")
+            if error.errno == errno.EADDRNOTAVAIL:
+                fail(f"host: {host} is no address of this machine; pass --host")
+            # Anything else (a port below 1024 without the right to it, say) is uvicorn's to
+            # refuse, as before this check.
 
 
 def agent(

@@ -76,6 +76,8 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
     second = stoker("serve", "--state-dir", tmp_path / "second", "--port", port)
     assert second.code == 2 and "is in use" in second.stderr and "--port" in second.stderr
     assert not (tmp_path / "second").exists(), "nothing made before the refusal"
+    again = stoker("serve", "--state-dir", daemon.state_dir, "--port", port)
+    assert again.code == 2 and "another stoker daemon (pid" in again.stderr, "named first"
     # A fresh state dir is made private from the start: nothing to tighten, nothing to warn.
     assert "open to others" not in daemon.log_path.read_text()
 
