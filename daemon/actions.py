@@ -399,20 +399,23 @@ class Actions:
     async def pause_all(self, grace_s: float) -> set[str]:
         """Ask every running agent to pause (it writes a checkpoint) and record the
         checkpoints of the `paused` replies until all came or `grace_s` is up; the jobs
-        that paused."""
+        that paused, those a round had paused already among them."""
         service = self._service
-        waiting = {
-            job_id
+        states = {
+            job_id: status.state
             for job_id, status in service.scheduler.jobs().items()
-            if status.state is JobState.RUNNING
-            and not status.unmanaged  # it cannot pause: it is stopped with the others
+            if not status.unmanaged  # it cannot pause: it is stopped with the others
             and service.launcher.running(job_id)
+            and job_id not in self._cold_pauses  # paused cold: its process has left
         }
+        waiting = {job_id for job_id, state in states.items() if state is JobState.RUNNING}
         for job_id in sorted(waiting):
             await self._send_on_the_way_out(
                 PauseMessage(job=job_id, gen=service.scheduler.generation + 1)
             )
-        paused: set[str] = set()
+        # A round's own pauses: those told already pause (or have) and wait for a resume.
+        waiting |= {job_id for job_id, state in states.items() if state is JobState.PAUSING}
+        paused = {job_id for job_id, state in states.items() if state is JobState.PAUSED}
         deadline = service.now() + grace_s
         while waiting and service.now() < deadline:
             message = await service.link.receive(timeout_s=deadline - service.now())

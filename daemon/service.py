@@ -502,6 +502,13 @@ class Service:
         live = self.live_job(job_id)
         return live is not None and live.state.holds_resources
 
+    def _keep_metrics(self, message: MetricsMessage) -> None:
+        points = [(point.step, point.values) for point in message.points]
+        self.store.reported.add(message.job, points)
+        newest = self.reported.setdefault(message.job, {})
+        for _, values in points:
+            newest.update(values)
+
     def _from_agent(self, message: AgentMessage) -> None:
         if message.job not in self.records:
             self.counters.agent_errors += 1
@@ -513,19 +520,16 @@ class Service:
             self.link.refuse(message.job.encode(), f"{message.type} without the launch's secret")
             return
         if isinstance(message, MetricsMessage):  # data to keep, nothing for the core
-            points = [(point.step, point.values) for point in message.points]
-            self.store.reported.add(message.job, points)
-            newest = self.reported.setdefault(message.job, {})
-            for _, values in points:
-                newest.update(values)
+            self._keep_metrics(message)
             return
+        if isinstance(message, Hello):  # re-attached too: it is spoken to in its version
+            self._agent_versions[message.job] = message.v
         if self.restorer.awaiting(message.job):
             self.restorer.reattach(message)
             return
         event: Event
         match message:
             case Hello():
-                self._agent_versions[message.job] = message.v
                 event = AgentHello(message.job, message.gen, message.iteration, message.resizable)
             case HeartbeatMessage(last=True):  # the steps it completed, as it exits: no rates
                 event = Heartbeat(
@@ -593,6 +597,7 @@ class Service:
         wait up to `LEAVE_WAIT_S` for them; stop what is left of their processes; mark the
         stop clean (the next start counts no restart for it); close the store."""
         self.accepting = False
+        (self.state_dir / URL_FILE).unlink(missing_ok=True)  # no daemon listens there now
         paused = await self.actions.pause_all(self.config.shutdown_grace_s)
         await self.actions.let_go(paused, LEAVE_WAIT_S)
         await asyncio.to_thread(self.launcher.stop_all, 2.0)

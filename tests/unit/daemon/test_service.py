@@ -323,10 +323,12 @@ def test_an_agent_launched_without_a_secret_is_taken_back_after_a_restart(
         driver = Driver(tmp_path, NOW)
         driver.service.restorer.restore()
         assert driver.service.restorer.awaiting("old")
-        hello = Hello(job="old", gen=1, pid=40_001, state="running", iteration=7, workers=4)
+        hello = Hello(job="old", gen=1, pid=40_001, state="running", iteration=7, workers=4, v=6)
         assert driver.service.launched_by(hello), "the link's question, answered"
         driver.at(2.0).agent(hello)
         assert driver.state("old") == "running", "re-attached"
+        # An SDK from before the daemon's upgrade: it would refuse a message of version 7.
+        assert driver.service.agent_version("old", 7) == 6
         await driver.close()
 
     asyncio.run(second_daemon())
