@@ -363,6 +363,7 @@ class Job:
         if self._control is not None:
             self._control.finished(self.step)
             self._control.close()
+        atexit.unregister(self._at_exit)  # nothing left for it, and the job may be let go
 
     def _stop_workers(self) -> None:
         """Stop the workers the loaders keep between epochs (`persistent_workers`) before
@@ -372,24 +373,45 @@ class Job:
             loader.close()
 
     def report(self, **metrics: Any) -> None:
-        """Record metrics for this step: numbers or tensors. Tensors are read (one device
-        sync for all of them) only when the metrics are flushed, every few seconds and at
-        each checkpoint. Rank 0's are kept (one series per job)."""
+        """Record metrics for this step: numbers, one-element tensors or NumPy scalars (a
+        string or another value JSON can write goes to metrics.jsonl but makes no series).
+        Tensors are read (one device sync for all of them) only when the metrics are
+        flushed, every few seconds and at each checkpoint. Rank 0's are kept (one series
+        per job). A value that cannot be kept raises here, naming it, rather than at the
+        flush, steps later."""
         if self.rank != 0:
             return  # one series per job: rank 0's
-        values = {
-            name: value.detach() if isinstance(value, torch.Tensor) else value
-            for name, value in metrics.items()
-        }
-        for name, value in values.items():
-            if not isinstance(value, int | float | torch.Tensor) and name not in self._not_series:
-                self._not_series.add(name)
-                self._say(
-                    f"job.report({name}=...): a {type(value).__name__} goes to metrics.jsonl"
-                    " but makes no series (the daemon keeps numbers and one-element tensors)",
-                    afresh=False,
-                )
+        values = {name: self._reportable(name, value) for name, value in metrics.items()}
         self._metrics.add(self.step, values)
+
+    def _reportable(self, name: str, value: Any) -> Any:
+        """`value` as the metrics keep it, or a TypeError or ValueError naming it."""
+        if isinstance(value, torch.Tensor):
+            if value.numel() != 1:
+                raise ValueError(
+                    f"job.report({name}=...): a tensor of {value.numel()} elements; report one"
+                    f" number, {name}.mean() say"
+                )
+            return value.detach()
+        if isinstance(value, np.generic):  # np.float32(...): not a float to JSON
+            return value.item()
+        if isinstance(value, int | float):
+            return value
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"job.report({name}=...): a {type(value).__name__} cannot be written to"
+                " metrics.jsonl; report a number (or a string)"
+            ) from None
+        if name not in self._not_series:
+            self._not_series.add(name)
+            self._say(
+                f"job.report({name}=...): a {type(value).__name__} goes to metrics.jsonl but"
+                " makes no series (the daemon keeps numbers and one-element tensors)",
+                afresh=False,
+            )
+        return value
 
     def should_stop(self) -> bool:
         """For loops that do not iterate `job.loader`: whether to checkpoint and leave now
@@ -492,6 +514,7 @@ class Job:
         self._stop_workers()
         if self._control is not None:
             self._control.close()
+        atexit.unregister(self._at_exit)
         if cancelled:
             raise SystemExit(0)
         signum = self._stop_signal or signal.SIGTERM

@@ -2,6 +2,7 @@
 loader's position across worker changes and restarts, tracked state, checkpoints, metrics,
 the job's allocation and its callbacks. Real torch on a tiny model."""
 
+import datetime
 import json
 import multiprocessing
 import os
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import zmq
@@ -310,6 +312,18 @@ def test_a_reported_value_that_is_no_number_is_kept_in_the_file_and_said_once(
     assert said.count("job.report(phase=...): a str goes to metrics.jsonl") == 1
     line = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[0])
     assert line == {"step": 0, "loss": 0.5, "phase": "train"}
+
+
+def test_a_value_that_cannot_be_kept_is_refused_where_it_is_reported(tmp_path: Path) -> None:
+    sdk = job(tmp_path)
+    sdk.report(loss=np.float32(0.25), lr=np.float64(0.1))  # NumPy scalars: as numbers
+    with pytest.raises(ValueError, match=r"job.report\(acc=...\): a tensor of 3 elements"):
+        sdk.report(acc=torch.ones(3))
+    with pytest.raises(TypeError, match=r"job.report\(when=...\): a datetime cannot be"):
+        sdk.report(when=datetime.datetime(2026, 1, 1))
+    sdk._metrics.flush()
+    line = json.loads((tmp_path / "out" / "metrics.jsonl").read_text())
+    assert line == {"step": 0, "loss": 0.25, "lr": 0.1}
 
 
 class Stream(IterableDataset[int]):
