@@ -226,8 +226,10 @@ class Scheduler:
                 " of it in the queue"
             )
         if job_id in self._arrivals and self._arrivals_due is not None:
+            if self._round is not None or now >= self._arrivals_due:
+                return "waiting for the jobs a plan is moving to pause: planned once they have"
             window = self._config.arrival_window_s
-            left = max(0.0, self._arrivals_due - now)
+            left = self._arrivals_due - now
             return (
                 f"waiting for the arrival window: planned in {left:.0f} s with every job that"
                 f" arrives meanwhile (scheduler.arrival_window_s = {window:g} s)"

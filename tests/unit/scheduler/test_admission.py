@@ -11,6 +11,7 @@ from scheduler.messages import (
     JobCancelled,
     JobSubmitted,
     Launch,
+    Pause,
     Placed,
     Queued,
     StateChanged,
@@ -122,3 +123,23 @@ def test_a_waiting_job_says_what_it_waits_for() -> None:
     assert said is not None and "1 job(s) ahead of it in the queue" in said
     scheduler.handle(Tick(), 30.0)  # the window closes: `a` launches
     assert scheduler.waiting("a", 30.0) is None
+
+
+def test_a_job_whose_window_closed_during_a_round_says_it_waits_for_the_round() -> None:
+    scheduler = Scheduler(
+        NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
+        RateModel(),
+        SchedulerConfig(arrival_window_s=1.0, completion_window_s=0.0, policy="waa"),
+        GpuPool(3),
+    )
+    (launch,) = only(
+        scheduler.handle(JobSubmitted(job("a")), 0.0) + scheduler.handle(Tick(), 1.0), Launch
+    )
+    scheduler.handle(AgentHello("a", launch.gen, 0), 1.5)
+    scheduler.handle(JobSubmitted(job("b")), 2.0)
+    paused = only(scheduler.handle(Tick(), 3.0), Pause)  # b's window: a shrinks for it
+    assert paused == [Pause("a", 2)]
+    scheduler.handle(JobSubmitted(job("c")), 3.5)
+    scheduler.handle(Tick(), 5.0)  # c's window closed too, the round still open
+    said = scheduler.waiting("c", 5.0)
+    assert said is not None and "planned in" not in said and "pause" in said
