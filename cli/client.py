@@ -1,12 +1,13 @@
 """The CLI client of a running daemon: `stoker submit`, `stoker jobs`, `stoker logs`,
 `stoker cancel` and `stoker dashboard`; `Daemon`, the connection every client command uses.
 
-The daemon's state dir, on its own machine: `--state-dir`, else `STOKER_STATE_DIR`, else the
+The token: `--token`, else `STOKER_TOKEN`, else the admin token in the daemon's state dir,
+which works on the daemon's own machine: `--state-dir`, else `STOKER_STATE_DIR`, else the
 nearest `.stoker` (where `stoker serve` keeps its state by default) in this folder or one
 above it, so a command run from a project's subfolder finds the daemon started at its top.
-Where the daemon is: `--url`, else `STOKER_URL`, else the URL the daemon wrote into its state
-dir (`daemon.url`: a daemon on another port is found too), else http://127.0.0.1:8470. The
-token: `--token`, else `STOKER_TOKEN`, else the admin token in the state dir.
+Where the daemon is: `--url`, else `STOKER_URL`, else, with the token read from a state dir,
+the URL its daemon wrote there (`daemon.url`, a file of this user's: a daemon on another port
+is found too), else http://127.0.0.1:8470.
 """
 
 import os
@@ -22,7 +23,6 @@ from urllib.parse import urlencode
 import typer
 
 from cli.common import fail, print_json, read_text
-from daemon.statelock import URL_FILE
 
 if TYPE_CHECKING:  # imported when a command runs: `stoker serve` does not load it
     import httpx
@@ -56,7 +56,7 @@ class Daemon:
     """A connection to a daemon that turns HTTP errors into messages a user can act on."""
 
     def __init__(self, url: str | None, token: str | None, state_dir: Path | None) -> None:
-        self.url = url or os.environ.get("STOKER_URL") or _written_url(state_dir) or DEFAULT_URL
+        written: str | None = None  # the URL in the state dir the token is read from
         if token is not None:
             self.token, self.token_from = token, "--token"
         elif "STOKER_TOKEN" in os.environ:
@@ -64,6 +64,8 @@ class Daemon:
         else:
             path = admin_token_file(state_dir)
             self.token, self.token_from = read_text(path, "token").strip(), str(path)
+            written = _written_url(path.parent)
+        self.url = url or os.environ.get("STOKER_URL") or written or DEFAULT_URL
         import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
         self.http = httpx.Client(
@@ -112,13 +114,17 @@ class Daemon:
             )
 
 
-def _written_url(state_dir: Path | None) -> str | None:
-    """The URL a daemon wrote into its state dir (`daemon.url`), if one is found."""
-    found = _state_dir(state_dir)
-    if found is None:
-        return None
+def _written_url(state_dir: Path) -> str | None:
+    """The URL the daemon of `state_dir` wrote there (`daemon.url`), if it did and the file
+    is this user's: a token is sent only where its own state dir says (a file someone else
+    left in a folder above could name any host)."""
+    from daemon.statelock import URL_FILE  # noqa: PLC0415 (`stoker --help` loads no daemon)
+
+    path = state_dir / URL_FILE
     try:
-        return (found / URL_FILE).read_text().strip() or None
+        if path.stat().st_uid != os.getuid():
+            return None
+        return path.read_text().strip() or None
     except OSError:
         return None
 
@@ -187,9 +193,9 @@ def submit(
     token: Token = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Submit a job and print it as JSON (its `id` among the fields; with --follow, its
-    logs until it ends): a TOML file of its fields, or a command to run from this directory
-    (`stoker submit --gpus 2 -- python train.py --lr 0.1`)."""
+    """Submit a job and print it as JSON, its `id` among the fields (with --follow instead:
+    its id, then its logs until it ends): a TOML file of its fields, or a command to run
+    from this directory (`stoker submit --gpus 2 -- python train.py --lr 0.1`)."""
     given = list(args or [])
     if not given:
         fail("give a job file (JOB.toml) or a command after --")

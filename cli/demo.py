@@ -89,8 +89,9 @@ def demo_command(
         run = where / policy if compare else where  # each run its own daemon and state
         if compare:
             typer.echo(f"\n== the workload under {policy} ==")
-        daemon = _start(run, port, jobs, dataset, policy)
+        daemon = _start(run, jobs, dataset, port, policy)
         try:
+            _wait_up(daemon, run, port, policy)
             token = (run / "state" / "admin.token").read_text().strip()
             outcomes[policy] = _run(Daemon(f"http://127.0.0.1:{port}", token, None), jobs, run, own)
         except KeyboardInterrupt:
@@ -101,6 +102,9 @@ def demo_command(
             typer.echo(f"daemon stopped; its log is {run / 'daemon.log'}")
     if len(outcomes) == 2:
         _compare(outcomes)
+
+
+_STOPS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -133,13 +137,20 @@ def _compare(outcomes: dict[str, _Outcome]) -> None:
 
 
 def _stop(daemon: "subprocess.Popen[bytes]") -> None:
-    """SIGTERM (it checkpoints and stops its agents), then a kill after 60 s."""
-    daemon.send_signal(signal.SIGTERM)
+    """SIGTERM (it checkpoints and stops its agents), then a kill after 60 s. A second
+    Ctrl-C or SIGTERM meanwhile would cut the wait short and leave the daemon running: both
+    wait until it is done."""
+    kept = {number: signal.signal(number, signal.SIG_IGN) for number in _STOPS}
     try:
-        daemon.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        daemon.kill()
-        daemon.wait()
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+    finally:
+        for number, handler in kept.items():
+            signal.signal(number, handler)
 
 
 def _dataset(root: Path, images: int, kind: OwnImages | None = None) -> Path:
@@ -160,12 +171,10 @@ def _dataset(root: Path, images: int, kind: OwnImages | None = None) -> Path:
 
 
 def _start(
-    where: Path, port: int, jobs: "Workload", dataset: Path, policy: str
+    where: Path, jobs: "Workload", dataset: Path, port: int, policy: str
 ) -> "subprocess.Popen[bytes]":
     """`stoker serve` on the demo's node, planning with `policy` (bench/bench_live_gain.py
-    runs the same); returns once it answers."""
-    import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
-
+    runs the same), started (`_wait_up` waits for it to answer)."""
     settings = {
         "state_dir": str(where / "state"),
         "port": port,
@@ -183,6 +192,13 @@ def _start(
             # would win over the file and leave the demo talking to the wrong port.
             env={key: value for key, value in os.environ.items() if not key.startswith("STOKER_")},
         )
+    return process
+
+
+def _wait_up(process: "subprocess.Popen[bytes]", where: Path, port: int, policy: str) -> None:
+    """Until the daemon answers (at most 60 s), then where to see it."""
+    import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
+
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -193,10 +209,9 @@ def _start(
                 token = (where / "state" / "admin.token").read_text().strip()
                 typer.echo(f"daemon up: {url}/docs (policy {policy})")
                 typer.echo(f"dashboard: {dashboard_link(url, token)}")
-                return process
+                return
         except httpx.TransportError:
             time.sleep(0.2)
-    process.kill()
     fail(f"the daemon did not answer within 60 s; see {where / 'daemon.log'}")
 
 
