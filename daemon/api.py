@@ -450,9 +450,13 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
     app.include_router(apidocs.router)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        # A job body's fields are what a user types by hand (a job TOML): a misspelt one is
+        # told its likely name.
+        submit = request.method == "POST" and request.url.path.rstrip("/") == "/v1/jobs"
+        fields = tuple(JobSubmission.model_fields) if submit else ()
         problems = [
-            request_problem(tuple(item["loc"]), item["type"], item["msg"])
+            request_problem(tuple(item["loc"]), item["type"], item["msg"], fields)
             for item in error.errors()
         ]
         return JSONResponse({"detail": problems}, status_code=422)

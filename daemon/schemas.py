@@ -7,6 +7,7 @@ default.
 
 import difflib
 import re
+from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
@@ -374,19 +375,20 @@ def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpe
     )
 
 
-def request_problem(loc: tuple[int | str, ...], kind: str, message: str) -> dict[str, str]:
+def request_problem(
+    loc: tuple[int | str, ...], kind: str, message: str, fields: Collection[str] = ()
+) -> dict[str, str]:
     """One problem of a request body as the API reports it: the field, and a message with
-    the fix where one is known (a misspelt job field's likely name, a command given as one
-    string)."""
+    the fix where one is known (a misspelt name's likely one among the body's `fields`, a
+    job's command given as one string)."""
     path = [str(part) for part in loc if part != "body"]
-    field = ".".join(path)
     if kind == "extra_forbidden" and len(path) == 1:
-        known = difflib.get_close_matches(path[0], JobSubmission.model_fields, n=1)
+        known = difflib.get_close_matches(path[0], fields, n=1)
         if known:
             message += f"; did you mean {known[0]!r}?"
-    elif kind == "list_type" and path == ["command"]:
-        message += ' (one argument each, no shell: command = ["python", "train.py", "--lr", "0.1"])'
-    return {"field": field, "message": message}
+    elif kind == "list_type" and path == ["command"] and "command" in fields:
+        message += ' (a list, one argument each, no shell: ["python", "train.py", "--lr", "0.1"])'
+    return {"field": ".".join(path), "message": message}
 
 
 def describe_validation_error(error: ValidationError) -> str:
