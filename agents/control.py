@@ -40,6 +40,7 @@ from agents.protocol import (
     ResumedMessage,
     encode,
     write_finished_marker,
+    write_last_step_marker,
 )
 from allocator.types import DecodeMode
 
@@ -297,7 +298,10 @@ class Control:
         (a daemon that knows relaunches a job that crashed after making progress, and says
         at which step it failed). Nothing measured goes with it."""
         link = self.link
-        if link is None or link.version < _LAST_VERSION:
+        if link is None:
+            return
+        write_last_step_marker(self.job_dir, iteration)  # its exit may be read first
+        if link.version < _LAST_VERSION:
             return
         last = HeartbeatMessage(
             job=self.job_id,

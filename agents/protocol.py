@@ -337,11 +337,34 @@ def _decode(adapter: TypeAdapter[M], data: bytes) -> M:
 FINISHED_MARKER = "finished.json"
 
 
+# Beside its last heartbeat, an agent that exits without finishing leaves the steps it
+# completed here: its exit may be seen before the message is read (daemon/actions.py).
+LAST_STEP_MARKER = "last_step.json"
+
+
 def write_finished_marker(directory: Path, iteration: int) -> None:
     """Before an agent says `finished`, it leaves this in its job directory (atomically):
     a daemon that was down when the message went out learns from it that the job ended."""
-    directory.mkdir(parents=True, exist_ok=True)
-    final = directory / FINISHED_MARKER
+    _write_iteration(directory / FINISHED_MARKER, iteration)
+
+
+def read_finished_marker(directory: Path) -> int | None:
+    """The final iteration of a job that finished, or None."""
+    return _read_iteration(directory / FINISHED_MARKER)
+
+
+def write_last_step_marker(directory: Path, iteration: int) -> None:
+    """The steps a script completed, as it exits without finishing (`LAST_STEP_MARKER`)."""
+    _write_iteration(directory / LAST_STEP_MARKER, iteration)
+
+
+def read_last_step_marker(directory: Path) -> int | None:
+    """The steps the job's last agent completed before it exited unfinished, or None."""
+    return _read_iteration(directory / LAST_STEP_MARKER)
+
+
+def _write_iteration(final: Path, iteration: int) -> None:
+    final.parent.mkdir(parents=True, exist_ok=True)
     temporary = final.with_suffix(".tmp")
     with temporary.open("w") as handle:
         json.dump({"iteration": iteration}, handle)
@@ -350,9 +373,8 @@ def write_finished_marker(directory: Path, iteration: int) -> None:
     temporary.replace(final)
 
 
-def read_finished_marker(directory: Path) -> int | None:
-    """The final iteration of a job that finished, or None."""
+def _read_iteration(path: Path) -> int | None:
     try:
-        return int(json.loads((directory / FINISHED_MARKER).read_text())["iteration"])
+        return int(json.loads(path.read_text())["iteration"])
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agents.protocol import (
+    LAST_STEP_MARKER,
     SECRET_VARIABLE,
     VERSION,
     CancelMessage,
@@ -19,6 +20,7 @@ from agents.protocol import (
     ResumeMessage,
     ShareMessage,
     read_finished_marker,
+    read_last_step_marker,
 )
 from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks, job_path
 from daemon.exitreason import exit_reason, launch_failure
@@ -31,6 +33,7 @@ from scheduler.messages import (
     Failed,
     Finished,
     Gated,
+    Heartbeat,
     HelloNoted,
     Launch,
     Pause,
@@ -255,6 +258,8 @@ class Actions:
         service.counters.launches += 1
         if service.launcher.running(job_id):
             service.launcher.stop(job_id, grace_s=2.0)
+        # An earlier attempt's last word is not this one's.
+        (service.launcher.job_dir(job_id) / LAST_STEP_MARKER).unlink(missing_ok=True)
         simulated = service.simulated(settings)
         stored = service.store.job(job_id)
         placed = service.scheduler.status(job_id).gpu_indices
@@ -334,12 +339,22 @@ class Actions:
             elif code == 0 and self._without_sdk(job_id, status.state, status.unmanaged):
                 service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
             else:
+                self._last_word(job_id)
                 service.feed(Failed(job_id, self._exit_reason(ended)))
         service.restorer.expire()
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]
                 service.launcher.stop(job_id, grace_s=0.5)
+
+    def _last_word(self, job_id: str) -> None:
+        """The steps a failed agent completed, from the marker it left as it exited: its
+        last heartbeat, which says the same, may not have been read yet (a later one is
+        then stale), and without it a crash in the first second reads as no progress."""
+        completed = read_last_step_marker(self._service.launcher.job_dir(job_id))
+        if completed is not None:
+            gen = self._service.scheduler.generation
+            self._service.feed(Heartbeat(job_id, gen, completed, 0.0, 0.0, 0, last=True))
 
     def _exit_reason(self, ended: Exit) -> str:
         """`exit_reason` of a job's processes, told the command and the PATH it ran with."""

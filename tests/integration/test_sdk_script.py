@@ -26,6 +26,7 @@ from agents.protocol import (
     PauseMessage,
     ResumedMessage,
     ResumeMessage,
+    read_last_step_marker,
 )
 from bench.agent_driver import Router
 
@@ -168,3 +169,4 @@ def test_under_a_daemon_a_script_that_raises_says_the_step_it_reached(
     assert last.samples_per_s == 0.0
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 1 and "a bug at step 5" in stderr
+    assert read_last_step_marker(tmp_path / "job") == 4, "for a daemon that reads its exit first"

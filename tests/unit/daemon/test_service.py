@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents.protocol import (
+    LAST_STEP_MARKER,
     PROTOCOL_VARIABLE,
     VERSION,
     AgentMessage,
@@ -17,6 +18,7 @@ from agents.protocol import (
     Hello,
     PausedMessage,
     write_finished_marker,
+    write_last_step_marker,
 )
 from daemon.agentargs import PASSED_ON
 from daemon.api import submit_under_a_free_id
@@ -125,6 +127,25 @@ def test_a_job_that_fails_before_its_first_step_is_not_relaunched(tmp_path: Path
         assert len(driver.launcher.launches) == 1, "one launch only"
         why = driver.events("a", "state")[-1]["why"]
         assert why == "exited with code 1; not relaunched: it failed before its first step"
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_crash_s_exit_read_before_its_last_heartbeat_still_counts_its_steps(
+    tmp_path: Path,
+) -> None:
+    # The agent's last heartbeat and its exit come by separate ways: the exit may be seen
+    # first. The marker it left says the steps it completed, as `finished.json` does.
+    async def scenario() -> None:
+        driver = Driver(tmp_path, replace(NOW, restart_backoff_s=0.0), max_restarts=3)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        write_last_step_marker(driver.service.launcher.job_dir("a"), 4)
+        driver.launcher.exit("a", 1)
+        driver.at(2.0).tick()
+        assert len(driver.launcher.launches) == 2, "relaunched: it had made progress"
+        assert not (driver.service.launcher.job_dir("a") / LAST_STEP_MARKER).exists()
         await driver.close()
 
     asyncio.run(scenario())
