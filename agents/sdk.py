@@ -29,6 +29,7 @@ import random
 import signal
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,15 +203,17 @@ class Job:
         if self._control is not None:
             self._control.hello(self.step)
         # A script that ends without finishing (an exception, a `return` out of its loop)
-        # keeps what it reported, and the daemon learns the steps it completed.
-        atexit.register(self._at_exit)
+        # keeps what it reported, and the daemon learns the steps it completed; one that
+        # reports after its last epoch keeps that too. Through a weak reference: the hook
+        # must not keep a job (its model, its loaders) alive in a process that makes more.
+        atexit.register(_at_exit, weakref.ref(self))
 
     def _at_exit(self) -> None:
         """At the interpreter's exit: write (and send) the metrics not flushed yet, and tell
         the daemon the steps the script completed (a step that raised is not one: a script
         that fails in its first step made no progress a relaunch could build on). After
-        `epochs()` ends or a pause or a signal leaves, the link is closed and nothing is
-        pending: only the file's flush runs, with nothing to write."""
+        `epochs()` ends, or a pause or a signal leaves, the link is closed: what the script
+        reported since goes to metrics.jsonl only."""
         # Exiting: a failure here is said, never raised over what ended the script.
         try:
             self._metrics.flush()
@@ -363,7 +366,6 @@ class Job:
         if self._control is not None:
             self._control.finished(self.step)
             self._control.close()
-        atexit.unregister(self._at_exit)  # nothing left for it, and the job may be let go
 
     def _stop_workers(self) -> None:
         """Stop the workers the loaders keep between epochs (`persistent_workers`) before
@@ -394,7 +396,7 @@ class Job:
                 )
             return value.detach()
         if isinstance(value, np.generic):  # np.float32(...): not a float to JSON
-            return value.item()
+            return self._reportable(name, value.item())
         if isinstance(value, int | float):
             return value
         try:
@@ -514,7 +516,6 @@ class Job:
         self._stop_workers()
         if self._control is not None:
             self._control.close()
-        atexit.unregister(self._at_exit)
         if cancelled:
             raise SystemExit(0)
         signum = self._stop_signal or signal.SIGTERM
@@ -622,6 +623,13 @@ def _device(local_rank: int) -> torch.device:
         torch.cuda.set_device(local_rank % torch.cuda.device_count())
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+def _at_exit(job: "weakref.ref[Job]") -> None:
+    """The interpreter's exit: the job's `_at_exit`, if the job is still there."""
+    alive = job()
+    if alive is not None:
+        alive._at_exit()
 
 
 def _numbers(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 loader's position across worker changes and restarts, tracked state, checkpoints, metrics,
 the job's allocation and its callbacks. Real torch on a tiny model."""
 
+import atexit
 import datetime
+import gc
 import json
 import multiprocessing
 import os
@@ -10,6 +12,8 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -321,9 +325,30 @@ def test_a_value_that_cannot_be_kept_is_refused_where_it_is_reported(tmp_path: P
         sdk.report(acc=torch.ones(3))
     with pytest.raises(TypeError, match=r"job.report\(when=...\): a datetime cannot be"):
         sdk.report(when=datetime.datetime(2026, 1, 1))
+    with pytest.raises(TypeError, match=r"job.report\(at=...\): a datetime cannot be"):
+        sdk.report(at=np.datetime64("2026-01-01T00:00:00"))  # NumPy's, read as a datetime
     sdk._metrics.flush()
     line = json.loads((tmp_path / "out" / "metrics.jsonl").read_text())
     assert line == {"step": 0, "loss": 0.25, "lr": 0.1}
+
+
+def test_what_a_script_reports_after_its_last_epoch_is_written_at_exit_and_no_job_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hooks: list[tuple[Callable[..., None], tuple[object, ...]]] = []
+    monkeypatch.setattr(atexit, "register", lambda hook, *args: hooks.append((hook, args)))
+    sdk = job(tmp_path)
+    for _ in sdk.epochs(1):
+        sdk.report(loss=0.5)
+    sdk.report(test_acc=0.9)  # an evaluation after training, as scripts do
+    ((hook, args),) = hooks
+    hook(*args)  # the interpreter's exit
+    lines = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[-1]) == {"step": 0, "test_acc": 0.9}
+    del sdk
+    gc.collect()
+    (held,) = args
+    assert isinstance(held, weakref.ref) and held() is None, "the hook keeps no job alive"
 
 
 class Stream(IterableDataset[int]):
