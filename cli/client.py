@@ -5,9 +5,9 @@ The token: `--token`, else `STOKER_TOKEN`, else the admin token in the daemon's 
 which works on the daemon's own machine: `--state-dir`, else `STOKER_STATE_DIR`, else the
 nearest `.stoker` (where `stoker serve` keeps its state by default) in this folder or one
 above it, so a command run from a project's subfolder finds the daemon started at its top.
-Where the daemon is: `--url`, else `STOKER_URL`, else, with the token read from a state dir,
-the URL its daemon wrote there (`daemon.url`, a file of this user's: a daemon on another port
-is found too), else http://127.0.0.1:8470.
+Where the daemon is: `--url`, else `STOKER_URL`, else the URL the daemon wrote into that
+state dir (`daemon.url`, read only if it is this user's file: a daemon on another port is
+found too), else http://127.0.0.1:8470.
 """
 
 import os
@@ -56,7 +56,6 @@ class Daemon:
     """A connection to a daemon that turns HTTP errors into messages a user can act on."""
 
     def __init__(self, url: str | None, token: str | None, state_dir: Path | None) -> None:
-        written: str | None = None  # the URL in the state dir the token is read from
         if token is not None:
             self.token, self.token_from = token, "--token"
         elif "STOKER_TOKEN" in os.environ:
@@ -64,7 +63,8 @@ class Daemon:
         else:
             path = admin_token_file(state_dir)
             self.token, self.token_from = read_text(path, "token").strip(), str(path)
-            written = _written_url(path.parent)
+        found = _state_dir(state_dir)
+        written = _written_url(found) if found is not None else None
         self.url = url or os.environ.get("STOKER_URL") or written or DEFAULT_URL
         import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
@@ -116,8 +116,8 @@ class Daemon:
 
 def _written_url(state_dir: Path) -> str | None:
     """The URL the daemon of `state_dir` wrote there (`daemon.url`), if it did and the file
-    is this user's: a token is sent only where its own state dir says (a file someone else
-    left in a folder above could name any host)."""
+    is this user's: a file someone else left in a folder above could name any host, and the
+    token would go there."""
     from daemon.statelock import URL_FILE  # noqa: PLC0415 (`stoker --help` loads no daemon)
 
     path = state_dir / URL_FILE

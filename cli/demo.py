@@ -191,6 +191,10 @@ def _start(
             # Its config file alone: a STOKER_PORT or STOKER_AGENT_MODE of the user's shell
             # would win over the file and leave the demo talking to the wrong port.
             env={key: value for key, value in os.environ.items() if not key.startswith("STOKER_")},
+            # Its own session: a Ctrl-C in the terminal reaches the demo alone, which stops
+            # the daemon with one SIGTERM (a second SIGINT would make uvicorn quit at once,
+            # without stopping its agents).
+            start_new_session=True,
         )
     return process
 
@@ -212,6 +216,7 @@ def _wait_up(process: "subprocess.Popen[bytes]", where: Path, port: int, policy:
                 return
         except httpx.TransportError:
             time.sleep(0.2)
+    process.kill()  # hung: not worth a graceful stop's minute
     fail(f"the daemon did not answer within 60 s; see {where / 'daemon.log'}")
 
 

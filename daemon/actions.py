@@ -423,7 +423,9 @@ class Actions:
             and service.launcher.running(job_id)
             and job_id not in self._cold_pauses  # paused cold: its process has left
         }
-        waiting = {job_id for job_id, state in states.items() if state is JobState.RUNNING}
+        # Resuming ones run their first step: they see the pause at its end, as running ones.
+        told = (JobState.RUNNING, JobState.RESUMING)
+        waiting = {job_id for job_id, state in states.items() if state in told}
         for job_id in sorted(waiting):
             await self._send_on_the_way_out(
                 PauseMessage(job=job_id, gen=service.scheduler.generation + 1)

@@ -217,7 +217,8 @@ class Scheduler:
 
     def waiting(self, job_id: str, now: float) -> str | None:
         """Why a job that was submitted has not been launched, in words that name the
-        setting; None for a job not waiting for a placement or the arrival window."""
+        setting: GPUs, the arrival window, or a round's pauses (its window closed while a
+        round was open); None for a job waiting for none of these."""
         if job_id in self.waiting_for_gpus:
             ahead = self.waiting_for_gpus.index(job_id)
             gpus = self._jobs[job_id].request.gpus

@@ -94,6 +94,8 @@ def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
     assert daemon.url.rsplit(":", 1)[1] != "8470"
     found = stoker("jobs", cwd=deep)
     assert found.code == 0, found.stderr
+    given = stoker("jobs", "--token", daemon.tokens["admin"], cwd=deep)
+    assert given.code == 0, given.stderr
     (daemon.state_dir / "admin.token").write_text("not-the-token\n")
     wrong = stoker("jobs", "--url", daemon.url, cwd=deep)
     assert wrong.code == 2 and "401" in wrong.stderr
