@@ -291,6 +291,14 @@ def submit(
     return ids
 
 
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of 1 or more."""
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} is not 1 or more")
+    return number
+
+
 def make_datasets(jobs: Workload, scratch: Path, images: int) -> tuple[Path, dict[OwnImages, Path]]:
     """The run's shared dataset (the demo's images) and a folder for each kind of the jobs'
     own images, `images` JPEGs each."""
@@ -313,7 +321,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--workload", type=Path, default=DEMO_WORKLOAD)
     parser.add_argument(
-        "--images", type=int, help="JPEGs in each dataset [the workload's dataset_images, else 256]"
+        "--images",
+        type=_positive,
+        help="JPEGs in each dataset [the workload's dataset_images, else 256]",
     )
     parser.add_argument(
         "--gate",

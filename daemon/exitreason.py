@@ -55,19 +55,42 @@ def launch_failure(
             f"{PATH_FIX} (a job's PATH is the daemon's unless its env sets PATH)"
         )
     if isinstance(error, FileNotFoundError):
-        if os.path.isabs(program):
-            return f"launch failed: {program!r} does not exist; give the path of a file on the node"
-        folder = workdir or "the job's workdir"
-        return (
-            f"launch failed: {program!r} does not exist in {folder}, where the job runs; "
-            "give its path from there (or an absolute one), or submit from its folder"
-        )
+        return _not_found(program, workdir)
     if isinstance(error, PermissionError):
         return (
             f"launch failed: the job's user may not execute {program!r} ({error.strerror}); "
             "a script without its executable bit runs as `python script.py`"
         )
     return f"launch failed: {error}"
+
+
+def _not_found(program: str, workdir: str | None) -> str:
+    """A program given by its path that could not be executed: it is not there, or what its
+    `#!` line names is not."""
+    found = Path(workdir or "", program)
+    if found.is_file():
+        return (
+            f"launch failed: {program!r} is there, but the interpreter its first line (#!)"
+            f" names is not: {_shebang(found)!r}; fix that line, or run it as"
+            " `python script.py`"
+        )
+    if os.path.isabs(program):
+        return f"launch failed: {program!r} does not exist; give the path of a file on the node"
+    folder = workdir or "the job's workdir"
+    return (
+        f"launch failed: {program!r} does not exist in {folder}, where the job runs; "
+        "give its path from there (or an absolute one), or submit from its folder"
+    )
+
+
+def _shebang(script: Path) -> str:
+    """What the first line of `script` names to run it, or "" without a `#!` line."""
+    try:
+        with script.open("rb") as handle:
+            first = handle.readline(256).decode(errors="replace").strip()
+    except OSError:
+        return ""
+    return first[2:].strip() if first.startswith("#!") else ""
 
 
 def _missing_module(tail: str) -> str | None:

@@ -96,6 +96,19 @@ def test_a_missing_program_by_full_path_is_named_as_given(tmp_path: Path) -> Non
     )
 
 
+def test_a_script_whose_interpreter_is_missing_is_told_so_not_that_it_is(tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text("#!/no/such/shell\necho hi\n")
+    script.chmod(0o755)
+    said = launch_failure(
+        _popen_error(["./run.sh"], cwd=tmp_path), ["./run.sh"], "/usr/bin", str(tmp_path)
+    )
+    assert said == (
+        "launch failed: './run.sh' is there, but the interpreter its first line (#!) names"
+        " is not: '/no/such/shell'; fix that line, or run it as `python script.py`"
+    )
+
+
 def test_a_missing_program_by_relative_path_names_the_folder_it_was_looked_for_in(
     tmp_path: Path,
 ) -> None:
