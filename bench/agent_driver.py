@@ -2,6 +2,7 @@
 application master (the zoo trainer on the SDK), for tests and benchmarks of it alone."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -101,6 +102,9 @@ def start_master(
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),
         "OMP_NUM_THREADS": "1",
+        # A rank killed by SIGABRT (a test's diagnosis of a hang) writes every thread's
+        # stack into its log first.
+        "PYTHONFAULTHANDLER": "1",
     }
     ranks: list[subprocess.Popen[bytes]] = []
     for rank in range(gpus):
@@ -118,6 +122,20 @@ def start_master(
         ranks.append(process)
         router.started.append(process)  # the caller stops it, even if a later rank fails
     return ranks[0]
+
+
+def where_ranks_hang(router: Router, out: Path) -> str:
+    """Every started rank's stacks (SIGABRT, which the faulthandler answers with them) and
+    the tail of each rank's log: what a test that timed out waiting for a job shows."""
+    for process in router.started:
+        if process.poll() is None:
+            process.send_signal(signal.SIGABRT)
+    time.sleep(2.0)
+    tails = []
+    for log in sorted(out.parent.glob(f"{out.name}*.log")):
+        text = log.read_text(errors="replace")
+        tails.append(f"--- {log.name} (last 6,000 characters)\n{text[-6000:]}")
+    return "\n".join(tails)
 
 
 def free_port() -> int:
