@@ -219,8 +219,9 @@ class Scheduler:
         """Why a job that was submitted has not been launched, in words that name the
         setting: GPUs, the arrival window, or a round's pauses (its window closed while a
         round was open); None for a job waiting for none of these."""
-        if job_id in self.waiting_for_gpus:
-            ahead = self.waiting_for_gpus.index(job_id)
+        queue = self.waiting_for_gpus
+        if job_id in queue:
+            ahead = queue.index(job_id)
             gpus = self._jobs[job_id].request.gpus
             return (
                 f"waiting for {gpus} free GPU(s) or CPU training slot(s), {ahead} job(s) ahead"
@@ -745,13 +746,7 @@ class Scheduler:
 
     def _start_round(self, planned: list[_Job], now: float, out: list[Command]) -> None:
         self._relearn_contention()
-        request = AllocationRequest(
-            node=self._node_left(),
-            jobs=tuple(self._planned_spec(job) for job in planned),
-            fair_floor=self._config.fair_floor,
-            regrow_delay_s=self._config.completion_window_s,
-        )
-        plan = allocate(request, self._config.policy)
+        plan = self._plan(planned, self._node_left())
         self._generation += 1
         for job in planned:
             job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s
@@ -786,6 +781,17 @@ class Scheduler:
                 current.waiting.add(job.request.id)
         if not current.waiting:
             self._finish_round(now, out)
+
+    def _plan(self, jobs: list[_Job], node: NodeSpec) -> AllocationPlan:
+        """The configured policy's plan for `jobs` on `node`: each job's work left and what
+        it must keep, the fairness floor, and the completion window its fluid model waits."""
+        request = AllocationRequest(
+            node=node,
+            jobs=tuple(self._planned_spec(job) for job in jobs),
+            fair_floor=self._config.fair_floor,
+            regrow_delay_s=self._config.completion_window_s,
+        )
+        return allocate(request, self._config.policy)
 
     def _relearn_contention(self) -> None:
         """Plan on the contention the jobs measured together (tpm/joint.py), the configured
@@ -911,15 +917,7 @@ class Scheduler:
         flexible = [self._jobs[j] for j in (*current.paused, *current.launches)]
         if not flexible:
             return
-        # The same request as a round's: each job's work left, what it must keep, and the
-        # fairness floor.
-        request = AllocationRequest(
-            node=self._node_left(also_fixed=(JobState.RUNNING,)),
-            jobs=tuple(self._planned_spec(job) for job in flexible),
-            fair_floor=self._config.fair_floor,
-            regrow_delay_s=self._config.completion_window_s,
-        )
-        replan = allocate(request, self._config.policy)
+        replan = self._plan(flexible, self._node_left(also_fixed=(JobState.RUNNING,)))
         for job in flexible:
             job.planned = _allocation(replan, job.request.id)
         out.append(Replanned(current.gen, replan))
