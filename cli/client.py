@@ -56,14 +56,14 @@ class Daemon:
     """A connection to a daemon that turns HTTP errors into messages a user can act on."""
 
     def __init__(self, url: str | None, token: str | None, state_dir: Path | None) -> None:
+        found = _state_dir(state_dir)  # looked for once: the token and the URL are read there
         if token is not None:
             self.token, self.token_from = token, "--token"
         elif "STOKER_TOKEN" in os.environ:
             self.token, self.token_from = os.environ["STOKER_TOKEN"], "STOKER_TOKEN"
         else:
-            path = admin_token_file(state_dir)
+            path = admin_token_file(found)
             self.token, self.token_from = read_text(path, "token").strip(), str(path)
-        found = _state_dir(state_dir)
         written = _written_url(found) if found is not None else None
         self.url = url or os.environ.get("STOKER_URL") or written or DEFAULT_URL
         import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
