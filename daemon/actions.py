@@ -354,7 +354,7 @@ class Actions:
         completed = read_last_step_marker(self._service.launcher.job_dir(job_id))
         if completed is not None:
             gen = self._service.scheduler.generation
-            self._service.feed(Heartbeat(job_id, gen, completed, 0.0, 0.0, 0, last=True))
+            self._service.feed(Heartbeat.last_word(job_id, gen, completed))
 
     def _exit_reason(self, ended: Exit) -> str:
         """`exit_reason` of a job's processes, told the command and the PATH it ran with."""

@@ -532,15 +532,7 @@ class Service:
             case Hello():
                 event = AgentHello(message.job, message.gen, message.iteration, message.resizable)
             case HeartbeatMessage(last=True):  # the steps it completed, as it exits: no rates
-                event = Heartbeat(
-                    message.job,
-                    message.gen,
-                    message.iteration,
-                    0.0,
-                    0.0,
-                    message.workers,
-                    last=True,
-                )
+                event = Heartbeat.last_word(message.job, message.gen, message.iteration)
             case HeartbeatMessage():
                 record = self.records[message.job]
                 self.tpm.sample(message, record, self.request(record), self.now())

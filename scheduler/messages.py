@@ -102,8 +102,14 @@ class Heartbeat:
     # filling, a cost per pass that no loader worker shortens).
     refill_fraction: float = 0.0
     # The script is exiting without finishing: `iteration` counts the steps it completed, and
-    # nothing else here is a measurement.
+    # nothing else here is a measurement (`last_word`).
     last: bool = False
+
+    @classmethod
+    def last_word(cls, job_id: str, gen: int, completed: int) -> "Heartbeat":
+        """A script's word as it exits unfinished: the steps it completed, nothing measured
+        (from its last heartbeat, or the marker it leaves beside it)."""
+        return cls(job_id, gen, completed, 0.0, 0.0, 0, last=True)
 
 
 @dataclass(frozen=True)

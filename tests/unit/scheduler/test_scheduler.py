@@ -263,7 +263,7 @@ def test_a_crash_s_last_word_says_how_far_it_got_and_measures_nothing() -> None:
     core = scheduler(cpu_workers=12)
     (launch,) = only(core.handle(JobSubmitted(replace(job("a"), max_restarts=1)), 0.0), Launch)
     core.handle(AgentHello("a", launch.gen, 0), 0.0)
-    core.handle(Heartbeat("a", launch.gen, 5, 0.0, 0.0, 0, last=True), now=0.8)
+    core.handle(Heartbeat.last_word("a", launch.gen, 5), now=0.8)
     status = core.status("a")
     assert status.measured_samples_per_s is None, "the last word is not a measurement"
     out = core.handle(Failed("a", "exited with code 1"), now=1.3)
