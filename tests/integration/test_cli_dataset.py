@@ -139,8 +139,11 @@ def test_the_demo_compares_balance_with_the_default_on_one_workload(tmp_path: Pa
     assert set(spans) == {"balance", DEFAULT_POLICY} and all(s > 0 for s in spans.values())
     said = re.search(rf"{DEFAULT_POLICY} against balance: ([-+][\d.]+)% in makespan", table)
     assert said is not None, table
-    gain = spans["balance"] / spans[DEFAULT_POLICY] - 1  # of the table's rounded makespans
-    assert float(said.group(1)) / 100 == pytest.approx(gain, abs=0.01)
+    # The table rounds makespans to 0.1 s, so the gain it implies lies in an interval: a
+    # few-second run moves it by points. The printed gain (itself rounded) must lie in it.
+    base, ours, half = spans["balance"], spans[DEFAULT_POLICY], 0.05
+    lowest, highest = (base - half) / (ours + half) - 1, (base + half) / (ours - half) - 1
+    assert lowest - 0.0005 <= float(said.group(1)) / 100 <= highest + 0.0005, table
     assert run.stdout.count("summary") == 2 and run.stdout.count("completed") >= 4
 
 
