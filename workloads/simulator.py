@@ -70,12 +70,31 @@ class _Phase(Enum):
     DONE = "done"
 
 
+class _Draws:
+    """One job's random draws: a stream per kind (its launch, pause and resume costs, its
+    heartbeats' noise, its loader timing), each seeded by (run seed, job, kind). A job's
+    n-th pause then costs the same under every policy of a seed (common random numbers):
+    two policies' runs differ by what they decided, not by which draws of one shared stream
+    their events happened to meet."""
+
+    def __init__(self, seed: int, job_id: str) -> None:
+        self._key = f"{seed} {job_id}"
+        self._streams: dict[str, random.Random] = {}
+
+    def stream(self, kind: str) -> random.Random:
+        rng = self._streams.get(kind)
+        if rng is None:
+            rng = self._streams[kind] = random.Random(f"{kind} {self._key}")
+        return rng
+
+
 @dataclass
 class _Job:
     spec: WorkloadJob
     flops: float
     model_params: float
     step_time_s: float  # true, unshared, noise included
+    draws: _Draws
     curve: MeasuredCurve | None = None  # the job's own measured curve, when it brings one
     knee: Knee | None = None  # that curve as the planner's knee (what `oracle` plans with)
     gpu_indices: tuple[int, ...] = ()
@@ -122,10 +141,9 @@ class Simulation:
         # Three missed heartbeats make a job lost, whatever the period.
         timeout = max(config.heartbeat_timeout_s, 3 * options.heartbeat_s)
         self._config = replace(config, heartbeat_timeout_s=timeout)
+        # Each job's speed off the formula, drawn in workload order; every later draw comes
+        # from the job's own streams (_Draws).
         self._rng = random.Random(options.seed)
-        # The SDK's timing of each job's loader workers: a stream of its own, so that timing
-        # leaves every other draw of a seed as it was.
-        self._timer_rng = random.Random(f"loader timing {options.seed}")
         self._profile_report: dict[str, object] | None = None
         self._model: ThroughputModel | None = None
         node = workload.node
@@ -182,14 +200,15 @@ class Simulation:
 
     def _new_job(self, spec: WorkloadJob) -> _Job:
         flops, params = spec.features
+        draws = _Draws(self._options.seed, spec.id)
         if spec.curve is not None:  # measured: no formula, no noise
             curve, knee = spec.curve.measured(), spec.curve.knee()
             step = spec.step_time_s(self._truth)
-            return _Job(spec, flops, params, step_time_s=step, curve=curve, knee=knee)
+            return _Job(spec, flops, params, step, draws, curve=curve, knee=knee)
         # This job's own speed against the formula, for reasons no feature explains.
         deviation = float(np.exp(self._rng.gauss(0.0, self._truth.step_noise)))
         step_time_s = deviation * spec.step_time_s(self._truth)
-        return _Job(spec=spec, flops=flops, model_params=params, step_time_s=step_time_s)
+        return _Job(spec, flops, params, step_time_s, draws)
 
     # ---- the loop -------------------------------------------------------------------------
 
@@ -319,7 +338,7 @@ class Simulation:
         for job in running:
             if job.phase is not _Phase.RUNNING:
                 continue  # stopped by a command for an earlier heartbeat of this sweep
-            noise = float(np.exp(self._rng.gauss(0.0, self._truth.rate_noise)))
+            noise = float(np.exp(job.draws.stream("rate").gauss(0.0, self._truth.rate_noise)))
             gpu_rate = 1.0 / job.step_time_s
             self._deliver(
                 Heartbeat(
@@ -345,7 +364,7 @@ class Simulation:
         cost = (
             job.knee.sample_cost_s if job.knee is not None else self._truth.cost(job.spec.pipeline)
         )
-        noise = float(np.exp(self._timer_rng.gauss(0.0, self._truth.rate_noise)))
+        noise = float(np.exp(job.draws.stream("loader timing").gauss(0.0, self._truth.rate_noise)))
         return cost / efficiency * noise
 
     # ---- the core and its commands --------------------------------------------------------
@@ -458,10 +477,12 @@ class Simulation:
 
     def _after(self, mean_s: float, kind: str, job_id: str) -> None:
         """The agent's answer, after a true cost drawn around `mean_s`."""
-        self._schedule(self._now + self._truth.draw(mean_s, self._rng), kind, job_id)
+        drawn = self._truth.draw(mean_s, self._jobs[job_id].draws.stream(kind))
+        self._schedule(self._now + drawn, kind, job_id)
 
     def _running_jobs(self) -> list[_Job]:
-        """The running jobs in workload order, so random draws do not depend on timing."""
+        """The running jobs in workload order, so a sweep meets them in one order whatever
+        the timing."""
         return sorted(self._running.values(), key=lambda job: self._order[job.spec.id])
 
     def _set_running(self, job: _Job) -> None:

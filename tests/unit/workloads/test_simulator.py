@@ -181,3 +181,20 @@ def test_the_core_weighs_a_jobs_pauses_as_its_kind_before_it_measures_one(hot: b
     config = alone.scheduler_config("balance")
     expected = config.hot_pause_cost_s if hot else config.default_pause_cost_s
     assert simulation.pause_cost_s("solo") == expected
+
+
+def test_a_jobs_costs_are_drawn_for_it_whatever_else_runs() -> None:
+    """Common random numbers: a job's launch cost comes from its own stream, so adding a
+    job beside it (or a policy pausing others more) leaves it as it was."""
+    served_at_once = {"arrival_window_s": 0.0}
+    alone = workload(job("b"), node={"gpus": 2}, scheduler=served_at_once)
+    beside = workload(job("a"), job("b"), node={"gpus": 2}, scheduler=served_at_once)
+    started = {
+        name: {j.id: j.start_s for j in simulate(load, "static", seed=5).jobs}
+        for name, load in (("alone", alone), ("beside", beside))
+    }
+    assert started["alone"]["b"] > 0.0  # launched at 0, up after a drawn cost
+    assert started["beside"]["b"] == started["alone"]["b"]
+    assert started["beside"]["a"] != started["beside"]["b"]  # each its own draw
+    other_seed = simulate(alone, "static", seed=6).jobs[0].start_s
+    assert other_seed != started["alone"]["b"]
