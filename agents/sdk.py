@@ -212,8 +212,8 @@ class Job:
         """At the interpreter's exit: write (and send) the metrics not flushed yet, and tell
         the daemon the steps the script completed (a step that raised is not one: a script
         that fails in its first step made no progress a relaunch could build on). After
-        `epochs()` ends, or a pause or a signal leaves, the link is closed: what the script
-        reported since goes to metrics.jsonl only."""
+        `epochs()` ends, the metrics still go to the daemon too, and nothing else does;
+        after a pause or a signal left, the link is closed: they go to metrics.jsonl only."""
         # Exiting: a failure here is said, never raised over what ended the script.
         try:
             self._metrics.flush()
@@ -225,6 +225,8 @@ class Job:
                 self._control.last_step(completed, self._samples)
             except Exception as error:
                 print(f"stoker: at exit, the daemon was not told: {error!r}", file=sys.stderr)
+        elif self._metrics.control is not None:  # finished: the link was open for these alone
+            self._metrics.control.close()  # sends them (up to the link's linger)
 
     def _say(self, what: str, afresh: bool = True) -> None:
         """A line on stderr from rank 0; alone, with how to start afresh instead (a second
@@ -365,7 +367,11 @@ class Job:
         self._stop_workers()
         if self._control is not None:
             self._control.finished(self.step)
-            self._control.close()
+            # The job is done with the scheduler: no more boundaries, heartbeats or last
+            # word. The link stays open for the metrics alone: what the script reports
+            # after training (an evaluation's accuracy) reaches the daemon at its exit,
+            # when the link's own exit hook sends what is queued and closes it.
+            self._control = None
 
     def _stop_workers(self) -> None:
         """Stop the workers the loaders keep between epochs (`persistent_workers`) before

@@ -333,7 +333,12 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
         assert done["state"] == "completed", done
         out = client.get(f"/v1/jobs/{job['id']}/logs", params={"stream": "stdout"})
         assert out.status_code == 200 and "[rank 0] done: weight" in out.text
-        series = client.get(f"/v1/jobs/{job['id']}/metrics").json()
+        # Reported after training: sent as the script exits, just after it said `finished`.
+        series = wait_for(
+            "the evaluation after training", partial(final_loss_reported, client, job["id"])
+        )
+        assert [step for step, _ in series["series"]["final_loss"]] == [24]
+        assert series["newest"]["final_loss"] == series["series"]["final_loss"][0][1]
         losses = series["series"]["loss"]
         assert [step for step, _ in losses] == list(range(1, 25)), "one point per step"
         assert series["newest"]["loss"] == losses[-1][1] < losses[0][1]
@@ -406,6 +411,12 @@ def test_a_clean_stop_of_the_daemon_leaves_no_crash_in_a_scripts_log(
     daemon.kill(signal.SIGTERM)
     log = (daemon.state_dir / "jobs" / job_id / "stderr.log").read_text()
     assert "Traceback" not in log and "killed by signal" not in log, log
+
+
+def final_loss_reported(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
+    """The job's metrics once they hold what it reported after its last epoch."""
+    series: dict[str, Any] = client.get(f"/v1/jobs/{job_id}/metrics").json()
+    return series if "final_loss" in series["series"] else None
 
 
 def reported_loss(client: httpx.Client) -> str | None:

@@ -50,6 +50,9 @@ def main() -> None:
             with seen.open("a") as out:
                 out.write("".join(f"{epoch} {i}\n" for i in indices.tolist()))
             time.sleep(pause_s)
+    with torch.no_grad():  # an evaluation after training, reported as scripts do
+        x = torch.arange(samples, dtype=torch.float32).unsqueeze(1) / samples
+        job.report(final_loss=nn.functional.mse_loss(model(x), 3 * x + 1))
     print(f"done: weight {model.weight.item():.2f}, resumed {job.resumed}")
 
 
