@@ -1,5 +1,6 @@
 """The CLI client of a running daemon: `stoker submit`, `stoker jobs`, `stoker logs`,
-`stoker cancel` and `stoker dashboard`; `Daemon`, the connection every client command uses.
+`stoker cancel` and `stoker dashboard` (`stoker show` and `stoker metrics` are in
+cli/job_view.py); `Daemon`, the connection every client command uses.
 
 The token: `--token`, else `STOKER_TOKEN`, else the admin token in the daemon's state dir,
 which works on the daemon's own machine: `--state-dir`, else `STOKER_STATE_DIR`, else the
@@ -386,10 +387,10 @@ def jobs(
                 "-" if error is None else f"{error:+.0%}",
             )
         )
-    typer.echo(_table(rows, right=5), nl=False)
+    typer.echo(table(rows, right=5), nl=False)
 
 
-def _table(rows: Sequence[Sequence[str]], *, right: int) -> str:
+def table(rows: Sequence[Sequence[str]], *, right: int) -> str:
     """`rows` in columns as wide as their widest cell; the last `right` ones right-aligned."""
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     split = len(widths) - right

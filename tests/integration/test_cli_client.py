@@ -50,6 +50,12 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     rows = {line.split()[0]: line.split() for line in lines}
     assert rows[job_id][-1].endswith("%") and float(rows[job_id][-2].replace(",", "")) > 0
     assert rows[str(command.json()["id"])][-2:] == ["-", "-"], "no SDK: no heartbeats to show"
+    shown = dict(line.split(None, 1) for line in stoker("show", job_id, *where).stdout.splitlines())
+    assert shown["state"] == "running" and shown["runs"].endswith("zoo model mdResnet12")
+    assert shown["gpus"].startswith("1 (GPU ") and shown["gpus"].endswith("global batch 64")
+    assert shown["workers"].endswith("per GPU") and shown["progress"].endswith("of 100,000")
+    measured, predicted = shown["samples/s"].split(", ")
+    assert measured.endswith("measured") and predicted.endswith("%)"), shown
     cancelled = stoker("cancel", job_id, *where)
     assert cancelled.code == 0, cancelled.stderr
     with daemon.client() as client:

@@ -346,6 +346,24 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
         assert len(thin["series"]["loss"]) <= 6 and thin["series"]["loss"][-1] == losses[-1]
         with daemon.client("admin") as admin:
             assert admin.get("/v1/jobs/nope/logs").status_code == 404
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    shown = stoker("show", job["id"], *where)
+    assert shown.code == 0, shown.stderr
+    lines = dict(line.split(None, 1) for line in shown.stdout.splitlines())
+    assert lines["state"] == "completed" and lines["progress"] == "iteration 24"
+    assert lines["runs"].endswith("count_train.py 2 0") and "workers" not in lines
+    final = series["newest"]["final_loss"]
+    assert lines["reported"] == f"final_loss {final:.4g}, loss {losses[-1][1]:.4g}"
+    assert stoker("show", job["id"], "--json", *where).json()["reported"] == series["newest"]
+    table = stoker("metrics", job["id"], "--points", "5", *where)
+    assert table.code == 0, table.stderr
+    header, *rows = [line.split() for line in table.stdout.splitlines()]
+    assert header == ["step", "final_loss", "loss"]
+    thinned = thin["series"]["loss"]
+    assert [row[0] for row in rows] == [str(step) for step, _ in thinned], "loss's steps"
+    assert rows[0][1] == "-" and rows[-1] == ["24", f"{final:.4g}", f"{losses[-1][1]:.4g}"]
+    unknown = stoker("metrics", "nope", *where)
+    assert unknown.code == 2 and "404 no job 'nope'" in unknown.stderr
 
 
 def test_stoker_submit_runs_a_command_from_here_and_follows_it(

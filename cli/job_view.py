@@ -1,0 +1,153 @@
+"""`stoker show ID` and `stoker metrics ID`: one job as the daemon knows it (Slurm's
+`scontrol show job`), and the series its script reported with `job.report`."""
+
+import math
+import shlex
+import time
+from datetime import datetime
+from typing import Annotated, Any
+
+import typer
+
+from cli.client import Daemon, StateDir, Token, Url, table
+from cli.common import print_json
+
+JobId = Annotated[str, typer.Argument(metavar="ID")]
+_FINAL = ("completed", "failed", "cancelled")
+
+
+def register_job_view(app: typer.Typer) -> None:
+    app.command("show")(show)
+    app.command("metrics")(metrics)
+
+
+def show(
+    job_id: JobId,
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+    json_output: Annotated[bool, typer.Option("--json", help="as JSON")] = False,
+) -> None:
+    """One job: its state and why, what it runs, its GPUs and loader workers, its progress,
+    its samples/s against what the plan predicted, and the newest values its script
+    reported."""
+    daemon = Daemon(url, token, state_dir)
+    job = daemon.call("GET", f"/v1/jobs/{job_id}")
+    reported = daemon.call("GET", f"/v1/jobs/{job_id}/metrics", params={"points": 1})["newest"]
+    if json_output:
+        print_json({**job, "reported": reported})
+        return
+    rows = [(name, value) for name, value in _described(job, reported, time.time()) if value]
+    width = max(len(name) for name, _ in rows)
+    typer.echo("".join(f"{name:<{width}}  {value}\n" for name, value in rows), nl=False)
+
+
+def _described(job: dict[str, Any], reported: dict[str, Any], now: float) -> list[tuple[str, str]]:
+    """The job's lines as (label, text); an empty text is a line with nothing to say."""
+    state = job["state"]
+    gpus = f"{job['gpus']}"
+    if job["gpu_indices"]:
+        gpus += f" (GPU {', '.join(str(index) for index in job['gpu_indices'])})"
+    progress = f"iteration {job['iteration']:,}"
+    if job["iterations"] is not None:
+        progress += f" of {job['iterations']:,}"
+    submitted = job["submitted_at"]
+    return [
+        ("id", f"{job['id']} ({job['name']}, tenant {job['tenant']})"),
+        ("state", state),
+        ("reason", job["reason"]),
+        ("runs", _what(job)),
+        ("gpus", f"{gpus}, global batch {job['batch_size']}"),
+        ("workers", "" if state in _FINAL else _workers(job["workers_per_gpu"])),
+        ("progress", progress),
+        ("samples/s", _rates(job) if state == "running" else ""),
+        ("restarts", str(job["restarts"]) if job["restarts"] else ""),
+        ("submitted", f"{_when(submitted)} ({_ago(now - submitted)} ago)"),
+        ("reported", ", ".join(f"{name} {_number(value)}" for name, value in reported.items())),
+    ]
+
+
+def _what(job: dict[str, Any]) -> str:
+    if job["command"]:
+        return shlex.join(job["command"])
+    return f"the built-in trainer on zoo model {job['model']}"
+
+
+def _workers(per_gpu: int | None) -> str:
+    if per_gpu is None:
+        return "none yet (not planned)"
+    return f"{per_gpu} loader process{'es' if per_gpu != 1 else ''} per GPU"
+
+
+def _rates(job: dict[str, Any]) -> str:
+    measured, predicted = job["measured_samples_per_s"], job["predicted_samples_per_s"]
+    if measured is None:
+        return "no heartbeat yet"
+    text = f"{measured:,.0f} measured"
+    if predicted:
+        text += f", {predicted:,.0f} predicted ({measured / predicted - 1:+.0%})"
+    return text
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
+def _ago(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def metrics(
+    job_id: JobId,
+    *,
+    points: Annotated[
+        int, typer.Option(min=1, max=100_000, help="rows per metric, evenly spread, newest kept")
+    ] = 20,
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="as JSON: GET /v1/jobs/ID/metrics's reply")
+    ] = False,
+) -> None:
+    """What a job's script reported with `job.report`: one column per metric, one row per
+    step, thinned evenly to --points rows per metric (the first and the newest kept)."""
+    found = Daemon(url, token, state_dir).call(
+        "GET", f"/v1/jobs/{job_id}/metrics", params={"points": points}
+    )
+    if json_output:
+        print_json(found)
+        return
+    series: dict[str, list[list[Any]]] = found["series"]
+    if not series:
+        typer.echo(
+            f"{job_id} has reported no metrics yet: `job.report(loss=loss)` in its script"
+            " sends them (a command without the stoker SDK reports none)"
+        )
+        return
+    names = sorted(series)
+    by_step: dict[int, dict[str, Any]] = {}
+    for name in names:
+        for step, value in series[name]:
+            by_step.setdefault(step, {})[name] = value
+    rows = [("step", *names)]
+    for step in sorted(by_step):
+        values = by_step[step]
+        rows.append((str(step), *(_number(values[n]) if n in values else "-" for n in names)))
+    typer.echo(table(rows, right=len(rows[0])), nl=False)
+
+
+def _number(value: Any) -> str:
+    """A reported value, short: 4 significant digits; null (a NaN or infinity) as nan."""
+    if value is None:
+        return "nan"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:.4g}"
+    return str(value)
