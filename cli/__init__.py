@@ -4,6 +4,8 @@ Each command group lives in its own module; this one only assembles them. Output
 machines is one JSON object on stdout; diagnostics go to stderr.
 """
 
+import inspect
+
 import typer
 
 from cli.allocate import register_allocate
@@ -34,3 +36,18 @@ register_serve(app)
 register_client(app)
 register_job_view(app)
 app.command("demo")(demo_command)
+
+
+def _summaries_on_one_line(group: typer.Typer) -> None:
+    """typer keeps a docstring's line breaks in a group's list of commands, which then
+    breaks mid-sentence: each command's first paragraph goes there as one line."""
+    for info in group.registered_commands:
+        if info.short_help is None and info.callback is not None:
+            first = inspect.cleandoc(info.help or info.callback.__doc__ or "").split("\n\n")[0]
+            info.short_help = " ".join(first.split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _summaries_on_one_line(sub.typer_instance)
+
+
+_summaries_on_one_line(app)
