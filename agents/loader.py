@@ -44,13 +44,16 @@ class Boundary(Protocol):
     """What the loader tells its job: a batch goes to the script (it counts as consumed from
     then on, so a checkpoint the script writes after its step does not repeat it), and the
     script is back for the next one (the boundary where the job may stop or checkpoint).
-    After an epoch's last batch the loader says nothing: the script's own end of the epoch
-    comes first, then the job's boundary (`Job.epochs`). `refill`: the batch is the first of
-    a pass, whose wait was the workers starting and the pipeline filling."""
+    After an epoch's last batch the script's return only ends its step: the script's own
+    end of the epoch comes first, then the job's boundary (`Job.epochs`). `refill`: the
+    batch is the first of a pass, whose wait was the workers starting and the pipeline
+    filling."""
 
     def on_batch(self, samples: int, refill: bool = False) -> None: ...
 
     def at_boundary(self) -> None: ...
+
+    def step_ended(self) -> None: ...
 
 
 @dataclass
@@ -180,6 +183,7 @@ class ResizableLoader:
                 self._job.on_batch(len(batch), refill=number == 0)
                 yield data
                 if number == len(batches) - 1:
+                    self._job.step_ended()  # a failure in the script's end of epoch is after it
                     break  # the epoch's end: Job.epochs has that boundary, after the script's
                 self._job.at_boundary()
                 if self.workers != self._built_with or self._renew:

@@ -448,6 +448,11 @@ class Job:
         if self._control is not None:
             self._control.on_batch(samples, refill)
 
+    def step_ended(self) -> None:
+        """The script came back after an epoch's last batch: that step is done; the
+        boundary comes after the script's own end of the epoch."""
+        self._in_step = False
+
     def at_boundary(self) -> None:
         """Between two batches: flush metrics, stop when asked (after a checkpoint), and
         checkpoint when it is time. Its usual path, nothing to do, is kept short: it runs

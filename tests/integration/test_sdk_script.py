@@ -73,10 +73,11 @@ def test_ctrl_c_checkpoints_and_a_second_run_finishes_the_rest_exactly_once(
     checkpoints = sorted((tmp_path / "stoker-out" / "checkpoints").glob("checkpoint-*.pt"))
     assert len(checkpoints) == 2, "the newest two are kept"
     metrics = (tmp_path / "stoker-out" / "metrics.jsonl").read_text().splitlines()
-    losses = [json.loads(line) for line in metrics]
+    *losses, final = [json.loads(line) for line in metrics]
     steps = [line["step"] for line in losses]
     assert steps == sorted(steps) and len(steps) == 24, "one loss per step, across both runs"
     assert losses[-1]["loss"] < losses[0]["loss"]
+    assert final.keys() == {"step", "final_loss"} and final["step"] == 24, "after training"
 
 
 def test_a_script_that_raises_keeps_every_loss_it_reported(tmp_path: Path) -> None:
@@ -170,3 +171,18 @@ def test_under_a_daemon_a_script_that_raises_says_the_step_it_reached(
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 1 and "a bug at step 5" in stderr
     assert read_last_step_marker(tmp_path / "job") == 4, "for a daemon that reads its exit first"
+
+
+def test_a_script_that_raises_after_an_epochs_last_batch_completed_that_step(
+    tmp_path: Path, router: Router
+) -> None:
+    # 96 samples in batches of 8: the epoch's 12th step is done when the script's own end
+    # of the epoch (its evaluation, say) raises.
+    process = under_a_daemon(tmp_path, router, "2", "0", "0", "96", "12", "epoch-end")
+    last = router.expect(HeartbeatMessage)
+    while not last.last:
+        last = router.expect(HeartbeatMessage)
+    assert last.iteration == 12, "the step whose batch was the epoch's last is completed"
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 1 and "a bug at the end of epoch 0" in stderr
+    assert read_last_step_marker(tmp_path / "job") == 12

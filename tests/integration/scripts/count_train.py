@@ -1,7 +1,8 @@
 """A user's script on the stoker SDK: a tiny regression on its own dataset. Each trained
 sample's index goes to <output>/seen.txt, so a test can count every sample of every epoch.
 Arguments: EPOCHS SLEEP_S_PER_STEP [SLEEP_S_PER_SAMPLE (in the loader workers) [SAMPLES
-[CRASH_AT_STEP (raise there, as a script with a bug does)]]]."""
+[CRASH_AT_STEP (raise there, as a script with a bug does) [CRASH_IN: step (default), or
+epoch-end (raise in the script's own end of the epoch that step is in)]]]]."""
 
 import sys
 import time
@@ -32,6 +33,7 @@ def main() -> None:
     load_s = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     samples = int(sys.argv[4]) if len(sys.argv) > 4 else 96
     crash_at = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+    crash_in = sys.argv[6] if len(sys.argv) > 6 else "step"
     job = stoker.init()
     model = nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -45,11 +47,13 @@ def main() -> None:
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             job.report(loss=loss)
-            if job.step == crash_at:
+            if job.step == crash_at and crash_in == "step":
                 raise RuntimeError(f"a bug at step {job.step}")
             with seen.open("a") as out:
                 out.write("".join(f"{epoch} {i}\n" for i in indices.tolist()))
             time.sleep(pause_s)
+        if crash_in == "epoch-end" and job.step >= crash_at:
+            raise RuntimeError(f"a bug at the end of epoch {epoch}")
     with torch.no_grad():  # an evaluation after training, reported as scripts do
         x = torch.arange(samples, dtype=torch.float32).unsqueeze(1) / samples
         job.report(final_loss=nn.functional.mse_loss(model(x), 3 * x + 1))

@@ -175,12 +175,16 @@ class Steps:
 
     def __init__(self) -> None:
         self.batches = self.boundaries = 0
+        self.ended = False
 
     def on_batch(self, samples: int, refill: bool = False) -> None:
         self.batches += 1
 
     def at_boundary(self) -> None:
         self.boundaries += 1
+
+    def step_ended(self) -> None:
+        self.ended = True
 
 
 def test_ranks_split_each_global_batch_and_cover_the_epoch_once() -> None:
