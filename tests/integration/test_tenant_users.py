@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,19 +24,37 @@ SYSTEM_PYTHON = shutil.which("python3", path="/usr/bin:/bin")
 TOKENS = {"admin": "admin-secret-token-0123456789", "alice": "alice-secret-token-0123456789"}
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 SCRIPT = SCRIPTS / "as_user.py"
+REPO = Path(__file__).resolve().parents[2]
 
 
-def reachable_by_nobody(python: str) -> str:
-    """Why `nobody` cannot run this interpreter with torch and stoker ('' when it can):
-    a Python under /root (0700), as on the development VM, is out of its reach."""
+def reachable_by_nobody(python: str, env: dict[str, str]) -> str:
+    """Why `nobody` cannot run this interpreter with torch and stoker ('' when it can)."""
     try:
         probe = subprocess.run(
-            ["runuser", "-u", "nobody", "--", python, "-c", "import torch, stoker"],
+            ["runuser", "-u", "nobody", "--", "env", *(f"{k}={v}" for k, v in env.items()),
+             python, "-c", "import torch, stoker"],
             check=False, capture_output=True, text=True, timeout=120, cwd="/",
         )  # fmt: skip
     except FileNotFoundError:
         return "no runuser"
     return "" if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["?"])[-1]
+
+
+def python_for_nobody() -> tuple[str, dict[str, str]]:
+    """An interpreter `nobody` runs the SDK with, and the variables it needs: this one, or
+    else /usr/bin's with this environment's packages and the repository on PYTHONPATH, as a
+    site shares one environment (a Python under /root, 0700, as on the development VM, is
+    out of nobody's reach). Skips the test when neither works."""
+    why = reachable_by_nobody(sys.executable, {})
+    if not why:
+        return sys.executable, {}
+    if SYSTEM_PYTHON is not None:
+        packages = sysconfig.get_paths()["purelib"]
+        env = {"PYTHONPATH": f"{packages}:{REPO}"}
+        if not (also := reachable_by_nobody(SYSTEM_PYTHON, env)):
+            return SYSTEM_PYTHON, env
+        why += f"; nor {SYSTEM_PYTHON} with {env}: {also}"
+    pytest.skip(f"nobody cannot run {sys.executable} with torch: {why}")
 
 
 @pytest.fixture
@@ -90,16 +109,16 @@ def test_a_tenants_job_runs_as_its_unix_user_and_keeps_its_files_to_itself(
 
 
 def test_an_sdk_job_runs_as_its_unix_user_over_that_users_agent_socket(shared_dir: Path) -> None:
-    if why := reachable_by_nobody(sys.executable):
-        pytest.skip(f"nobody cannot run {sys.executable} with torch: {why}")
+    python, python_env = python_for_nobody()
     shutil.copy(SCRIPTS / "count_train.py", shared_dir / "count_train.py")
     (shared_dir / "count_train.py").chmod(0o644)
     factory = daemon_factory(shared_dir)
     daemon: Daemon = next(factory)(tokens=TOKENS, unix_users={"alice": "nobody"})
     try:
         with daemon.client("alice") as alice:
-            command = [sys.executable, "count_train.py", "2", "0.02"]
-            submitted = alice.post("/v1/jobs", json=job("sdk", command, shared_dir))
+            command = [python, "count_train.py", "2", "0.02"]
+            body = {**job("sdk", command, shared_dir), "env": python_env}
+            submitted = alice.post("/v1/jobs", json=body)
             assert submitted.status_code == 201, submitted.text
             job_id = submitted.json()["id"]
             done = wait_for("the SDK job", lambda: ended(alice, job_id), timeout_s=120)
