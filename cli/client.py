@@ -275,6 +275,7 @@ def logs(
 
 
 _STREAMS = ("stdout", "stderr")
+FINAL_STATES = ("completed", "failed", "cancelled")
 
 
 def _follow(
@@ -368,7 +369,9 @@ def jobs(
         return
     rows = [("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs_plan")]
     for job in found:
-        workers = job["workers_per_gpu"] if job["workers_per_gpu"] is not None else "-"
+        workers = job["workers_per_gpu"]
+        if workers is None or job["state"] in FINAL_STATES:  # a restarted daemon no longer knows
+            workers = "-"
         length = job["iterations"]
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
         what = job["model"] or _name_of(job["command"] or ["command"])

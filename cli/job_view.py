@@ -9,11 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.client import Daemon, StateDir, Token, Url, table
+from cli.client import FINAL_STATES, Daemon, StateDir, Token, Url, table
 from cli.common import print_json
 
 JobId = Annotated[str, typer.Argument(metavar="ID")]
-_FINAL = ("completed", "failed", "cancelled")
 
 
 def register_job_view(app: typer.Typer) -> None:
@@ -58,7 +57,7 @@ def _described(job: dict[str, Any], reported: dict[str, Any], now: float) -> lis
         ("reason", job["reason"]),
         ("runs", _what(job)),
         ("gpus", f"{gpus}, global batch {job['batch_size']}"),
-        ("workers", "" if state in _FINAL else _workers(job["workers_per_gpu"])),
+        ("workers", "" if state in FINAL_STATES else _workers(job["workers_per_gpu"])),
         ("progress", progress),
         ("samples/s", _rates(job) if state == "running" else ""),
         ("restarts", str(job["restarts"]) if job["restarts"] else ""),

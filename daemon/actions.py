@@ -157,8 +157,10 @@ class Actions:
         service = self._service
         job_id, kind, data = event_of(record)
         match record:
-            case StateChanged(job_id=changed, new=new, why=why):
+            case StateChanged(job_id=changed, new=new, why=why, iteration=iteration):
                 self.set_state(changed, new, why, data)
+                if new.final:  # the figure it ended at: heartbeats' are not written as they come
+                    service.store.update_job(changed, time.time(), iteration=iteration)
                 return
             case Restarting(restarts=restarts):
                 service.store.update_job(record.job_id, time.time(), restarts=restarts)

@@ -218,12 +218,14 @@ class Placed:
 @dataclass(frozen=True)
 class StateChanged:
     """A job moved along the transition table. `old` is None for a job the core took over
-    from an earlier daemon (`Scheduler.adopt`)."""
+    from an earlier daemon (`Scheduler.adopt`). `iteration`: the steps it had completed, as
+    the core last heard."""
 
     job_id: str
     old: JobState | None
     new: JobState
     why: str = ""
+    iteration: int = 0
 
 
 @dataclass(frozen=True)

@@ -324,7 +324,7 @@ class Scheduler:
         )
         self._jobs[request.id] = self._live[request.id] = self._watched[request.id] = job
         why = "re-attached: its agent outlived the daemon"
-        return [StateChanged(request.id, None, JobState.RUNNING, why)]
+        return [StateChanged(request.id, None, JobState.RUNNING, why, iteration)]
 
     def hold(self, job_id: str, gpu_indices: tuple[int, ...]) -> None:
         """Keep GPUs for a job this core does not plan yet: one whose agent may have
@@ -955,7 +955,7 @@ class Scheduler:
 
     def _move(self, job: _Job, new: JobState, out: list[Command], why: str = "") -> None:
         check_transition(job.request.id, job.state, new)
-        out.append(StateChanged(job.request.id, job.state, new, why))
+        out.append(StateChanged(job.request.id, job.state, new, why, job.iteration))
         if new is JobState.RUNNING and job.state is not JobState.RUNNING:
             job.warming = True  # a start or a resume: the next heartbeat times its loaders' start
         job.state = new

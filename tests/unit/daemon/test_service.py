@@ -172,6 +172,28 @@ def test_a_job_that_fails_twice_at_one_iteration_is_not_relaunched_again(tmp_pat
     asyncio.run(scenario())
 
 
+def test_a_job_that_ends_keeps_the_steps_it_reached_in_the_store(tmp_path: Path) -> None:
+    # Heartbeats' iterations are not written as they come: what a restarted daemon shows of
+    # a cancelled or failed job is what was written when it ended.
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, max_restarts=0)
+        for job_id in ("a", "b"):
+            driver.at(1.0).submit(job_id)
+        for pid, job_id in enumerate(("a", "b"), start=40_001):
+            driver.at(1.5).agent(Hello(job=job_id, gen=1, pid=pid))
+        driver.at(1.8).agent(beat("a", 1, 25))
+        driver.at(1.8).agent(beat("b", 1, 12))
+        driver.at(2.0).cancel("a")
+        driver.launcher.exit("b", 1)
+        driver.at(2.5).tick()
+        assert (driver.state("a"), driver.state("b")) == ("cancelled", "failed")
+        stored = {job_id: driver.service.store.job(job_id) for job_id in ("a", "b")}
+        assert {job_id: r.iteration for job_id, r in stored.items() if r} == {"a": 25, "b": 12}
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_busy_heartbeat_becomes_a_training_sample_once_per_period(tmp_path: Path) -> None:
     async def scenario() -> None:
         driver = Driver(tmp_path, NOW, tpm_sample_every_s=5.0)
