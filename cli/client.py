@@ -43,9 +43,11 @@ JOB_DID_NOT_COMPLETE = 1
 
 
 def register_client(app: typer.Typer) -> None:
-    # `stoker submit -- python train.py --lr 0.1`: the command's own options pass through.
+    # `stoker submit -- python train.py --lr 0.1`: the command's own options pass through,
+    # as after the command's first word even without `--`; a misspelt option of ours is
+    # refused rather than run as the command.
     app.command(
-        "submit", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+        "submit", context_settings={"allow_extra_args": True, "allow_interspersed_args": False}
     )(submit)
     app.command("jobs")(jobs)
     app.command("logs")(logs)
@@ -173,7 +175,11 @@ def detail(reply: "httpx.Response") -> str:
 def submit(
     args: Annotated[
         list[str] | None,
-        typer.Argument(metavar="JOB.toml | -- COMMAND...", help="a job file, or a command"),
+        typer.Argument(
+            metavar="JOB.toml | -- COMMAND...",
+            help="a job file, or a command; stoker's options go before it (every option from"
+            " the command's first word on is the command's own)",
+        ),
     ] = None,
     *,
     name: Annotated[str | None, typer.Option(help="the job's name [the script's]")] = None,

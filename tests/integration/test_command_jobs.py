@@ -387,6 +387,17 @@ def test_stoker_submit_runs_a_command_from_here_and_follows_it(
     assert "fail_first" in listed.stdout and "failed" in listed.stdout
     empty = stoker("submit", *where)
     assert empty.code == 2 and "command after --" in empty.stderr
+    # A misspelt option of stoker's is refused, not run as the command; after the command's
+    # first word, every option is the command's (as srun and docker run have it).
+    typo = stoker("submit", *where, "--folow", "--", sys.executable, "fail_first.py", cwd=SCRIPTS)
+    assert typo.code == 2 and "No such option: --folow" in typo.stderr, typo.stderr
+    theirs = stoker("submit", *where, "--name", "own-flags", sys.executable, "-c", "pass",
+                    "--gpus", "2", cwd=SCRIPTS)  # fmt: skip
+    assert theirs.code == 0, theirs.stderr
+    sent = theirs.json()
+    command = sent["command"]
+    assert isinstance(command, list) and command[1:] == ["-c", "pass", "--gpus", "2"]
+    assert sent["gpus"] == 1
 
 
 def test_after_kill_9_a_script_resumes_from_its_newest_checkpoint(
