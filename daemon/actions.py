@@ -159,7 +159,10 @@ class Actions:
         match record:
             case StateChanged(job_id=changed, new=new, why=why, iteration=iteration):
                 self.set_state(changed, new, why, data)
-                if new.final:  # the figure it ended at: heartbeats' are not written as they come
+                stored = service.store.job(changed) if new.final else None
+                # The figure it ended at (heartbeats' are not written as they come), unless
+                # its `finished` wrote a later one than the core heard.
+                if stored is not None and iteration > stored.iteration:
                     service.store.update_job(changed, time.time(), iteration=iteration)
                 return
             case Restarting(restarts=restarts):
