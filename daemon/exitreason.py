@@ -9,9 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from daemon.agentargs import PATH_FIX
-from daemon.launcher import log_file
+from daemon.launcher import AGAIN_MARK, log_file
 
 # The last line of a traceback for an import that found nothing.
+_TRACEBACK = "Traceback (most recent call last):"
+_TRACEBACK_LINES = 30  # a longer one is cut to its last `lines`, where the error is
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 
@@ -137,12 +139,22 @@ def _signal_name(number: int) -> str:
 
 
 def _tail(path: Path, lines: int = 10, limit: int = 2000) -> str:
-    """The last `lines` non-empty lines of a log, at most `limit` characters."""
+    """The end of the last process's output in a log (after the launcher's last "started
+    again" line), at most `limit` characters: from its last traceback's first line when
+    one ends within `_TRACEBACK_LINES`, else its last `lines` non-empty lines."""
     try:
         with path.open("rb") as log:
             log.seek(max(0, path.stat().st_size - 8 * limit))
             text = log.read().decode("utf-8", errors="replace")
     except OSError:
         return ""
-    kept = [line for line in text.splitlines() if line.strip()][-lines:]
+    kept = [line for line in text.splitlines() if line.strip()]
+    starts = [i for i, line in enumerate(kept) if line.startswith(AGAIN_MARK)]
+    if starts:
+        kept = kept[starts[-1] + 1 :]
+    traceback = [i for i, line in enumerate(kept) if line.startswith(_TRACEBACK)]
+    if traceback and len(kept) - traceback[-1] <= _TRACEBACK_LINES:
+        kept = kept[traceback[-1] :]
+    else:
+        kept = kept[-lines:]
     return "\n".join(kept)[-limit:]

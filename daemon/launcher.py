@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import psutil
 
@@ -81,6 +81,7 @@ class Launcher:
         ):
             for opened in (out, err):
                 _own(opened.fileno(), None)
+                _mark_start_again(opened, env)
             process = subprocess.Popen(
                 list(argv),
                 stdout=out,
@@ -107,6 +108,7 @@ class Launcher:
                 ):
                     for opened in (out, err):
                         _own(opened.fileno(), user)
+                        _mark_start_again(opened, process.env)
                     started.append(
                         subprocess.Popen(
                             list(process.argv),
@@ -214,6 +216,22 @@ class Launcher:
     def stop_all(self, grace_s: float = 5.0) -> None:
         for job_id in [*self._processes, *self._adopted]:
             self.stop(job_id, grace_s)
+
+
+AGAIN_MARK = "----- stoker: started again"
+
+
+def _mark_start_again(log_file: BinaryIO, env: Mapping[str, str]) -> None:
+    """A line between one process's output and the next's in a log that already holds
+    some (a relaunch after a failure, or a cold resize): `stoker logs` shows where each
+    began, and a failure's reason reads the last one's alone."""
+    if os.fstat(log_file.fileno()).st_size == 0:
+        return
+    when = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    restart = env.get("STOKER_ATTEMPT", "0")
+    after = f", restart {restart}" if restart != "0" else ""
+    log_file.write(f"\n{AGAIN_MARK} at {when}{after} -----\n".encode())
+    log_file.flush()
 
 
 def _own(descriptor: int, user: UnixUser | None) -> None:

@@ -641,7 +641,7 @@ class Scheduler:
         if job.started_at is None or job.reported <= job.started_at:
             return "not relaunched: it failed before its first step"
         if job.failed_at == job.reported:
-            return f"not relaunched: it failed at iteration {job.reported} twice"
+            return f"not relaunched: it failed twice after completing step {job.reported}"
         return None
 
     def _restart(self, job: _Job, now: float, out: list[Command], why: str) -> None:

@@ -54,3 +54,27 @@ def test_a_failure_of_rank_0_alone_reads_as_before(tmp_path: Path) -> None:
         exit_reason(-9, tmp_path)
         == "killed by signal 9 (SIGKILL); stderr ends:\nTraceback\nValueError: no"
     )
+
+
+def test_a_relaunch_is_marked_in_the_logs_and_the_reason_is_its_own(tmp_path: Path) -> None:
+    launcher = Launcher(tmp_path)
+    crash = (
+        "import sys; print('stoker: resuming', file=sys.stderr); "
+        "exec('def step(n):\\n    raise ValueError(f\"bad batch {n}\")\\n'); step(ATTEMPT)"
+    )
+    for attempt in ("1", "2"):
+        rank = RankProcess(
+            argv=[sys.executable, "-c", crash.replace("ATTEMPT", attempt)],
+            env={"STOKER_ATTEMPT": str(int(attempt) - 1)},
+        )
+        launcher.launch_ranks("j", [rank])
+        ended = wait_for_exit(launcher)
+    log = (tmp_path / "j" / "stderr.log").read_text()
+    first, again = log.split("\n----- stoker: started again at ")
+    assert "bad batch 1" in first and again.splitlines()[0].endswith(", restart 1 -----")
+    why = exit_reason(ended.code, tmp_path / "j")
+    tail = why.split("stderr ends:\n")[1]
+    assert tail.startswith("Traceback (most recent call last):"), "the whole traceback"
+    assert tail.endswith("ValueError: bad batch 2") and "bad batch 1" not in why
+    assert "stoker: resuming" not in tail and "started again" not in tail
+    assert not (tmp_path / "j" / "stdout.log").read_text(), "nothing to mark in an empty log"

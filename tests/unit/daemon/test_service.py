@@ -166,7 +166,7 @@ def test_a_job_that_fails_twice_at_one_iteration_is_not_relaunched_again(tmp_pat
         assert driver.state("a") == "failed"
         assert len(driver.launcher.launches) == 2
         why = driver.events("a", "state")[-1]["why"]
-        assert why.endswith("not relaunched: it failed at iteration 30 twice")
+        assert why.endswith("not relaunched: it failed twice after completing step 30")
         await driver.close()
 
     asyncio.run(scenario())
