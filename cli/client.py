@@ -67,8 +67,12 @@ class Daemon:
         else:
             path = admin_token_file(found)
             self.token, self.token_from = read_text(path, "token").strip(), str(path)
-        written = _written_url(found) if found is not None else None
-        self.url = url or os.environ.get("STOKER_URL") or written or DEFAULT_URL
+        chosen = url or os.environ.get("STOKER_URL")
+        if chosen is None and found is not None:
+            chosen = _written_url(found)
+            if chosen is None:
+                _refuse_if_stopped(found)
+        self.url = chosen or DEFAULT_URL
         import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
         self.http = httpx.Client(
@@ -130,6 +134,18 @@ def _written_url(state_dir: Path) -> str | None:
         return path.read_text().strip() or None
     except OSError:
         return None
+
+
+def _refuse_if_stopped(state_dir: Path) -> None:
+    """Fail, saying so, when no daemon holds `state_dir` (it wrote no URL there): the
+    default URL may be another daemon's, which this state dir's token must not reach."""
+    from daemon.statelock import daemon_holds  # noqa: PLC0415
+
+    if daemon_holds(state_dir) is False:
+        fail(
+            f"the daemon of {state_dir} is not running; start it with `stoker serve "
+            f"--state-dir {state_dir}`, or say where a daemon listens with --url or STOKER_URL"
+        )
 
 
 def _state_dir(state_dir: Path | None) -> Path | None:

@@ -5,6 +5,9 @@ import fcntl
 import os
 from pathlib import Path
 
+URL_FILE = "daemon.url"  # in the state dir: where its daemon listens (the CLI reads it)
+LOCK_FILE = "daemon.lock"
+
 
 class StoreError(RuntimeError):
     """The state file cannot be used: another schema version, or not a stoker database."""
@@ -16,7 +19,7 @@ class StateDirLock:
 
     def __init__(self, state_dir: Path) -> None:
         state_dir.mkdir(parents=True, exist_ok=True)
-        self.path = state_dir / "daemon.lock"
+        self.path = state_dir / LOCK_FILE
         self._file = self.path.open("a+")
         try:
             fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -37,7 +40,20 @@ class StateDirLock:
         self._file.close()  # closing drops the lock
 
 
-URL_FILE = "daemon.url"  # in the state dir: where its daemon listens (the CLI reads it)
+def daemon_holds(state_dir: Path) -> bool | None:
+    """Whether a daemon holds `state_dir` now (its lock is taken); None when that cannot
+    be told (the lock file cannot be opened)."""
+    try:
+        with (state_dir / LOCK_FILE).open("r") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False  # closing the file drops the shared lock just taken
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return None
 
 
 def local_url(host: str, port: int) -> str:

@@ -106,6 +106,15 @@ def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
     wrong = stoker("jobs", "--url", daemon.url, cwd=deep)
     assert wrong.code == 2 and "401" in wrong.stderr
     assert f"token from {daemon.state_dir / 'admin.token'}" in wrong.stderr
+    # Stopped, it no longer says where it listens: the CLI says it is not running, rather
+    # than send this state dir's token to whatever listens on the default port.
+    daemon.stop()
+    stopped = stoker("jobs", cwd=deep)
+    assert stopped.code == 2, stopped.stderr
+    assert f"the daemon of {daemon.state_dir} is not running" in stopped.stderr
+    assert f"stoker serve --state-dir {daemon.state_dir}" in stopped.stderr
+    elsewhere = stoker("jobs", "--url", "http://127.0.0.1:9", cwd=deep)
+    assert elsewhere.code == 2 and "no daemon at http://127.0.0.1:9" in elsewhere.stderr
 
 
 def test_a_job_files_relative_dataset_is_read_from_the_files_folder(

@@ -1,8 +1,11 @@
-"""Where a state dir's daemon listens, as the CLI on its machine reaches it."""
+"""Whether a daemon holds a state dir, and where it listens, as the CLI on its machine
+reaches it."""
+
+from pathlib import Path
 
 import pytest
 
-from daemon.statelock import local_url
+from daemon.statelock import StateDirLock, daemon_holds, local_url
 
 
 @pytest.mark.parametrize(
@@ -17,3 +20,12 @@ from daemon.statelock import local_url
 )
 def test_a_daemon_bound_to_every_interface_is_reached_on_loopback(host: str, url: str) -> None:
     assert local_url(host, 8470) == url
+
+
+def test_whether_a_daemon_holds_a_state_dir_is_read_from_its_lock(tmp_path: Path) -> None:
+    assert daemon_holds(tmp_path / "never-used") is False
+    lock = StateDirLock(tmp_path / "state")
+    assert daemon_holds(tmp_path / "state") is True
+    lock.release()
+    assert daemon_holds(tmp_path / "state") is False
+    StateDirLock(tmp_path / "state").release()  # the check took no lock a daemon then meets
