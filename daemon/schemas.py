@@ -86,7 +86,8 @@ class JobSubmission(BaseModel):
         description="global batch (default 64); for a command job, the planner's hint until"
         " the job's heartbeats say",
     )
-    gpus: int = Field(1, ge=1, le=64, description="GPUs, one rank each (default 1)")
+    # No upper bound here: the node's count is the bound, and its refusal names it.
+    gpus: int = Field(1, ge=1, description="GPUs, one rank each (default 1)")
     iterations: int | None = Field(
         None,
         ge=1,
