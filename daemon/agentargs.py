@@ -70,6 +70,9 @@ def command_ranks(
     placed = ",".join(str(index) for index in launch.gpu_indices)
     common = {
         **_passed_on(daemon_env),
+        # Its output reaches `stoker logs` as it is printed, not when a buffer fills (a
+        # Python writing to a file buffers 8 KiB); a job's env may set it otherwise.
+        "PYTHONUNBUFFERED": "1",
         **dict(settings.env),
         "STOKER_JOB_ID": launch.job_id,
         "STOKER_ATTEMPT": str(launch.attempt),

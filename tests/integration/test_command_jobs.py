@@ -469,6 +469,9 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
         plain = client.post("/v1/jobs", json=command_job("plain", "plain.py", "8", "0")).json()
         events = partial(client.get, f"/v1/jobs/{plain['id']}/events")
         wait_for("plain to run unmanaged", lambda: "unmanaged" in events().text, timeout_s=30)
+        logs = partial(client.get, f"/v1/jobs/{plain['id']}/logs", params={"stream": "stdout"})
+        wait_for("plain's output while it runs", lambda: "plain: running" in logs().text)
+        assert ended(client, plain["id"]) is None, "printed, not flushed: out as it ran"
         sdk = client.post("/v1/jobs", json=command_job("sdk", "count_train.py", "1", "0")).json()
         quick = client.post("/v1/jobs", json=command_job("quick", "plain.py", "0", "0")).json()
         broken = client.post("/v1/jobs", json=command_job("broken", "plain.py", "0.5", "3"))

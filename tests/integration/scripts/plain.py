@@ -5,7 +5,7 @@ import sys
 import time
 
 seconds, code = float(sys.argv[1]), int(sys.argv[2])
-print(f"plain: running {seconds} s", flush=True)
+print(f"plain: running {seconds} s")  # no flush, as most scripts
 time.sleep(seconds)
 if code:
     print(f"plain: giving up with {code}", file=sys.stderr)
