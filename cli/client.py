@@ -222,7 +222,12 @@ def submit(
     given = list(args or [])
     if not given:
         fail("give a job file (JOB.toml) or a command after --")
-    if len(given) == 1 and given[0].endswith(".toml"):
+    if given[0].endswith(".toml") and len(given) > 1:  # read as a command's arguments
+        fail(
+            f"{' '.join(given[1:])}: after the job file; stoker's options go before it, as "
+            f"sbatch's do (`stoker submit [OPTIONS] {given[0]}`)"
+        )
+    if given[0].endswith(".toml"):
         try:
             body = tomllib.loads(read_text(Path(given[0]), "job"))
         except tomllib.TOMLDecodeError as error:
@@ -436,7 +441,10 @@ def cancel(
     state_dir: StateDir = None,
 ) -> None:
     """Cancel a job; prints it as JSON."""
-    print_json(Daemon(url, token, state_dir).call("DELETE", f"/v1/jobs/{job_id}"))
+    job = Daemon(url, token, state_dir).call("DELETE", f"/v1/jobs/{job_id}")
+    if job["state"] in ("completed", "failed"):
+        typer.echo(f"{job_id} had already {job['state']}: nothing to cancel", err=True)
+    print_json(job)
 
 
 def dashboard(

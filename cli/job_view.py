@@ -125,8 +125,8 @@ def metrics(
     series: dict[str, list[list[Any]]] = found["series"]
     if not series:
         typer.echo(
-            f"{job_id} has reported no metrics yet: `job.report(loss=loss)` in its script"
-            " sends them (a command without the stoker SDK reports none)"
+            f"{job_id} has reported no metrics: a script reports them with the stoker SDK's"
+            " `job.report(loss=loss)`"
         )
         return
     names = sorted(series)

@@ -28,7 +28,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
 from daemon import apidocs
-from daemon.auth import ADMIN, Daemon, Who, admin_only, load_tokens, redact_tokens_in_access_log
+from daemon.auth import (
+    ADMIN,
+    Daemon,
+    Who,
+    admin_only,
+    load_tokens,
+    redact_tokens_in_access_log,
+    visible_job,
+)
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
 from daemon.host import host_summary
@@ -56,14 +64,6 @@ TASKS_STOP_S = 5.0  # at a stop, how long the cancelled background tasks may tak
 
 
 v1 = APIRouter(prefix="/v1")
-
-
-def _visible(service: Service, who: str, job_id: str) -> JobRecord:
-    """The job, if `who` may see it; another tenant's job is as absent as a missing one."""
-    record = service.store.job(job_id)
-    if record is None or who not in (ADMIN, record.tenant):
-        raise HTTPException(404, f"no job {job_id!r}")
-    return record
 
 
 def _mine(service: Service, who: str) -> set[str]:
@@ -203,7 +203,7 @@ def _cursor(after: str | None) -> tuple[float, str] | None:
 
 @v1.get("/jobs/{job_id}")
 async def job(job_id: str, who: Who, service: Daemon) -> JobView:
-    return _view(service, _visible(service, who, job_id), current=True)
+    return _view(service, visible_job(service, who, job_id), current=True)
 
 
 @v1.get("/jobs/{job_id}/events")
@@ -216,16 +216,16 @@ async def job_events(
 ) -> list[dict[str, Any]]:
     """The job's events with a sequence number above `after`, oldest first, `limit` at a
     time: poll again with the last one's."""
-    _visible(service, who, job_id)
+    visible_job(service, who, job_id)
     return [vars(event) for event in service.store.events(job_id, after=after, limit=limit)]
 
 
 @v1.delete("/jobs/{job_id}")
 async def cancel(job_id: str, who: Who, service: Daemon) -> JobView:
     """Cancel a job: its agent is told to stop, and killed if it does not within 5 s."""
-    _visible(service, who, job_id)
-    await service.cancel(job_id)
-    return _view(service, _visible(service, who, job_id))
+    visible_job(service, who, job_id)
+    await service.cancel(job_id, who)
+    return _view(service, visible_job(service, who, job_id))
 
 
 @v1.get("/allocations")

@@ -23,6 +23,7 @@ from fastapi import Depends, HTTPException, Request
 
 from daemon.config import DaemonConfig
 from daemon.service import Service
+from daemon.store import JobRecord
 
 log = logging.getLogger(__name__)
 
@@ -109,3 +110,16 @@ def load_tokens(config: DaemonConfig) -> dict[str, str]:
 
 def admin_token_path(state_dir: Path) -> Path:
     return state_dir / "admin.token"
+
+
+def visible_job(service: Service, who: str, job_id: str) -> JobRecord:
+    """The job, if `who` may see it; another tenant's job is as absent as a missing one.
+    A 404 for a job's name names the ids of `who`'s jobs of that name (an id is the name
+    and a suffix)."""
+    record = service.store.job(job_id)
+    if record is not None and who in (ADMIN, record.tenant):
+        return record
+    tenant = None if who == ADMIN else who
+    named = [job.id for job in service.store.jobs(tenant) if job.name == job_id]
+    hint = f"; {job_id!r} is the name of {', '.join(named[-3:])} (`stoker jobs` lists ids)"
+    raise HTTPException(404, f"no job {job_id!r}{hint if named else ''}")

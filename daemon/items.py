@@ -46,6 +46,7 @@ class Replayed(Exception):
 @dataclass
 class CancelCall:
     job_id: str
+    by: str  # the tenant who asked
     done: asyncio.Future[None]
 
 

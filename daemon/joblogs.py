@@ -8,12 +8,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
-from daemon.auth import ADMIN, Daemon, Who
+from daemon.auth import Daemon, Who, visible_job
 from daemon.launcher import log_file
-from daemon.service import Service
 
 router = APIRouter(prefix="/v1")
 
@@ -56,7 +55,7 @@ async def logs(
 ) -> Any:
     """The last `tail` lines of one rank's stdout or stderr, each `[rank N]`-prefixed; with
     `follow`, then every new line as it is written, until the job ends."""
-    _own(service, who, job_id)
+    visible_job(service, who, job_id)
     path = log_file(service.launcher.jobs_dir / job_id, stream, rank)
     lines, offset = tail_lines(path, tail)
     head = "".join(f"[rank {rank}] {line}\n" for line in lines)
@@ -89,7 +88,7 @@ async def metrics(
     [step, value] (null for NaN or infinity), evenly thinned to at most `points` each (the
     newest always kept); the newest values; and each series' stored stride (1 until a long
     run is downsampled, daemon/reported.py)."""
-    _own(service, who, job_id)
+    visible_job(service, who, job_id)
     stored = service.store.reported.series(job_id)
     return {
         "job": job_id,
@@ -128,12 +127,6 @@ def _read_from(path: Path, offset: int) -> tuple[list[str], int]:
     end = data.rfind(b"\n") + 1
     text = data[:end].decode("utf-8", errors="replace")
     return text.splitlines(), offset + end
-
-
-def _own(service: Service, who: str, job_id: str) -> None:
-    record = service.store.job(job_id)
-    if record is None or who not in (ADMIN, record.tenant):
-        raise HTTPException(404, f"no job {job_id!r}")
 
 
 class _Gone:

@@ -205,8 +205,8 @@ class Service:
             check_dataset(self.dataset(settings), settings.batch_size)
         await self._put(lambda done: SubmitCall(record, done, idempotency))
 
-    async def cancel(self, job_id: str) -> None:
-        await self._put(lambda done: CancelCall(job_id, done))
+    async def cancel(self, job_id: str, by: str) -> None:
+        await self._put(lambda done: CancelCall(job_id, by, done))
 
     async def deliver(self, message: AgentMessage) -> None:
         await self._queue.put(FromAgent(message))
@@ -413,9 +413,9 @@ class Service:
         match item:
             case SubmitCall(record=record, done=done, idempotency=idempotency):
                 self._submitted(record, done, idempotency)
-            case CancelCall(job_id=job_id, done=done):
+            case CancelCall(job_id=job_id, by=by, done=done):
                 if not self.restorer.cancel(job_id) and job_id in self.records:
-                    self.feed(JobCancelled(job_id))
+                    self.feed(JobCancelled(job_id, by))
                 _resolve(done)
             case FromAgent(message=message):
                 self._from_agent(message)

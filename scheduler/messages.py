@@ -66,6 +66,7 @@ class JobSubmitted:
 @dataclass(frozen=True)
 class JobCancelled:
     job_id: str
+    by: str = ""  # who asked (a tenant), for the job's reason
 
 
 @dataclass(frozen=True)

@@ -368,8 +368,8 @@ class Scheduler:
         match event:
             case JobSubmitted(job=request):
                 self._submit(request, now, out)
-            case JobCancelled(job_id=job_id):
-                self._cancel(job_id, now, out)
+            case JobCancelled(job_id=job_id, by=by):
+                self._cancel(job_id, now, out, by)
             case AgentHello():
                 self._hello(event, now, out)
             case Heartbeat():
@@ -433,13 +433,14 @@ class Scheduler:
         if self._arrivals_due is None:
             self._arrivals_due = now + self._config.arrival_window_s
 
-    def _cancel(self, job_id: str, now: float, out: list[Command]) -> None:
+    def _cancel(self, job_id: str, now: float, out: list[Command], by: str = "") -> None:
         job = self._job(job_id)
         if job.state.final:
             return
         held = job.state.holds_resources
         waiting = self._admission is not None and self._admission.withdraw(job_id)
-        self._move(job, JobState.CANCELLED, out, "cancelled while waiting" if waiting else "")
+        why = f"cancelled by {by}" if by else "cancelled"
+        self._move(job, JobState.CANCELLED, out, f"{why} while waiting" if waiting else why)
         if held:
             out.append(Cancel(job_id))
         if job_id in self._arrivals:

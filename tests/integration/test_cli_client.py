@@ -28,7 +28,7 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
         'name = "cli-job"\nmodel = "mdResnet12"\nbatch_size = 64\ngpus = 1\niterations = 100000\n'
     )
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    submitted = stoker("submit", job_file, *where)
+    submitted = stoker("submit", *where, job_file)
     assert submitted.code == 0, submitted.stderr
     job_id = str(submitted.json()["id"])
     long_name = "a-rather-long-experiment-name-lr0.1"
@@ -60,6 +60,8 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     assert cancelled.code == 0, cancelled.stderr
     with daemon.client() as client:
         wait_for("the cancel", lambda: states(client)["cli-job"] == "cancelled")
+    shown = dict(line.split(None, 1) for line in stoker("show", job_id, *where).stdout.splitlines())
+    assert shown["reason"] == "cancelled by admin", shown
 
 
 def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path) -> None:
@@ -67,8 +69,10 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
     job_file = tmp_path / "job.toml"
     job_file.write_text('name = "x"\nmodel = "Resnet18"\nbatch_size = 64\ngpus = 1\n')
     token = daemon.tokens["admin"]
-    missing = stoker("submit", job_file, "--url", daemon.url, "--token", token)
+    missing = stoker("submit", "--url", daemon.url, "--token", token, job_file)
     assert missing.code == 2 and "iterations" in missing.stderr
+    after = stoker("submit", job_file, "--url", daemon.url)
+    assert after.code == 2 and "--url" in after.stderr and "go before it" in after.stderr
     wrong = stoker("jobs", "--url", daemon.url, "--token", "nope")
     assert wrong.code == 2 and "401" in wrong.stderr
     nobody = stoker("jobs", "--url", "http://127.0.0.1:9", "--token", token)
@@ -128,13 +132,13 @@ def test_a_job_files_relative_dataset_is_read_from_the_files_folder(
         'dataset = "data"\n'
     )
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    submitted = stoker("submit", "project/job.toml", *where, cwd=tmp_path)
+    submitted = stoker("submit", *where, "project/job.toml", cwd=tmp_path)
     assert submitted.code == 0, submitted.stderr
     assert stoker("cancel", str(submitted.json()["id"]), *where).code == 0
     (project / "job.toml").write_text(
         (project / "job.toml").read_text().replace('"data"', '"no-data"')
     )
-    refused = stoker("submit", "project/job.toml", *where, cwd=tmp_path)
+    refused = stoker("submit", *where, "project/job.toml", cwd=tmp_path)
     assert refused.code == 2 and f"{project / 'no-data'} holds no dataset" in refused.stderr
 
 

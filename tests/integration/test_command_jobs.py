@@ -364,6 +364,10 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
     assert rows[0][1] == "-" and rows[-1] == ["24", f"{final:.4g}", f"{losses[-1][1]:.4g}"]
     unknown = stoker("metrics", "nope", *where)
     assert unknown.code == 2 and "404 no job 'nope'" in unknown.stderr
+    by_name = stoker("show", "m", *where)  # its name, not its id
+    assert by_name.code == 2 and f"'m' is the name of {job['id']}" in by_name.stderr
+    late = stoker("cancel", job["id"], *where)
+    assert late.code == 0 and f"{job['id']} had already completed: nothing to cancel" in late.stderr
 
 
 def test_stoker_submit_runs_a_command_from_here_and_follows_it(

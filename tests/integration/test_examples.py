@@ -73,7 +73,7 @@ def test_the_tabular_example_runs_under_the_daemon_from_its_toml(
 ) -> None:
     daemon = serve()
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    submitted = stoker("submit", EXAMPLES / "tabular.toml", *where)
+    submitted = stoker("submit", *where, EXAMPLES / "tabular.toml")
     assert submitted.code == 0, submitted.stderr
     job = submitted.json()
     with daemon.client() as client:
@@ -222,7 +222,7 @@ def test_the_ddp_example_runs_two_ranks_under_the_daemon_and_is_resized_live(
     job_file["command"] += ["--samples", "8192"]  # time for the resize while it runs
     (tmp_path / "ddp.toml").write_text(tomli_w.dumps(job_file))
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    submitted = stoker("submit", tmp_path / "ddp.toml", *where)
+    submitted = stoker("submit", *where, tmp_path / "ddp.toml")
     assert submitted.code == 0, submitted.stderr
     job = submitted.json()
     job_dir = daemon.state_dir / "jobs" / str(job["id"])

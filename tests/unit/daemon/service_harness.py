@@ -124,8 +124,8 @@ class Driver:
         )
         self.service.step(SubmitCall(record, asyncio.get_running_loop().create_future()))
 
-    def cancel(self, job_id: str) -> None:
-        self.service.step(CancelCall(job_id, asyncio.get_running_loop().create_future()))
+    def cancel(self, job_id: str, by: str = "alice") -> None:
+        self.service.step(CancelCall(job_id, by, asyncio.get_running_loop().create_future()))
 
     def agent(self, message: AgentMessage) -> None:
         """A message from the job's agent, carrying its launch's secret as the SDK does."""

@@ -67,7 +67,7 @@ def test_a_job_waiting_for_gpus_is_cancelled_without_ever_holding_one(tmp_path: 
         assert driver.service.snapshot().waiting_for_gpus == ("b",)
         driver.at(3.0).cancel("b")
         assert driver.state("b") == "cancelled"
-        assert driver.events("b", "state")[-1]["why"] == "cancelled while waiting"
+        assert driver.events("b", "state")[-1]["why"] == "cancelled by alice while waiting"
         stored = driver.service.store.job("b")
         assert stored is not None and stored.placement == ()
         assert [launch[0] for launch in driver.launcher.launches] == ["a"]
