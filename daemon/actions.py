@@ -183,6 +183,8 @@ class Actions:
         and its event; a job that left leaves nothing running behind."""
         service = self._service
         service.store.update_job(job_id, time.time(), state=state.value)
+        said = why.splitlines()[0] if why else ""  # a failure's stderr stays in its reason
+        log.info("job %s: %s%s", job_id, state.value, f" ({said})" if said else "")
         service.store.add_event(
             job_id, time.time(), "state", data or {"to": state.value, "why": why}
         )

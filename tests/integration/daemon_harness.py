@@ -46,9 +46,9 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     """Yield a function that starts daemons; every one is stopped at the end."""
     started: list[Daemon] = []
 
-    def make(state: str = "state", **settings: Any) -> Daemon:
+    def make(state: str = "state", log_level: str = "warning", **settings: Any) -> Daemon:
         merged = {**FAST, **settings}
-        daemon = Daemon(tmp_path / state, free_port(), merged)
+        daemon = Daemon(tmp_path / state, free_port(), merged, log_level=log_level)
         started.append(daemon)
         return daemon.start()
 

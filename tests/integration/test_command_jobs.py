@@ -326,7 +326,7 @@ def test_a_running_script_is_resized_live_when_a_second_job_arrives(
 
 
 def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon]) -> None:
-    daemon = serve()
+    daemon = serve(log_level="info")  # as `stoker serve` logs by default
     with daemon.client() as client:
         job = client.post("/v1/jobs", json=command_job("m", "count_train.py", "2", "0")).json()
         done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=90)
@@ -366,6 +366,8 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
     assert unknown.code == 2 and "404 no job 'nope'" in unknown.stderr
     by_name = stoker("show", "m", *where)  # its name, not its id
     assert by_name.code == 2 and f"'m' is the name of {job['id']}" in by_name.stderr
+    said = daemon.log_path.read_text()  # the operator's record of each job's moves
+    assert f"job {job['id']}: running" in said and f"job {job['id']}: completed (finished)" in said
     late = stoker("cancel", job["id"], *where)
     assert late.code == 0 and f"{job['id']} had already completed: nothing to cancel" in late.stderr
 
