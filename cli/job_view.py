@@ -80,6 +80,8 @@ def _workers(per_gpu: int | None) -> str:
 
 def _rates(job: dict[str, Any]) -> str:
     measured, predicted = job["measured_samples_per_s"], job["predicted_samples_per_s"]
+    if job.get("unmanaged"):  # absent from an older daemon's reply
+        return "not measured: it runs without the stoker SDK"
     if measured is None:
         return "no heartbeat yet"
     text = f"{measured:,.0f} measured"

@@ -572,6 +572,7 @@ def _view(
         prediction_error=live.relative_error if live else None,
         curve=_curve(live.curve) if live is not None and live.curve is not None else None,
         pause_cost_s=live.pause_cost_s if live is not None else None,
+        unmanaged=live is not None and live.unmanaged,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
         reason=_reason(service, fresh),

@@ -251,6 +251,11 @@ class JobView(BaseModel):
             " job this daemon has not planned since it started"
         ),
     )
+    unmanaged: bool = Field(
+        False,
+        description="a command running without the stoker SDK: its workers never change and"
+        " nothing of it is measured",
+    )
     restarts: int
     submitted_at: float
     reason: str = Field(

@@ -294,6 +294,7 @@ class Service:
             reported=self.reported.get(status.id, {}),
             curve=status.curve,
             pause_cost_s=status.pause_cost_s,
+            unmanaged=status.unmanaged,
         )
 
     def snapshot(self) -> NodeSnapshot:

@@ -41,6 +41,7 @@ class LiveJob:
     reported: Mapping[str, float] = field(default_factory=dict)  # newest `job.report` values
     curve: JobSpec | None = None  # what the core takes it for (scheduler/curves.py)
     pause_cost_s: float | None = None  # what the plans weigh a pause of it at
+    unmanaged: bool = False  # a command running without the SDK: nothing measured
 
     @property
     def relative_error(self) -> float | None:

@@ -478,6 +478,7 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
         logs = partial(client.get, f"/v1/jobs/{plain['id']}/logs", params={"stream": "stdout"})
         wait_for("plain's output while it runs", lambda: "plain: running" in logs().text)
         assert ended(client, plain["id"]) is None, "printed, not flushed: out as it ran"
+        assert client.get(f"/v1/jobs/{plain['id']}").json()["unmanaged"] is True
         sdk = client.post("/v1/jobs", json=command_job("sdk", "count_train.py", "1", "0")).json()
         quick = client.post("/v1/jobs", json=command_job("quick", "plain.py", "0", "0")).json()
         broken = client.post("/v1/jobs", json=command_job("broken", "plain.py", "0.5", "3"))
@@ -488,6 +489,7 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
         failed = client.get(f"/v1/jobs/{broken.json()['id']}/events").json()[-1]["data"]
     assert jobs["plain"]["state"] == "completed" and "pausing" not in moves, "never paused"
     assert jobs["sdk"]["state"] == "completed" and jobs["quick"]["state"] == "completed"
+    assert not jobs["sdk"]["unmanaged"], "it said hello"
     assert jobs["broken"]["state"] == "failed" and jobs["broken"]["restarts"] == 0
     assert "exited with code 3" in failed["why"] and "giving up with 3" in failed["why"]
     assert jobs["broken"]["reason"] == failed["why"], "the job says why it failed"
