@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 dataset_app = typer.Typer(
-    help="Make training data for the application masters.", no_args_is_help=True
+    help="Make JPEG datasets for zoo jobs, the demo and the benchmarks to train on.",
+    no_args_is_help=True,
 )
 
 
