@@ -22,6 +22,7 @@ that the daemon knows how far it got; its interval is too short to measure a rat
 import json
 import os
 import secrets
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
@@ -374,7 +375,17 @@ def _write_iteration(final: Path, iteration: int) -> None:
 
 
 def _read_iteration(path: Path) -> int | None:
+    """The marker's iteration; None when it is missing, unreadable, or not a plain file:
+    the daemon reads it in a folder the job may own, where a link or a FIFO could be."""
     try:
-        return int(json.loads(path.read_text())["iteration"])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as marker:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        text = marker.read(4096)
+    try:
+        return int(json.loads(text)["iteration"])
+    except (ValueError, KeyError, TypeError):
         return None

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from daemon.agentargs import PATH_FIX
+from daemon.jobfiles import read_end
 from daemon.launcher import AGAIN_MARK, log_file
 
 # The last line of a traceback for an import that found nothing.
@@ -143,11 +144,10 @@ def _tail(path: Path, lines: int = 10, limit: int = 2000) -> str:
     again" line), at most `limit` characters: from its last traceback's first line when
     one ends within `_TRACEBACK_LINES`, else its last `lines` non-empty lines."""
     try:
-        with path.open("rb") as log:
-            log.seek(max(0, path.stat().st_size - 8 * limit))
-            text = log.read().decode("utf-8", errors="replace")
+        data, _ = read_end(path, 8 * limit)
     except OSError:
         return ""
+    text = data.decode("utf-8", errors="replace")
     kept = [line for line in text.splitlines() if line.strip()]
     starts = [i for i, line in enumerate(kept) if line.startswith(AGAIN_MARK)]
     if starts:

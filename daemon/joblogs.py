@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from daemon.auth import Daemon, Who, visible_job
+from daemon.jobfiles import read_end, read_from
 from daemon.launcher import log_file
 
 router = APIRouter(prefix="/v1")
@@ -33,13 +34,8 @@ def tail_lines(path: Path, lines: int) -> tuple[list[str], int]:
 
 
 def _tail_text(path: Path) -> tuple[str, int]:
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as log:
-            log.seek(max(0, size - _TAIL_BYTES))
-            return log.read().decode("utf-8", errors="replace"), size
-    except FileNotFoundError:
-        return "", 0
+    data, size = read_end(path, _TAIL_BYTES)
+    return data.decode("utf-8", errors="replace"), size
 
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)
@@ -116,14 +112,9 @@ def _thin(values: list[list[Any]], points: int) -> list[list[Any]]:
 def _read_from(path: Path, offset: int) -> tuple[list[str], int]:
     """Whole lines written after `offset`, and the offset after them; from the start of a
     log that was cut since (it is shorter than `offset`)."""
-    try:
-        with path.open("rb") as log:
-            if path.stat().st_size < offset:
-                offset = 0
-            log.seek(offset)
-            data = log.read()
-    except FileNotFoundError:
-        return [], offset
+    data, size = read_from(path, offset)
+    if size < offset:
+        offset = 0
     end = data.rfind(b"\n") + 1
     text = data[:end].decode("utf-8", errors="replace")
     return text.splitlines(), offset + end

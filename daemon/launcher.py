@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 
 import psutil
 
+from daemon.jobfiles import append_to
 from daemon.tenants import UnixUser
 
 log = logging.getLogger(__name__)
@@ -75,9 +76,10 @@ class Launcher:
         """Start the agent with exactly the environment `env` (nothing of the daemon's is
         added: its tokens stay with it); its pid."""
         directory = self.job_dir(job_id)
+        mine = {os.geteuid()}
         with (
-            (directory / "stdout.log").open("ab") as out,
-            (directory / "stderr.log").open("ab") as err,
+            append_to(directory / "stdout.log", mine) as out,
+            append_to(directory / "stderr.log", mine) as err,
         ):
             for opened in (out, err):
                 _own(opened.fileno(), None)
@@ -99,12 +101,14 @@ class Launcher:
         exactly the environment given; rank 0's pid."""
         user = ranks[0].user if ranks else None
         directory = self.hand_over(job_id, user)
+        # The folder may be the tenant's: a log name there may be a link it planted.
+        owners = {os.geteuid(), *([user.uid] if user is not None else [])}
         started: list[subprocess.Popen[bytes]] = []
         try:
             for rank, process in enumerate(ranks):
                 with (
-                    log_file(directory, "stdout", rank).open("ab") as out,
-                    log_file(directory, "stderr", rank).open("ab") as err,
+                    append_to(log_file(directory, "stdout", rank), owners) as out,
+                    append_to(log_file(directory, "stderr", rank), owners) as err,
                 ):
                     for opened in (out, err):
                         _own(opened.fileno(), user)

@@ -15,6 +15,8 @@ import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from daemon.jobfiles import open_checked
+
 log = logging.getLogger(__name__)
 
 LOG_GLOB = "std*.log"  # stdout.log, stderr.log, stdout.rank1.log, ...
@@ -33,15 +35,31 @@ def cap_logs(job_dirs: Iterable[Path], max_bytes: int) -> list[Path]:
     cut: list[Path] = []
     for job_dir in job_dirs:
         for path in job_dir.glob(LOG_GLOB):
+            kept = path.with_name(path.name + ".1")
             try:
-                if path.stat().st_size <= max_bytes:
+                if not _cut(path, kept, max_bytes):
                     continue
-                kept = path.with_name(path.name + ".1")
-                shutil.copyfile(path, kept)
-                os.truncate(path, 0)
             except OSError as error:  # a job's directory is not worth the daemon
                 log.warning("%s: log not cut: %s", path, error)
                 continue
             log.info("%s: over %d bytes; kept as %s and started afresh", path, max_bytes, kept)
             cut.append(path)
     return cut
+
+
+def _cut(path: Path, kept: Path, max_bytes: int) -> bool:
+    """Copy `path` to `kept` and empty it, if it is over `max_bytes`; whether it was. Both
+    are opened as jobfiles opens a job's files (no links, no FIFOs), the copy emptied only
+    once it is known to be a plain file of its own."""
+    source = open_checked(path, os.O_RDWR)
+    with os.fdopen(source, "r+b") as log_file:
+        if os.fstat(source).st_size <= max_bytes:
+            return False
+        owner = os.fstat(source)
+        made = open_checked(kept, os.O_WRONLY | os.O_CREAT, {owner.st_uid, os.geteuid()})
+        with os.fdopen(made, "wb") as copy:
+            os.fchown(made, owner.st_uid, owner.st_gid)  # the job's, as the log is
+            copy.truncate(0)
+            shutil.copyfileobj(log_file, copy)
+        os.ftruncate(source, 0)
+    return True

@@ -1,0 +1,73 @@
+"""Files in a job's folder as the daemon opens them. Under per-tenant unix users the folder
+is the tenant's, and the daemon may be root: any name in it may be a symbolic link to a file
+of the daemon's (which a write would then chown, truncate or fill, and a read show to the
+tenant), a hard link to one, or a FIFO that would block a reader, and with it the daemon.
+
+Every open here refuses a link (`O_NOFOLLOW`), opens without blocking (`O_NONBLOCK`), and
+checks what it opened before using it: a regular file with one name, owned by one of the
+users given. (The folder itself the tenant cannot swap: `jobs/` is the daemon's.)
+"""
+
+import errno
+import os
+import stat
+from collections.abc import Collection
+from pathlib import Path
+from typing import BinaryIO
+
+_NO_SURPRISES = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+class UnsafeJobFile(OSError):
+    """A name in a job's folder that is not a plain file of the job's: never used."""
+
+
+def open_checked(path: Path, flags: int, owners: Collection[int] | None = None) -> int:
+    """`os.open(path, flags)` (new files 0600) on a regular file with one link, owned by
+    one of `owners` when given; UnsafeJobFile for anything else, OSError as os.open."""
+    try:
+        descriptor = os.open(path, flags | _NO_SURPRISES, 0o600)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise UnsafeJobFile(errno.ELOOP, "a symbolic link, not a file", str(path)) from None
+        raise
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafeJobFile(errno.EINVAL, "not a regular file", str(path))
+        if info.st_nlink != 1:
+            raise UnsafeJobFile(errno.EMLINK, "a file with another name (a hard link)", str(path))
+        if owners is not None and info.st_uid not in owners:
+            raise UnsafeJobFile(errno.EPERM, f"owned by uid {info.st_uid}", str(path))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+def append_to(path: Path, owners: Collection[int]) -> BinaryIO:
+    """`path` opened to append (made if missing), checked as `open_checked` does."""
+    return os.fdopen(open_checked(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, owners), "ab")
+
+
+def read_from(path: Path, offset: int, limit: int | None = None) -> tuple[bytes, int]:
+    """What `path` holds from `offset` (at most `limit` bytes, -1 for all) and its size; from
+    the start when it is shorter than `offset` (a log cut since); (b"", 0) when it is
+    missing or unsafe (UnsafeJobFile: a job's own doing, shown as an empty log)."""
+    try:
+        descriptor = open_checked(path, os.O_RDONLY)
+    except (FileNotFoundError, UnsafeJobFile):
+        return b"", 0
+    with os.fdopen(descriptor, "rb") as opened:
+        size = os.fstat(descriptor).st_size
+        opened.seek(offset if offset <= size else 0)
+        return opened.read(-1 if limit is None else limit), size
+
+
+def read_end(path: Path, limit: int) -> tuple[bytes, int]:
+    """The last `limit` bytes of `path` and its size, as `read_from` reads."""
+    try:
+        size = os.stat(path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        return b"", 0
+    return read_from(path, max(0, size - limit))
