@@ -173,6 +173,7 @@ class Job:
         self._said_late = False
         self._not_series: set[str] = set()  # reported names that are not numbers, said once
         self._stop_signal: int | None = None
+        self._trained = False  # epochs() ended: no boundary will come to stop at
         self._last_checkpoint = time.monotonic()
         newest = checkpoints.latest(environment.checkpoint_dir)
         self._restored = checkpoints.read(newest) if newest is not None else None
@@ -365,6 +366,7 @@ class Job:
         self.checkpoint()
         self._metrics.flush()
         self._stop_workers()
+        self._trained = True
         if self._control is not None:
             self._control.finished(self.step)
             # The job is done with the scheduler: no more boundaries, heartbeats or last
@@ -486,7 +488,11 @@ class Job:
             self._leave(cancelled=True)
 
     def on_signal(self, signum: int, _: FrameType | None) -> None:
-        """SIGINT or SIGTERM: stop at the next batch boundary, after a checkpoint."""
+        """SIGINT or SIGTERM: stop at the next batch boundary, after a checkpoint; after
+        training (no boundary comes), exit now, as Python would: the exit hook keeps what
+        the script reported."""
+        if self._trained:
+            raise SystemExit(128 + signum)
         self._stop_signal = signum
 
     def _pause(self, control: Control) -> None:

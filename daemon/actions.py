@@ -89,6 +89,7 @@ class Actions:
         self._service = service
         self._resume_from: dict[str, str] = {}  # restored job -> its stored checkpoint
         self._cancelled_at: dict[str, float] = {}  # job told to stop -> when
+        self._finished_at: dict[str, float] = {}  # completed, its processes still up -> when
         self._cold_pauses: dict[str, float] = {}  # cold-resize job paused -> when (epoch s)
         self._pinned: dict[str, tuple[int, ...]] = {}  # `node.cpu_sets`: job -> its CPUs
 
@@ -194,7 +195,11 @@ class Actions:
         if state.final:
             service.measured.pop(job_id, None)
             service.tpm.sampler.forget(job_id)
-            if launcher.running(job_id) and job_id not in self._cancelled_at:
+            if not launcher.running(job_id) or job_id in self._cancelled_at:
+                return
+            if state is JobState.COMPLETED:  # its script goes on after training, as it may
+                self._finished_at[job_id] = service.now()
+            else:
                 self._cancelled_at[job_id] = service.now()  # lost or failed: make sure it is gone
 
     def resume_from(self, job_id: str, checkpoint: str) -> None:
@@ -335,6 +340,7 @@ class Actions:
         for ended in service.launcher.exited():
             job_id, code = ended.job_id, ended.code
             self._cancelled_at.pop(job_id, None)
+            self._finished_at.pop(job_id, None)
             service.link.forget(job_id)  # its next launch connects under a new identity
             status = service.scheduler.jobs().get(job_id)
             if status is None or not status.state.holds_resources:
@@ -352,6 +358,16 @@ class Actions:
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]
+                service.launcher.stop(job_id, grace_s=0.5)
+        limit = service.config.finished_exit_s
+        for job_id, since in list(self._finished_at.items()):
+            if service.now() - since >= limit:
+                del self._finished_at[job_id]
+                log.warning(
+                    "job %s: still running %.0f s after its final step (finished_exit_s); stopped",
+                    job_id,
+                    limit,
+                )
                 service.launcher.stop(job_id, grace_s=0.5)
 
     def _last_word(self, job_id: str) -> None:

@@ -174,6 +174,12 @@ class DaemonConfig(BaseSettings):
         8, ge=1, description="open /v1/events/stream connections a tenant may hold"
     )
     max_streams: int = Field(64, ge=1, description="open event streams on the node, all tenants")
+    finished_exit_s: float = Field(
+        600.0,
+        gt=0.0,
+        description="how long a job's processes may go on after its final step (an evaluation,"
+        " saving the model) before the daemon stops them; its GPUs are another job's by then",
+    )
     job_log_max_bytes: int = Field(
         64 * 2**20,
         ge=4096,

@@ -328,11 +328,13 @@ def test_a_running_script_is_resized_live_when_a_second_job_arrives(
 def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon]) -> None:
     daemon = serve(log_level="info")  # as `stoker serve` logs by default
     with daemon.client() as client:
-        job = client.post("/v1/jobs", json=command_job("m", "count_train.py", "2", "0")).json()
+        # It saves for 6 s after training: more than a failed job's processes are given.
+        body = command_job("m", "count_train.py", "2", "0", env={"EVAL_S": "6"})
+        job = client.post("/v1/jobs", json=body).json()
         done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=90)
         assert done["state"] == "completed", done
-        out = client.get(f"/v1/jobs/{job['id']}/logs", params={"stream": "stdout"})
-        assert out.status_code == 200 and "[rank 0] done: weight" in out.text
+        out = partial(client.get, f"/v1/jobs/{job['id']}/logs", params={"stream": "stdout"})
+        wait_for("its work after training", lambda: "[rank 0] done: weight" in out().text)
         # Reported after training: sent as the script exits, just after it said `finished`.
         series = wait_for(
             "the evaluation after training", partial(final_loss_reported, client, job["id"])

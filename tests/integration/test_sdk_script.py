@@ -80,6 +80,26 @@ def test_ctrl_c_checkpoints_and_a_second_run_finishes_the_rest_exactly_once(
     assert final.keys() == {"step", "final_loss"} and final["step"] == 24, "after training"
 
 
+def test_a_signal_after_training_ends_the_script_and_keeps_what_it_reported(
+    tmp_path: Path,
+) -> None:
+    # No batch boundary comes after epochs(): a SIGTERM there (the daemon stopping a script
+    # that runs on too long after training, or Ctrl-C) must end it, not wait for one.
+    process = run(tmp_path, "1", "0", EVAL_S="60")
+    checkpoints = tmp_path / "stoker-out" / "checkpoints"
+    deadline = time.monotonic() + 60
+    while not (checkpoints.exists() and any(checkpoints.glob("checkpoint-*.pt"))):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the script never finished training"
+        time.sleep(0.05)
+    time.sleep(1.0)  # its final checkpoint is written: training is over, it sleeps
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=20)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    last = json.loads((tmp_path / "stoker-out" / "metrics.jsonl").read_text().splitlines()[-1])
+    assert set(last) == {"step", "final_loss"}, "reported after training, kept at exit"
+
+
 def test_a_script_that_raises_keeps_every_loss_it_reported(tmp_path: Path) -> None:
     crashed = run(tmp_path, "2", "0", "0", "96", "5")
     _, stderr = crashed.communicate(timeout=120)

@@ -2,8 +2,10 @@
 sample's index goes to <output>/seen.txt, so a test can count every sample of every epoch.
 Arguments: EPOCHS SLEEP_S_PER_STEP [SLEEP_S_PER_SAMPLE (in the loader workers) [SAMPLES
 [CRASH_AT_STEP (raise there, as a script with a bug does) [CRASH_IN: step (default), or
-epoch-end (raise in the script's own end of the epoch that step is in)]]]]."""
+epoch-end (raise in the script's own end of the epoch that step is in)]]]]. With EVAL_S in
+its environment, it sleeps that long after reporting its final loss (saving a model, say)."""
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -57,6 +59,7 @@ def main() -> None:
     with torch.no_grad():  # an evaluation after training, reported as scripts do
         x = torch.arange(samples, dtype=torch.float32).unsqueeze(1) / samples
         job.report(final_loss=nn.functional.mse_loss(model(x), 3 * x + 1))
+    time.sleep(float(os.environ.get("EVAL_S", "0")))
     print(f"done: weight {model.weight.item():.2f}, resumed {job.resumed}")
 
 

@@ -437,3 +437,21 @@ def test_the_writer_stops_when_it_is_cancelled_as_an_item_arrives(tmp_path: Path
         await driver.close()
 
     asyncio.run(scenario())
+
+
+def test_a_finished_jobs_script_may_go_on_until_finished_exit_s(tmp_path: Path) -> None:
+    # After its final step a script may evaluate or save for a while: a lost or failed
+    # job's processes are stopped after 5 s, a completed one's only after finished_exit_s.
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, finished_exit_s=60.0)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.at(2.0).agent(FinishedMessage(job="a", gen=1, iteration=500))
+        assert driver.state("a") == "completed"
+        driver.at(30.0).tick()
+        assert driver.launcher.running("a"), "its evaluation goes on"
+        driver.at(63.0).tick()
+        assert not driver.launcher.running("a"), "stopped once finished_exit_s passed"
+        await driver.close()
+
+    asyncio.run(scenario())
