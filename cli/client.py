@@ -69,9 +69,7 @@ class Daemon:
             self.token, self.token_from = read_text(path, "token").strip(), str(path)
         chosen = url or os.environ.get("STOKER_URL")
         if chosen is None and found is not None:
-            chosen = _written_url(found)
-            if chosen is None:
-                _refuse_if_stopped(found)
+            chosen = _url_of_running(found)
         self.url = chosen or DEFAULT_URL
         import httpx  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
@@ -136,16 +134,26 @@ def _written_url(state_dir: Path) -> str | None:
         return None
 
 
-def _refuse_if_stopped(state_dir: Path) -> None:
-    """Fail, saying so, when no daemon holds `state_dir` (it wrote no URL there): the
-    default URL may be another daemon's, which this state dir's token must not reach."""
-    from daemon.statelock import daemon_holds  # noqa: PLC0415
+def _url_of_running(state_dir: Path) -> str | None:
+    """The URL the daemon holding `state_dir` wrote there; None when that cannot be told (a
+    lock file this user cannot read: the default URL is tried). Fails when no daemon holds
+    it, or one holds it and gives no URL (starting or stopping): a stale `daemon.url`, or
+    the default URL, may be another daemon's, which this state dir's token must not reach."""
+    from daemon.statelock import daemon_holds  # noqa: PLC0415 (`stoker --help` loads no daemon)
 
-    if daemon_holds(state_dir) is False:
+    holds = daemon_holds(state_dir)
+    if holds is False:
         fail(
             f"the daemon of {state_dir} is not running; start it with `stoker serve "
             f"--state-dir {state_dir}`, or say where a daemon listens with --url or STOKER_URL"
         )
+    written = _written_url(state_dir)
+    if holds and written is None:
+        fail(
+            f"the daemon of {state_dir} has not said where it listens yet (starting or "
+            "stopping); try again, or give --url or STOKER_URL"
+        )
+    return written
 
 
 def _state_dir(state_dir: Path | None) -> Path | None:

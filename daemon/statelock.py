@@ -3,7 +3,9 @@ used raises."""
 
 import fcntl
 import os
+import time
 from pathlib import Path
+from typing import IO
 
 URL_FILE = "daemon.url"  # in the state dir: where its daemon listens (the CLI reads it)
 LOCK_FILE = "daemon.lock"
@@ -22,7 +24,7 @@ class StateDirLock:
         self.path = state_dir / LOCK_FILE
         self._file = self.path.open("a+")
         try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _lock_soon(self._file)
         except BlockingIOError:
             self._file.seek(0)
             holder = self._file.read().strip() or "unknown"
@@ -38,6 +40,19 @@ class StateDirLock:
 
     def release(self) -> None:
         self._file.close()  # closing drops the lock
+
+
+def _lock_soon(file: IO[str]) -> None:
+    """The exclusive lock, waiting up to half a second for it: a CLI command that asks
+    whether a daemon holds the state dir takes a shared lock for an instant
+    (`daemon_holds`). BlockingIOError when it stays taken."""
+    for _ in range(10):
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            time.sleep(0.05)
+    fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def daemon_holds(state_dir: Path) -> bool | None:

@@ -1,5 +1,6 @@
 """`stoker submit`, `jobs` and `cancel` against a live daemon."""
 
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -117,6 +118,11 @@ def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
     assert stopped.code == 2, stopped.stderr
     assert f"the daemon of {daemon.state_dir} is not running" in stopped.stderr
     assert f"stoker serve --state-dir {daemon.state_dir}" in stopped.stderr
+    daemon.start()
+    daemon.kill(signal.SIGKILL)  # it leaves its daemon.url: stale, maybe another's port now
+    assert (daemon.state_dir / "daemon.url").exists()
+    killed = stoker("jobs", cwd=deep)
+    assert killed.code == 2 and f"the daemon of {daemon.state_dir} is not running" in killed.stderr
     elsewhere = stoker("jobs", "--url", "http://127.0.0.1:9", cwd=deep)
     assert elsewhere.code == 2 and "no daemon at http://127.0.0.1:9" in elsewhere.stderr
 
