@@ -207,7 +207,7 @@ def submit(
     ] = None,
     *,
     name: Annotated[str | None, typer.Option(help="the job's name [the script's]")] = None,
-    gpus: Annotated[int, typer.Option(help="GPUs (one rank each)")] = 1,
+    gpus: Annotated[int | None, typer.Option(help="GPUs, one rank each [1]")] = None,
     batch_size: Annotated[
         int | None, typer.Option(help="global batch, for the planner [the daemon's: 64]")
     ] = None,
@@ -230,33 +230,21 @@ def submit(
     given = list(args or [])
     if not given:
         fail("give a job file (JOB.toml) or a command after --")
-    if given[0].endswith(".toml") and len(given) > 1:  # read as a command's arguments
-        fail(
-            f"{' '.join(given[1:])}: after the job file; stoker's options go before it, as "
-            f"sbatch's do (`stoker submit [OPTIONS] {given[0]}`)"
-        )
     if given[0].endswith(".toml"):
-        try:
-            body = tomllib.loads(read_text(Path(given[0]), "job"))
-        except tomllib.TOMLDecodeError as error:
-            fail(f"{given[0]}: not valid TOML: {error}")
-        # Paths in the file are the file's: relative ones are read from its folder.
-        here = Path(given[0]).resolve().parent
-        if "command" in body and "workdir" not in body:
-            body["workdir"] = str(here)
-        for key in ("workdir", "dataset"):
-            if isinstance(body.get(key), str) and not Path(body[key]).is_absolute():
-                body[key] = str(here / body[key])
+        for_a_command = {"--name": name, "--gpus": gpus, "--batch-size": batch_size, "--env": env}
+        if told := [flag for flag, value in for_a_command.items() if value is not None]:
+            fail(f"{', '.join(told)}: for a command; a job file sets its own, in {given[0]}")
+        body = _job_file(given)
     else:
         body = {
             "name": name or _name_of(given),
             "command": given,
             "workdir": str(Path.cwd()),
-            "gpus": gpus,
             "env": _variables(env or []),
         }
-        if batch_size is not None:  # else the daemon's default
-            body["batch_size"] = batch_size
+        for field, value in (("gpus", gpus), ("batch_size", batch_size)):
+            if value is not None:  # else the daemon's default
+                body[field] = value
     daemon = Daemon(url, token, state_dir)
     job = daemon.call("POST", "/v1/jobs", body)
     if not follow:
@@ -266,6 +254,26 @@ def submit(
     if job["state"] == "submitted" and job.get("reason"):  # the window it waits for, say
         typer.echo(f"  {job['reason']}", err=True)
     _follow(daemon, job["id"])
+
+
+def _job_file(given: list[str]) -> dict[str, Any]:
+    """The job `given[0]` describes, its relative paths made its folder's."""
+    if len(given) > 1:  # read as a command's arguments
+        fail(
+            f"{' '.join(given[1:])}: after the job file; stoker's options go before it, as "
+            f"sbatch's do (`stoker submit [OPTIONS] {given[0]}`)"
+        )
+    try:
+        body = tomllib.loads(read_text(Path(given[0]), "job"))
+    except tomllib.TOMLDecodeError as error:
+        fail(f"{given[0]}: not valid TOML: {error}")
+    here = Path(given[0]).resolve().parent
+    if "command" in body and "workdir" not in body:
+        body["workdir"] = str(here)
+    for key in ("workdir", "dataset"):
+        if isinstance(body.get(key), str) and not Path(body[key]).is_absolute():
+            body[key] = str(here / body[key])
+    return body
 
 
 def _name_of(command: list[str]) -> str:

@@ -74,6 +74,11 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
     assert missing.code == 2 and "iterations" in missing.stderr
     after = stoker("submit", job_file, "--url", daemon.url)
     assert after.code == 2 and "--url" in after.stderr and "go before it" in after.stderr
+    ignored = stoker("submit", "--gpus", "2", job_file)  # the file's gpus would win, unsaid
+    assert (
+        ignored.code == 2
+        and f"--gpus: for a command; a job file sets its own, in {job_file}" in ignored.stderr
+    )
     wrong = stoker("jobs", "--url", daemon.url, "--token", "nope")
     assert wrong.code == 2 and "401" in wrong.stderr
     nobody = stoker("jobs", "--url", "http://127.0.0.1:9", "--token", token)
