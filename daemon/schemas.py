@@ -161,14 +161,6 @@ class JobSubmission(BaseModel):
             raise ValueError(f"name {gpus} distinct GPUs, numbered from 0")
         return pinned
 
-    @field_validator("gpus")
-    @classmethod
-    def _a_sample_per_gpu(cls, gpus: int, info: ValidationInfo) -> int:
-        batch_size = info.data.get("batch_size")
-        if batch_size is not None and gpus > batch_size:
-            raise ValueError(f"{gpus} GPUs need a batch_size of at least {gpus}")
-        return gpus
-
 
 class CurveView(BaseModel):
     """The job's curve as the scheduler plans on it: its prior, moved by what its heartbeats

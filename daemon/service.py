@@ -194,6 +194,8 @@ class Service:
             )
             unit = "GPUs" if self.uses_gpus else "CPU training slots"
             raise SubmitError("gpus", f"the node has {self.slots} {unit}; {fix}")
+        if settings.gpus > settings.batch_size:  # after the node's count: the first to fix
+            raise SubmitError("gpus", f"{settings.gpus} GPUs need a batch_size of at least that")
         pinned = settings.gpu_indices
         if pinned is not None and any(index >= self.slots for index in pinned):
             raise SubmitError("gpu_indices", f"GPUs are numbered 0 to {self.slots - 1}")

@@ -98,11 +98,13 @@ def test_bad_bodies_name_the_field(serve: Callable[..., Daemon]) -> None:
             assert reply.status_code == 422, (field, reply.text)
             assert field in {problem["field"] for problem in reply.json()["detail"]}, reply.text
         for gpus in (5, 99):  # the node's count is what refuses, whatever the figure
-            too_many = client.post("/v1/jobs", json=job_body("a", gpus=gpus, batch_size=128))
+            too_many = client.post("/v1/jobs", json=job_body("a", gpus=gpus))
             assert too_many.status_code == 422
             said = too_many.json()["detail"][0]["message"]
             assert said.startswith("the node has 4 CPU training slots"), said
             assert "STOKER_NODE__CPU_SLOTS" in said, "the fix"
+        thin = client.post("/v1/jobs", json=job_body("a", gpus=2, batch_size=1))
+        assert thin.status_code == 422 and "need a batch_size of at least" in thin.text
         huge = client.post("/v1/jobs", content=b"x" * 100_000)
         assert huge.status_code == 413
         chunked = client.post("/v1/jobs", content=iter([b"x" * 50_000] * 2))  # no length
