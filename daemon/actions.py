@@ -59,6 +59,17 @@ _CANCEL_GRACE_S = 5.0
 ToAgent = PauseMessage | ResumeMessage | ShareMessage | CancelMessage
 
 
+def _in_brief(why: str) -> str:
+    """A reason for the daemon's log: its first line and, for a failure, its last (where
+    a refusal to relaunch is said; the stderr between stays in the job's reason), printable
+    characters only (what a script wrote is not the log's to format)."""
+    lines = [line for line in why.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    brief = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    return " (" + "".join(c if c.isprintable() else "?" for c in brief)[:300] + ")"
+
+
 def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa: PLR0911 (one return a type)
     """(job, kind, data) of a record as the event log keeps it (`GET /v1/events`)."""
     match record:
@@ -184,8 +195,7 @@ class Actions:
         and its event; a job that left leaves nothing running behind."""
         service = self._service
         service.store.update_job(job_id, time.time(), state=state.value)
-        said = why.splitlines()[0] if why else ""  # a failure's stderr stays in its reason
-        log.info("job %s: %s%s", job_id, state.value, f" ({said})" if said else "")
+        log.info("job %s: %s%s", job_id, state.value, _in_brief(why))
         service.store.add_event(
             job_id, time.time(), "state", data or {"to": state.value, "why": why}
         )
@@ -347,8 +357,10 @@ class Actions:
                 continue
             if code == 0 and job_id in self._cold_pauses:
                 continue  # a cold resize: it checkpointed and left, as asked
-            if code in (0, None) and self.finished_marker(job_id) is not None:
-                service.feed(Finished(job_id))  # it exited before its `finished` was read
+            final = self.finished_marker(job_id) if code in (0, None) else None
+            if final is not None:  # it exited before its `finished` was read
+                service.store.update_job(job_id, time.time(), iteration=final)
+                service.feed(Finished(job_id))
             elif code == 0 and self._without_sdk(job_id, status.state, status.unmanaged):
                 service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
             else:

@@ -119,7 +119,6 @@ def visible_job(service: Service, who: str, job_id: str) -> JobRecord:
     record = service.store.job(job_id)
     if record is not None and who in (ADMIN, record.tenant):
         return record
-    tenant = None if who == ADMIN else who
-    named = [job.id for job in service.store.jobs(tenant) if job.name == job_id]
-    hint = f"; {job_id!r} is the name of {', '.join(named[-3:])} (`stoker jobs` lists ids)"
+    named = service.store.ids_named(job_id, None if who == ADMIN else who)
+    hint = f"; {job_id!r} is the name of {', '.join(named)} (`stoker jobs` lists ids)"
     raise HTTPException(404, f"no job {job_id!r}{hint if named else ''}")

@@ -93,8 +93,9 @@ class Restorer:
     def awaiting(self, job_id: str) -> bool:
         return job_id in self._awaiting
 
-    def cancel(self, job_id: str) -> bool:
-        """Cancel a restored job whose agent has not said hello; whether it was one."""
+    def cancel(self, job_id: str, by: str) -> bool:
+        """Cancel a restored job whose agent has not said hello (`by` a tenant); whether
+        it was one."""
         if job_id not in self._awaiting:
             return False
         del self._awaiting[job_id]
@@ -103,7 +104,7 @@ class Restorer:
         stored = service.store.job(job_id)
         if stored is not None and stored.pid is not None:
             stop_group(stored.pid, grace_s=2.0)
-        service.actions.set_state(job_id, JobState.CANCELLED, "cancelled while restoring")
+        service.actions.set_state(job_id, JobState.CANCELLED, f"cancelled by {by} while restoring")
         return True
 
     def expire(self) -> None:

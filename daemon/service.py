@@ -417,7 +417,7 @@ class Service:
             case SubmitCall(record=record, done=done, idempotency=idempotency):
                 self._submitted(record, done, idempotency)
             case CancelCall(job_id=job_id, by=by, done=done):
-                if not self.restorer.cancel(job_id) and job_id in self.records:
+                if not self.restorer.cancel(job_id, by) and job_id in self.records:
                     self.feed(JobCancelled(job_id, by))
                 _resolve(done)
             case FromAgent(message=message):

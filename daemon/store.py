@@ -339,6 +339,16 @@ class Store:
         """Every job, oldest first; only `tenant`'s when given."""
         return self.jobs_page(tenant, None, limit=-1)
 
+    def ids_named(self, name: str, tenant: str | None, limit: int = 3) -> list[str]:
+        """The ids of the newest `limit` jobs called `name`, newest first; only `tenant`'s
+        when given."""
+        rows = self._db.execute(
+            "SELECT id FROM jobs WHERE name = ? AND (? IS NULL OR tenant = ?)"
+            " ORDER BY submitted_at DESC LIMIT ?",
+            (name, tenant, tenant, limit),
+        ).fetchall()
+        return [str(row[0]) for row in rows]
+
     # ---- events and plans ------------------------------------------------------------------
 
     def add_event(self, job_id: str | None, at: float, kind: str, data: Mapping[str, Any]) -> int:

@@ -2,6 +2,7 @@
 state dir, on a hand-held clock, with recorded processes (tests/unit/daemon/service_harness)."""
 
 import asyncio
+import logging
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -151,7 +152,11 @@ def test_a_crash_s_exit_read_before_its_last_heartbeat_still_counts_its_steps(
     asyncio.run(scenario())
 
 
-def test_a_job_that_fails_twice_at_one_iteration_is_not_relaunched_again(tmp_path: Path) -> None:
+def test_a_job_that_fails_twice_at_one_iteration_is_not_relaunched_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="daemon.actions")
+
     async def scenario() -> None:
         driver = Driver(tmp_path, replace(NOW, restart_backoff_s=0.0), max_restarts=5)
         driver.at(1.0).submit("a")
@@ -168,6 +173,10 @@ def test_a_job_that_fails_twice_at_one_iteration_is_not_relaunched_again(tmp_pat
         why = driver.events("a", "state")[-1]["why"]
         assert why.endswith("not relaunched: it failed twice after completing step 30")
         await driver.close()
+        # The operator's line: how it ended and why it stays ended, not its stderr.
+        (line,) = [r.getMessage() for r in caplog.records if "job a: failed" in r.getMessage()]
+        assert line.startswith("job a: failed (exited with code 1")
+        assert line.endswith("not relaunched: it failed twice after completing step 30)")
 
     asyncio.run(scenario())
 
