@@ -67,8 +67,9 @@ class Launcher:
         for sub in ("output", "checkpoints"):
             (path / sub).mkdir(mode=0o700, exist_ok=True)
         for owned in (path, *path.rglob("*")):
-            if not owned.is_symlink():  # a link the job made must not redirect a chown
-                os.chown(owned, user.uid, user.gid)
+            # A link the job made must not redirect a chown, even one swapped in after a
+            # look: the link itself is changed, never what it points to.
+            os.chown(owned, user.uid, user.gid, follow_symlinks=False)
         path.chmod(0o700)
         return path
 

@@ -3,6 +3,7 @@ hard link, or a FIFO is never written, read or cut by the (root) daemon. Real fi
 and FIFOs."""
 
 import os
+import pwd
 import threading
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from daemon.jobfiles import UnsafeJobFile, append_to, open_checked, read_end
 from daemon.joblogs import tail_lines
 from daemon.launcher import Launcher, RankProcess
 from daemon.logcap import cap_logs
+from daemon.tenants import UnixUser
 
 SECRET = "root:$6$not-for-tenants\n"
 
@@ -75,3 +77,15 @@ def test_a_fifo_for_a_log_does_not_block_the_daemon(tmp_path: Path) -> None:
 
     threading.Thread(target=read, daemon=True).start()
     assert done.wait(timeout=5), "a reader blocked on the FIFO"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing a folder to a user needs root")
+def test_handing_a_folder_to_its_user_changes_a_planted_link_not_its_target(
+    planted: tuple[Path, Path],
+) -> None:
+    job_dir, daemon_file = planted
+    nobody = pwd.getpwnam("nobody")
+    user = UnixUser(name="nobody", uid=nobody.pw_uid, gid=nobody.pw_gid, home=nobody.pw_dir)
+    Launcher(job_dir.parent).hand_over("j", user)
+    assert daemon_file.stat().st_uid == os.geteuid(), "what the link points to stays the daemon's"
+    assert (job_dir / "stderr.log").lstat().st_uid == nobody.pw_uid
