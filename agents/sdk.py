@@ -348,6 +348,7 @@ class Job:
         """Epochs from where the job is to `count`; the last checkpoint when they are done.
         Between two epochs, after the script's own end of an epoch, is a batch boundary (the
         loaders leave their last one to it), so a stop there goes on with the next epoch."""
+        self._trained = False  # a second training phase stops at its boundaries again
         if self._restored is not None and self._epoch >= count:
             self._say(f"epoch {self._epoch} of {count}: nothing left to train", afresh=False)
         while self._epoch < count:
