@@ -38,7 +38,9 @@ def show(
         return
     rows = [(name, value) for name, value in _described(job, reported, time.time()) if value]
     width = max(len(name) for name, _ in rows)
-    typer.echo("".join(f"{name:<{width}}  {value}\n" for name, value in rows), nl=False)
+    indent = "\n" + " " * (width + 2)  # a failure's stderr lines, under its reason
+    lines = [name.ljust(width) + "  " + value.replace("\n", indent) + "\n" for name, value in rows]
+    typer.echo("".join(lines), nl=False)
 
 
 def _described(job: dict[str, Any], reported: dict[str, Any], now: float) -> list[tuple[str, str]]:

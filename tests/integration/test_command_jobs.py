@@ -393,6 +393,11 @@ def test_stoker_submit_runs_a_command_from_here_and_follows_it(
     assert job["name"] == "fail_first" and job["command"][1] == "fail_first.py"
     listed = stoker("jobs", *where)
     assert "fail_first" in listed.stdout and "failed" in listed.stdout
+    shown = stoker("show", job["id"], *where).stdout.splitlines()
+    reason = next(i for i, line in enumerate(shown) if line.startswith("reason"))
+    stderr_lines = shown[reason + 1 : reason + 3]
+    assert stderr_lines and all(line.startswith(" " * 8) for line in stderr_lines), shown
+    assert any("ValueError: shapes do not match" in line for line in shown[reason:])
     empty = stoker("submit", *where)
     assert empty.code == 2 and "command after --" in empty.stderr
     # A misspelt option of stoker's is refused, not run as the command; after the command's
