@@ -58,7 +58,7 @@ def _described(job: dict[str, Any], reported: dict[str, Any], now: float) -> lis
         ("state", state),
         ("reason", job["reason"]),
         ("runs", _what(job)),
-        ("gpus", f"{gpus}, global batch {job['batch_size']}"),
+        ("gpus", f"{gpus}, {_batch(job)}"),
         ("workers", "" if state in FINAL_STATES else _workers(job["workers_per_gpu"])),
         ("progress", progress),
         ("samples/s", _rates(job) if state == "running" else ""),
@@ -72,6 +72,13 @@ def _what(job: dict[str, Any]) -> str:
     if job["command"]:
         return shlex.join(job["command"])
     return f"the built-in trainer on zoo model {job['model']}"
+
+
+def _batch(job: dict[str, Any]) -> str:
+    """A zoo job's global batch; a command's is its script's, the figure only a hint."""
+    if job["command"]:
+        return f"global batch {job['batch_size']} as planned (--batch-size; the script's own rules)"
+    return f"global batch {job['batch_size']}"
 
 
 def _workers(per_gpu: int | None) -> str:

@@ -62,7 +62,10 @@ async def logs(
         yield head
         position = offset
         while True:
-            ended = (service.store.job(job_id) or _GONE).state in _FINAL
+            # A completed script may go on after its final step (an evaluation, a save):
+            # its output is followed until its processes are gone.
+            final = (service.store.job(job_id) or _GONE).state in _FINAL
+            ended = final and not service.launcher.running(job_id)
             chunk, position = _read_from(path, position)
             for line in chunk:
                 yield f"[rank {rank}] {line}\n"

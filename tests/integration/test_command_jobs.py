@@ -354,6 +354,7 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
     lines = dict(line.split(None, 1) for line in shown.stdout.splitlines())
     assert lines["state"] == "completed" and lines["progress"] == "iteration 24"
     assert lines["runs"].endswith("count_train.py 2 0") and "workers" not in lines
+    assert lines["gpus"] == "1, global batch 8 as planned (--batch-size; the script's own rules)"
     final = series["newest"]["final_loss"]
     assert lines["reported"] == f"final_loss {final:.4g}, loss {losses[-1][1]:.4g}"
     assert stoker("show", job["id"], "--json", *where).json()["reported"] == series["newest"]
@@ -370,6 +371,10 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
     assert by_name.code == 2 and f"'m' is the name of {job['id']}" in by_name.stderr
     said = daemon.log_path.read_text()  # the operator's record of each job's moves
     assert f"job {job['id']}: running" in said and f"job {job['id']}: completed (finished)" in said
+    # Followed, its output is shown until the script exits, not until its final step.
+    followed = stoker("submit", *where, "--follow", "--env", "EVAL_S=3", "--",
+                      sys.executable, "count_train.py", "1", "0", cwd=SCRIPTS)  # fmt: skip
+    assert followed.code == 0 and "[rank 0] done: weight" in followed.stdout, followed.stdout
     late = stoker("cancel", job["id"], *where)
     assert late.code == 0 and f"{job['id']} had already completed: nothing to cancel" in late.stderr
 
