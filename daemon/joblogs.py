@@ -50,7 +50,8 @@ async def logs(
     follow: bool = False,
 ) -> Any:
     """The last `tail` lines of one rank's stdout or stderr, each `[rank N]`-prefixed; with
-    `follow`, then every new line as it is written, until the job ends."""
+    `follow`, then every new line as it is written, until the job ends and its processes
+    have exited."""
     visible_job(service, who, job_id)
     path = log_file(service.launcher.jobs_dir / job_id, stream, rank)
     lines, offset = tail_lines(path, tail)
