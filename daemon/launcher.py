@@ -210,10 +210,11 @@ class Launcher:
         """SIGTERM the job's process group, SIGKILL after `grace_s`."""
         process = self._processes.pop(job_id, None)
         if process is not None:
-            stop_group(process.pid, grace_s)
-            process.wait()
-            for rank in self._other_ranks.pop(job_id, []):
-                rank.wait()
+            others = self._other_ranks.pop(job_id, [])
+            stop_group(process.pid, grace_s, children=[rank.pid for rank in others])
+            for started in (process, *others):  # killed by now: the waits are short
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    started.wait(timeout=5.0)
         pid = self._adopted.pop(job_id, None)
         if pid is not None:
             stop_group(pid, grace_s)
@@ -286,23 +287,24 @@ def is_agent(pid: int, job_id: str, job_dir: Path) -> bool:
     )
 
 
-def stop_group(pid: int, grace_s: float) -> None:
-    """Stop the process group led by `pid`, whether or not we started it."""
+def stop_group(pid: int, grace_s: float, children: Sequence[int] = ()) -> None:
+    """Stop the process group led by `pid`, whether or not we started it: SIGTERM, and
+    SIGKILL to what is left of the group after `grace_s`. The group is waited for, not its
+    leader alone: rank 0 may leave at once while another rank, stuck in a collective, does
+    not. `children`: the group's other processes that are ours, reaped as they exit."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     waited = 0.0
     while waited < grace_s:
+        for child in (pid, *children):  # ours: reaped, so killpg(…, 0) sees no zombie
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child, os.WNOHANG)
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
             return
-        try:  # our own child: reap it so killpg(…, 0) stops seeing a zombie
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                return
-        except ChildProcessError:
-            pass
         time.sleep(0.05)
         waited += 0.05
     with contextlib.suppress(ProcessLookupError):

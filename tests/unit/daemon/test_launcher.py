@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from daemon.exitreason import exit_reason
 from daemon.launcher import Exit, Launcher, RankProcess, log_file
 
@@ -78,3 +80,26 @@ def test_a_relaunch_is_marked_in_the_logs_and_the_reason_is_its_own(tmp_path: Pa
     assert tail.endswith("ValueError: bad batch 2") and "bad batch 1" not in why
     assert "stoker: resuming" not in tail and "started again" not in tail
     assert not (tmp_path / "j" / "stdout.log").read_text(), "nothing to mark in an empty log"
+
+
+def test_a_stop_waits_for_the_group_not_its_leader_and_kills_what_stays(tmp_path: Path) -> None:
+    # Rank 0 leaves on SIGTERM at once; rank 1, stuck (here: deaf to SIGTERM, as a rank in
+    # a collective is), must be killed after the grace, not waited for without end.
+    launcher = Launcher(tmp_path)
+    leaves = "import time; print('up', flush=True); time.sleep(60)"
+    stays = (
+        "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print(os.getpid(), flush=True); time.sleep(60)"
+    )
+    launcher.launch_ranks("j", ranks(leaves, stays))
+    said = [log_file(tmp_path / "j", "stdout", rank) for rank in range(2)]
+    deadline = time.monotonic() + 20
+    while not all(log.read_text().strip() for log in said):
+        assert time.monotonic() < deadline, "the ranks never started"
+        time.sleep(0.05)
+    stuck = int(said[1].read_text())
+    started = time.monotonic()
+    launcher.stop("j", grace_s=0.5)
+    assert time.monotonic() - started < 5.0, "the daemon's loop was not held"
+    with pytest.raises(ProcessLookupError):
+        os.kill(stuck, 0)  # killed, and reaped
