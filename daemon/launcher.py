@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -66,10 +67,12 @@ class Launcher:
             above.chmod(above.stat().st_mode & 0o700 | 0o011)
         for sub in ("output", "checkpoints"):
             (path / sub).mkdir(mode=0o700, exist_ok=True)
-        for owned in (path, *path.rglob("*")):
-            # A link the job made must not redirect a chown, even one swapped in after a
-            # look: the link itself is changed, never what it points to.
-            os.chown(owned, user.uid, user.gid, follow_symlinks=False)
+        os.chown(path, user.uid, user.gid, follow_symlinks=False)
+        # Walked by descriptors: a folder the job swaps for a link mid-walk cannot lead a
+        # chown out of the job's folder.
+        for _, folders, files, folder in os.fwalk(path, follow_symlinks=False):
+            for name in (*folders, *files):
+                _give(name, folder, user)
         path.chmod(0o700)
         return path
 
@@ -222,6 +225,26 @@ class Launcher:
     def stop_all(self, grace_s: float = 5.0) -> None:
         for job_id in [*self._processes, *self._adopted]:
             self.stop(job_id, grace_s)
+
+
+def _give(name: str, folder: int, user: UnixUser) -> None:
+    """Make `name` in the open `folder` the user's, through a descriptor of what is there
+    now: a link stays a link (it is not followed), and a file with another name that is not
+    already the user's (a hard link to one of the daemon's) is left as it is."""
+    try:
+        opened = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
+        )
+    except OSError:  # a link (ELOOP), a socket, or gone: never followed, never another's
+        with contextlib.suppress(OSError):
+            os.chown(name, user.uid, user.gid, dir_fd=folder, follow_symlinks=False)
+        return
+    try:
+        info = os.fstat(opened)
+        if stat.S_ISDIR(info.st_mode) or info.st_nlink == 1 or info.st_uid == user.uid:
+            os.fchown(opened, user.uid, user.gid)
+    finally:
+        os.close(opened)
 
 
 AGAIN_MARK = "----- stoker: started again"

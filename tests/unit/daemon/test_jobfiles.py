@@ -89,3 +89,8 @@ def test_handing_a_folder_to_its_user_changes_a_planted_link_not_its_target(
     Launcher(job_dir.parent).hand_over("j", user)
     assert daemon_file.stat().st_uid == os.geteuid(), "what the link points to stays the daemon's"
     assert (job_dir / "stderr.log").lstat().st_uid == nobody.pw_uid
+    os.link(daemon_file, job_dir / "output" / "hard")  # the daemon's file, by another name
+    (job_dir / "output" / "mine.txt").write_text("the job's\n")
+    Launcher(job_dir.parent).hand_over("j", user)
+    assert daemon_file.stat().st_uid == os.geteuid(), "a hard link is not handed over"
+    assert (job_dir / "output" / "mine.txt").stat().st_uid == nobody.pw_uid
