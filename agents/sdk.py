@@ -215,7 +215,9 @@ class Job:
         that fails in its first step made no progress a relaunch could build on). After
         `epochs()` ends, the metrics still go to the daemon too, and nothing else does;
         after a pause or a signal left, the link is closed: they go to metrics.jsonl only."""
-        # Exiting: a failure here is said, never raised over what ended the script.
+        # Exiting: a failure here is said, never raised over what ended the script, and a
+        # signal now must not cut the flush short (the link's linger bounds it).
+        self._trained = False
         try:
             self._metrics.flush()
         except Exception as error:
@@ -367,7 +369,6 @@ class Job:
         self.checkpoint()
         self._metrics.flush()
         self._stop_workers()
-        self._trained = True
         if self._control is not None:
             self._control.finished(self.step)
             # The job is done with the scheduler: no more boundaries, heartbeats or last
@@ -375,6 +376,9 @@ class Job:
             # after training (an evaluation's accuracy) reaches the daemon at its exit,
             # when the link's own exit hook sends what is queued and closes it.
             self._control = None
+        self._trained = True  # after `finished`: a signal now ends a finished job
+        if self._stop_signal is not None:  # one came during the final checkpoint
+            raise SystemExit(128 + self._stop_signal)
 
     def _stop_workers(self) -> None:
         """Stop the workers the loaders keep between epochs (`persistent_workers`) before

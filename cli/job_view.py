@@ -77,7 +77,7 @@ def _what(job: dict[str, Any]) -> str:
 def _batch(job: dict[str, Any]) -> str:
     """A zoo job's global batch; a command's is its script's, the figure only a hint."""
     if job["command"]:
-        return f"global batch {job['batch_size']} as planned (--batch-size; the script's own rules)"
+        return f"global batch {job['batch_size']} as planned (a hint; the script's own rules)"
     return f"global batch {job['batch_size']}"
 
 

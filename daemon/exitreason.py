@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from daemon.agentargs import PATH_FIX
-from daemon.jobfiles import read_end
+from daemon.jobfiles import open_checked, read_end
 from daemon.launcher import AGAIN_MARK, log_file
 
 # The last line of a traceback for an import that found nothing.
@@ -87,9 +87,11 @@ def _not_found(program: str, workdir: str | None) -> str:
 
 
 def _shebang(script: Path) -> str:
-    """What the first line of `script` names to run it, or "" without a `#!` line."""
+    """What the first line of `script` names to run it, or "" without a `#!` line (or
+    when it is not a plain file: the daemon reads nothing of the job's folder through a
+    link or from a FIFO, daemon/jobfiles.py)."""
     try:
-        with script.open("rb") as handle:
+        with os.fdopen(open_checked(script, os.O_RDONLY), "rb") as handle:
             first = handle.readline(256).decode(errors="replace").strip()
     except OSError:
         return ""

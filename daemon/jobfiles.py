@@ -4,8 +4,9 @@ of the daemon's (which a write would then chown, truncate or fill, and a read sh
 tenant), a hard link to one, or a FIFO that would block a reader, and with it the daemon.
 
 Every open here refuses a link (`O_NOFOLLOW`), opens without blocking (`O_NONBLOCK`), and
-checks what it opened before using it: a regular file with one name, owned by one of the
-users given. (The folder itself the tenant cannot swap: `jobs/` is the daemon's.)
+checks what it opened before using it: a regular file, not another name for one of root's
+files, owned by one of the users given when that is asked (writes ask it). (The
+folder itself the tenant cannot swap: `jobs/` is the daemon's.)
 """
 
 import errno
@@ -35,7 +36,10 @@ def open_checked(path: Path, flags: int, owners: Collection[int] | None = None) 
         info = os.fstat(descriptor)
         if not stat.S_ISREG(info.st_mode):
             raise UnsafeJobFile(errno.EINVAL, "not a regular file", str(path))
-        if info.st_nlink != 1:
+        if info.st_nlink != 1 and info.st_uid == os.geteuid() == 0:
+            # Another name for one of root's files. (A job's own file by another name is
+            # its business; a daemon that is not root has nothing its jobs could not
+            # write anyway.)
             raise UnsafeJobFile(errno.EMLINK, "a file with another name (a hard link)", str(path))
         if owners is not None and info.st_uid not in owners:
             raise UnsafeJobFile(errno.EPERM, f"owned by uid {info.st_uid}", str(path))
@@ -56,7 +60,7 @@ def read_from(path: Path, offset: int, limit: int | None = None) -> tuple[bytes,
     missing or unsafe (UnsafeJobFile: a job's own doing, shown as an empty log)."""
     try:
         descriptor = open_checked(path, os.O_RDONLY)
-    except (FileNotFoundError, UnsafeJobFile):
+    except OSError:  # missing, unsafe or unreadable: shown as empty, never a daemon error
         return b"", 0
     with os.fdopen(descriptor, "rb") as opened:
         size = os.fstat(descriptor).st_size

@@ -43,8 +43,9 @@ def test_a_plain_file_opens_and_anything_else_is_refused(tmp_path: Path) -> None
     for name, why in (("link", "symbolic link"), ("fifo", "not a regular file")):
         with pytest.raises(UnsafeJobFile, match=why):
             open_checked(tmp_path / name, os.O_RDONLY)
-    with pytest.raises(UnsafeJobFile, match="hard link"):
-        open_checked(log, os.O_RDONLY)  # two names now
+    if os.geteuid() == 0:  # root's file by another name: what a tenant's link would be
+        with pytest.raises(UnsafeJobFile, match="hard link"):
+            open_checked(log, os.O_RDONLY)
     assert read_end(tmp_path / "fifo", 100) == (b"", 0), "a FIFO reads as empty, and never blocks"
 
 
