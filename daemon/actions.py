@@ -208,9 +208,14 @@ class Actions:
             if not launcher.running(job_id) or job_id in self._cancelled_at:
                 return
             if state is JobState.COMPLETED:  # its script goes on after training, as it may
-                self._finished_at[job_id] = service.now()
+                self.watch_finished(job_id)
             else:
                 self._cancelled_at[job_id] = service.now()  # lost or failed: make sure it is gone
+
+    def watch_finished(self, job_id: str) -> None:
+        """A completed job's processes run on (after its final step): stopped once
+        `finished_exit_s` has passed, unless they exit first."""
+        self._finished_at[job_id] = self._service.now()
 
     def resume_from(self, job_id: str, checkpoint: str) -> None:
         """Start the job's next launch from `checkpoint` (a job restored after a restart)."""

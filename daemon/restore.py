@@ -46,6 +46,7 @@ class Restorer:
         clean = store.take_clean_stop()
         for record in store.jobs():
             if record.job_state.final:
+                self._watch_if_running(record)
                 continue
             try:
                 self._restore_one(record, clean)
@@ -84,6 +85,15 @@ class Restorer:
             return
         why = "the daemon was stopped" if clean else "the daemon restarted"
         self.relaunch(record.id, f"{why} while it was {record.state}", count=not clean)
+
+    def _watch_if_running(self, record: JobRecord) -> None:
+        """A completed job whose script still runs after its final step (an evaluation, a
+        save, when the last daemon went away) is watched as any: its logs are followed to
+        its exit, and `finished_exit_s` bounds it."""
+        pid, completed = record.pid, record.job_state is JobState.COMPLETED
+        if completed and pid is not None and self._agent_alive(record.id, pid):
+            self._service.launcher.adopt(record.id, pid)
+            self._service.actions.watch_finished(record.id)
 
     def _agent_alive(self, job_id: str, pid: int | None) -> bool:
         """Whether `pid` is this state dir's agent of `job_id` (launcher.is_agent)."""

@@ -478,6 +478,27 @@ def daemon_pid_of(daemon: Daemon, job_id: str) -> int:
     return pid
 
 
+def test_a_script_still_saving_when_the_daemon_restarts_is_watched_by_the_new_one(
+    serve: Callable[..., Daemon],
+) -> None:
+    # It finished, then the daemon was killed while it went on saving: the new daemon
+    # watches its process, which finished_exit_s bounds.
+    daemon = serve()
+    body = command_job("saving", "count_train.py", "1", "0", env={"EVAL_S": "60"})
+    with daemon.client() as client:
+        job_id = client.post("/v1/jobs", json=body).json()["id"]
+        marker = daemon.state_dir / "jobs" / job_id / "finished.json"
+        wait_for("its final step", marker.exists, timeout_s=60)
+        pid = daemon_pid_of(daemon, job_id)
+    daemon.kill(signal.SIGKILL)
+    assert os.path.exists(f"/proc/{pid}"), "the script outlives the daemon"
+    again = serve(state=daemon.state_dir.name, finished_exit_s=2.0)
+    with again.client() as client:
+        assert client.get(f"/v1/jobs/{job_id}").json()["state"] == "completed"
+    gone = lambda: not os.path.exists(f"/proc/{pid}")  # noqa: E731
+    wait_for("the new daemon to stop it after finished_exit_s", gone, timeout_s=20)
+
+
 def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
     serve: Callable[..., Daemon],
 ) -> None:
