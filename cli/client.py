@@ -137,9 +137,9 @@ def _written_url(state_dir: Path) -> str | None:
 def _url_of_running(state_dir: Path) -> str | None:
     """The URL the daemon holding `state_dir` wrote there; None when there is none and
     whether a daemon holds it cannot be told (a lock file this user cannot read: the
-    default URL is tried). Fails when no daemon holds
-    it, or one holds it and gives no URL (starting or stopping): a stale `daemon.url`, or
-    the default URL, may be another daemon's, which this state dir's token must not reach."""
+    default URL is tried). Fails when no daemon holds it, or one holds it and gives no URL
+    (starting or stopping): a stale `daemon.url`, or the default URL, may be another
+    daemon's, which this state dir's token must not reach."""
     from daemon.statelock import daemon_holds  # noqa: PLC0415 (`stoker --help` loads no daemon)
 
     holds = daemon_holds(state_dir)
