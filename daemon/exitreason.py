@@ -145,10 +145,7 @@ def _tail(path: Path, lines: int = 10, limit: int = 2000) -> str:
     """The end of the last process's output in a log (after the launcher's last "started
     again" line), at most `limit` characters: from its last traceback's first line when
     one ends within `_TRACEBACK_LINES`, else its last `lines` non-empty lines."""
-    try:
-        data, _ = read_end(path, 8 * limit)
-    except OSError:
-        return ""
+    data, _ = read_end(path, 8 * limit)  # empty when missing, unsafe or unreadable
     text = data.decode("utf-8", errors="replace")
     kept = [line for line in text.splitlines() if line.strip()]
     starts = [i for i, line in enumerate(kept) if line.startswith(AGAIN_MARK)]

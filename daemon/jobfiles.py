@@ -12,11 +12,12 @@ folder itself the tenant cannot swap: `jobs/` is the daemon's.)
 import errno
 import os
 import stat
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import BinaryIO
 
-_NO_SURPRISES = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# Added to every open of a name in a job's folder: no link followed, no FIFO waited on.
+NO_SURPRISES = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 class UnsafeJobFile(OSError):
@@ -24,10 +25,11 @@ class UnsafeJobFile(OSError):
 
 
 def open_checked(path: Path, flags: int, owners: Collection[int] | None = None) -> int:
-    """`os.open(path, flags)` (new files 0600) on a regular file with one link, owned by
-    one of `owners` when given; UnsafeJobFile for anything else, OSError as os.open."""
+    """`os.open(path, flags)` (new files 0600) on a regular file that is not another name
+    for one of root's files, owned by one of `owners` when given; UnsafeJobFile for
+    anything else, OSError as os.open."""
     try:
-        descriptor = os.open(path, flags | _NO_SURPRISES, 0o600)
+        descriptor = os.open(path, flags | NO_SURPRISES, 0o600)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise UnsafeJobFile(errno.ELOOP, "a symbolic link, not a file", str(path)) from None
@@ -54,24 +56,26 @@ def append_to(path: Path, owners: Collection[int]) -> BinaryIO:
     return os.fdopen(open_checked(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, owners), "ab")
 
 
-def read_from(path: Path, offset: int, limit: int | None = None) -> tuple[bytes, int]:
-    """What `path` holds from `offset` (at most `limit` bytes, -1 for all) and its size; from
-    the start when it is shorter than `offset` (a log cut since); (b"", 0) when it is
-    missing or unsafe (UnsafeJobFile: a job's own doing, shown as an empty log)."""
-    try:
-        descriptor = open_checked(path, os.O_RDONLY)
-    except OSError:  # missing, unsafe or unreadable: shown as empty, never a daemon error
-        return b"", 0
-    with os.fdopen(descriptor, "rb") as opened:
-        size = os.fstat(descriptor).st_size
-        opened.seek(offset if offset <= size else 0)
-        return opened.read(-1 if limit is None else limit), size
+def read_from(path: Path, offset: int) -> tuple[bytes, int]:
+    """What `path` holds from `offset` and its size; from the start when it is shorter than
+    `offset` (a log cut since)."""
+    return _read(path, lambda size: offset if offset <= size else 0)
 
 
 def read_end(path: Path, limit: int) -> tuple[bytes, int]:
-    """The last `limit` bytes of `path` and its size, as `read_from` reads."""
+    """The last `limit` bytes of `path` and its size."""
+    return _read(path, lambda size: max(0, size - limit))
+
+
+def _read(path: Path, start: Callable[[int], int]) -> tuple[bytes, int]:
+    """`path` from `start(its size)` on, and its size; (b"", 0) when it is missing, unsafe
+    (UnsafeJobFile: a job's own doing) or unreadable: shown as an empty log, never a
+    daemon error."""
     try:
-        size = os.stat(path, follow_symlinks=False).st_size
-    except FileNotFoundError:
+        descriptor = open_checked(path, os.O_RDONLY)
+    except OSError:
         return b"", 0
-    return read_from(path, max(0, size - limit))
+    with os.fdopen(descriptor, "rb") as opened:
+        size = os.fstat(descriptor).st_size
+        opened.seek(start(size))
+        return opened.read(), size

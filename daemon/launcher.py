@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 
 import psutil
 
-from daemon.jobfiles import append_to
+from daemon.jobfiles import NO_SURPRISES, append_to
 from daemon.tenants import UnixUser
 
 log = logging.getLogger(__name__)
@@ -232,9 +232,7 @@ def _give(name: str, folder: int, user: UnixUser) -> None:
     now: a link stays a link (it is not followed), and a file with another name that is not
     already the user's (a hard link to one of the daemon's) is left as it is."""
     try:
-        opened = os.open(
-            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder
-        )
+        opened = os.open(name, os.O_RDONLY | NO_SURPRISES, dir_fd=folder)
     except OSError:  # a link (ELOOP), a socket, or gone: never followed, never another's
         with contextlib.suppress(OSError):
             os.chown(name, user.uid, user.gid, dir_fd=folder, follow_symlinks=False)

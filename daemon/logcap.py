@@ -53,9 +53,9 @@ def _cut(path: Path, kept: Path, max_bytes: int) -> bool:
     once it is known to be a plain file of its own."""
     source = open_checked(path, os.O_RDWR)
     with os.fdopen(source, "r+b") as log_file:
-        if os.fstat(source).st_size <= max_bytes:
-            return False
         owner = os.fstat(source)
+        if owner.st_size <= max_bytes:
+            return False
         made = open_checked(kept, os.O_WRONLY | os.O_CREAT, {owner.st_uid, os.geteuid()})
         with os.fdopen(made, "wb") as copy:
             os.fchown(made, owner.st_uid, owner.st_gid)  # the job's, as the log is
