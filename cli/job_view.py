@@ -46,6 +46,8 @@ def show(
 def _described(job: dict[str, Any], reported: dict[str, Any], now: float) -> list[tuple[str, str]]:
     """The job's lines as (label, text); an empty text is a line with nothing to say."""
     state = job["state"]
+    if job.get("exiting"):
+        state += ", its processes still running: its GPUs are kept until they exit"
     gpus = f"{job['gpus']}"
     if job["gpu_indices"]:
         gpus += f" (GPU {', '.join(str(index) for index in job['gpu_indices'])})"

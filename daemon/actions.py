@@ -30,6 +30,7 @@ from scheduler.messages import (
     Allocation,
     Cancel,
     Command,
+    Exited,
     Failed,
     Finished,
     Gated,
@@ -208,6 +209,12 @@ class Actions:
             if not launcher.running(job_id) or job_id in self._cancelled_at:
                 return
             if state is JobState.COMPLETED:  # its script goes on after training, as it may
+                log.info(
+                    "job %s: its processes run on after the final step; its GPUs are kept"
+                    " until they exit (at most finished_exit_s = %g s)",
+                    job_id,
+                    service.config.finished_exit_s,
+                )
                 self.watch_finished(job_id)
             else:
                 self._cancelled_at[job_id] = service.now()  # lost or failed: make sure it is gone
@@ -359,6 +366,7 @@ class Actions:
             service.link.forget(job_id)  # its next launch connects under a new identity
             status = service.scheduler.jobs().get(job_id)
             if status is None or not status.state.holds_resources:
+                service.feed(Exited(job_id))  # it ended before: its GPUs are free now
                 continue
             if code == 0 and job_id in self._cold_pauses:
                 continue  # a cold resize: it checkpointed and left, as asked
@@ -375,7 +383,7 @@ class Actions:
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]
-                service.launcher.stop(job_id, grace_s=0.5)
+                self._stop(job_id)
         limit = service.config.finished_exit_s
         for job_id, since in list(self._finished_at.items()):
             if service.now() - since >= limit:
@@ -385,7 +393,13 @@ class Actions:
                     job_id,
                     limit,
                 )
-                service.launcher.stop(job_id, grace_s=0.5)
+                self._stop(job_id)
+
+    def _stop(self, job_id: str) -> None:
+        """Stop what is left of a job that ended; its GPUs go to the next job once it is gone
+        (the core kept them while it ran: `Finished.exited`)."""
+        self._service.launcher.stop(job_id, grace_s=0.5)
+        self._service.feed(Exited(job_id))
 
     def _last_word(self, job_id: str) -> None:
         """The steps a failed agent completed, from the marker it left as it exited: its

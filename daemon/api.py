@@ -553,7 +553,6 @@ def _view(
     settings = fresh.settings
     live = node.jobs.get(fresh.id) if node is not None else service.live_job(fresh.id)
     allocation = live.allocation if live is not None else None
-    held = live is not None and not live.state.final and live.gpu_indices
     return JobView(
         id=fresh.id,
         name=fresh.name,
@@ -565,7 +564,7 @@ def _view(
         batch_size=settings.batch_size,
         iterations=settings.iterations,
         iteration=max(fresh.iteration, live.iteration if live is not None else 0),
-        gpu_indices=list(live.gpu_indices) if held and live is not None else [],
+        gpu_indices=list(live.gpu_indices) if live is not None and live.holds_gpus else [],
         workers_per_gpu=allocation.workers_per_gpu if allocation is not None else None,
         predicted_samples_per_s=live.predicted_samples_per_s if live else None,
         measured_samples_per_s=live.measured_samples_per_s if live else None,
@@ -573,6 +572,7 @@ def _view(
         curve=_curve(live.curve) if live is not None and live.curve is not None else None,
         pause_cost_s=live.pause_cost_s if live is not None else None,
         unmanaged=live is not None and live.unmanaged,
+        exiting=live is not None and live.exiting,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
         reason=_reason(service, fresh),

@@ -178,7 +178,7 @@ class DaemonConfig(BaseSettings):
         600.0,
         gt=0.0,
         description="how long a job's processes may go on after its final step (an evaluation,"
-        " saving the model) before the daemon stops them; its GPUs are another job's by then",
+        " saving the model) before the daemon stops them; jobs queued for its GPUs wait",
     )
     job_log_max_bytes: int = Field(
         64 * 2**20,

@@ -175,7 +175,6 @@ def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, A
     allocation = live.allocation if live is not None else None
     fresh = service.store.job(record.id) or record
     settings = record.settings
-    held = live is not None and not live.state.final
     return {
         "id": record.id,
         "name": record.name,
@@ -183,7 +182,7 @@ def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, A
         "state": fresh.state,
         "model": settings.model,
         "gpus": settings.gpus,
-        "gpu_indices": list(live.gpu_indices) if held and live is not None else [],
+        "gpu_indices": list(live.gpu_indices) if live is not None and live.holds_gpus else [],
         "iteration": fresh.iteration,
         "iterations": settings.iterations,
         "workers_per_gpu": allocation.workers_per_gpu if allocation else None,

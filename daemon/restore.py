@@ -89,10 +89,12 @@ class Restorer:
     def _watch_if_running(self, record: JobRecord) -> None:
         """A completed job whose script still runs after its final step (an evaluation, a
         save, when the last daemon went away) is watched as any: its logs are followed to
-        its exit, and `finished_exit_s` bounds it."""
+        its exit, its GPUs kept from the next job until then, and `finished_exit_s` bounds
+        it."""
         pid, completed = record.pid, record.job_state is JobState.COMPLETED
         if completed and pid is not None and self._agent_alive(record.id, pid):
             self._service.launcher.adopt(record.id, pid)
+            self._service.scheduler.hold(record.id, record.placement)  # until it exits
             self._service.actions.watch_finished(record.id)
 
     def _agent_alive(self, job_id: str, pid: int | None) -> bool:

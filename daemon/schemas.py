@@ -248,6 +248,11 @@ class JobView(BaseModel):
         description="a command running without the stoker SDK: its workers never change and"
         " nothing of it is measured",
     )
+    exiting: bool = Field(
+        False,
+        description="it ended, and its processes run on (a script's work after its final step,"
+        " or a cancelled job stopping): its GPUs stay its own until they exit",
+    )
     restarts: int
     submitted_at: float
     reason: str = Field(

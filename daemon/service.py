@@ -297,6 +297,7 @@ class Service:
             curve=status.curve,
             pause_cost_s=status.pause_cost_s,
             unmanaged=status.unmanaged,
+            exiting=status.exiting,
         )
 
     def snapshot(self) -> NodeSnapshot:
@@ -418,7 +419,7 @@ class Service:
                 self._submitted(record, done, idempotency)
             case CancelCall(job_id=job_id, by=by, done=done):
                 if not self.restorer.cancel(job_id, by) and job_id in self.records:
-                    self.feed(JobCancelled(job_id, by))
+                    self.feed(JobCancelled(job_id, by, exited=not self.launcher.running(job_id)))
                 _resolve(done)
             case FromAgent(message=message):
                 self._from_agent(message)
@@ -567,7 +568,8 @@ class Service:
                 event = Resumed(message.job, message.gen, message.workers, message.gap_s)
             case FinishedMessage():
                 self.store.update_job(message.job, time.time(), iteration=message.iteration)
-                event = Finished(message.job)
+                # Its script may go on (an evaluation, a save): its GPUs wait for its exit.
+                event = Finished(message.job, exited=not self.launcher.running(message.job))
             case FailedMessage():
                 event = Failed(message.job, message.error)
         self.feed(event)

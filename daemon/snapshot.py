@@ -42,6 +42,12 @@ class LiveJob:
     curve: JobSpec | None = None  # what the core takes it for (scheduler/curves.py)
     pause_cost_s: float | None = None  # what the plans weigh a pause of it at
     unmanaged: bool = False  # a command running without the SDK: nothing measured
+    exiting: bool = False  # it ended; its processes run on and keep its GPUs until they exit
+
+    @property
+    def holds_gpus(self) -> bool:
+        """Whether its placement is still its own: it runs, or its processes do."""
+        return bool(self.gpu_indices) and (not self.state.final or self.exiting)
 
     @property
     def relative_error(self) -> float | None:

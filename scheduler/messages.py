@@ -67,6 +67,9 @@ class JobSubmitted:
 class JobCancelled:
     job_id: str
     by: str = ""  # who asked (a tenant), for the job's reason
+    # Its processes are gone (or never ran). False while they stop: admission keeps the
+    # job's GPUs from the next job until `Exited`, as for `Finished`.
+    exited: bool = True
 
 
 @dataclass(frozen=True)
@@ -131,13 +134,26 @@ class Resumed:
 
 @dataclass(frozen=True)
 class Finished:
+    """The job's final step is done. `exited`: its processes are gone too. A script may
+    go on after training (an evaluation, a save) on the GPUs it holds; then the daemon says
+    False, and admission keeps those GPUs from the next job until `Exited`."""
+
     job_id: str
+    exited: bool = True
 
 
 @dataclass(frozen=True)
 class Failed:
     job_id: str
     error: str
+
+
+@dataclass(frozen=True)
+class Exited:
+    """The processes of a job that ended are gone: its GPUs are free for the next job
+    (after `Finished` or `JobCancelled` with `exited` False, or a job held since a restart)."""
+
+    job_id: str
 
 
 @dataclass(frozen=True)
@@ -154,6 +170,7 @@ Event = (
     | Resumed
     | Finished
     | Failed
+    | Exited
     | Tick
 )
 

@@ -30,6 +30,7 @@ from scheduler.messages import (
     Cancel,
     Command,
     Event,
+    Exited,
     Failed,
     Finished,
     Gated,
@@ -125,6 +126,7 @@ class JobStatus:
     gpu_indices: tuple[int, ...] = ()  # where admission placed it; () while it waits
     unmanaged: bool = False  # runs without the SDK: no hello, heartbeats or pauses
     curve: JobSpec | None = None  # what plans take it for: its prior and what it measured
+    exiting: bool = False  # it ended, and keeps its GPUs until its processes exit
 
 
 @dataclass
@@ -183,6 +185,9 @@ class Scheduler:
         # Jobs whose loaders are starting, stopping or stopped while they hold processes:
         # while there are any, the node's load is not what the plan counts.
         self._unsettled: set[str] = set()
+        # Jobs that ended while their processes run on (`Finished.exited` or
+        # `JobCancelled.exited` False): their GPUs stay placed until they have `Exited`.
+        self._exiting: set[str] = set()
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -205,6 +210,7 @@ class Scheduler:
             gpu_indices=job.gpu_indices,
             unmanaged=job.unmanaged,
             curve=job.spec,
+            exiting=job_id in self._exiting,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
@@ -223,10 +229,17 @@ class Scheduler:
         if job_id in queue:
             ahead = queue.index(job_id)
             gpus = self._jobs[job_id].request.gpus
-            return (
+            why = (
                 f"waiting for {gpus} free GPU(s) or CPU training slot(s), {ahead} job(s) ahead"
                 " of it in the queue"
             )
+            if self._exiting:
+                finishing = ", ".join(sorted(self._exiting))
+                why += (
+                    f"; job(s) {finishing} ended but keep theirs until their processes exit"
+                    " (a script's work after its final step: at most finished_exit_s)"
+                )
+            return why
         if job_id in self._arrivals and self._arrivals_due is not None:
             if self._round is not None or now >= self._arrivals_due:
                 return "waiting for the jobs a plan is moving to pause: planned once they have"
@@ -333,7 +346,9 @@ class Scheduler:
             self._admission.hold(job_id, gpu_indices)
 
     def release(self, job_id: str) -> None:
-        """Give back what `hold` kept; admission places waiting jobs at the next event."""
+        """Give back what `hold` kept, or the GPUs of a job that ended before its processes
+        did (`Exited`); admission places waiting jobs at the next event."""
+        self._exiting.discard(job_id)
         if self._admission is not None and job_id not in self._live:
             self._admission.release(job_id)
 
@@ -368,8 +383,8 @@ class Scheduler:
         match event:
             case JobSubmitted(job=request):
                 self._submit(request, now, out)
-            case JobCancelled(job_id=job_id, by=by):
-                self._cancel(job_id, now, out, by)
+            case JobCancelled(job_id=job_id, by=by, exited=exited):
+                self._cancel(job_id, now, out, by, exited=exited)
             case AgentHello():
                 self._hello(event, now, out)
             case Heartbeat():
@@ -378,10 +393,14 @@ class Scheduler:
                 self._paused(event, now, out)
             case Resumed():
                 self._resumed(event, now, out)
-            case Finished(job_id=job_id):
+            case Finished(job_id=job_id, exited=exited):
+                if not exited and job_id in self._live:
+                    self._exiting.add(job_id)
                 self._ended(job_id, JobState.COMPLETED, now, out, "finished")
             case Failed(job_id=job_id, error=error):
                 self._ended(job_id, JobState.FAILED, now, out, error)
+            case Exited(job_id=job_id):
+                self.release(job_id)
             case Tick():
                 self._tick(now, out)
         self._end_back_offs(now)
@@ -433,11 +452,15 @@ class Scheduler:
         if self._arrivals_due is None:
             self._arrivals_due = now + self._config.arrival_window_s
 
-    def _cancel(self, job_id: str, now: float, out: list[Command], by: str = "") -> None:
+    def _cancel(
+        self, job_id: str, now: float, out: list[Command], by: str = "", *, exited: bool = True
+    ) -> None:
         job = self._job(job_id)
         if job.state.final:
             return
         held = job.state.holds_resources
+        if held and not exited:
+            self._exiting.add(job_id)
         waiting = self._admission is not None and self._admission.withdraw(job_id)
         why = f"cancelled by {by}" if by else "cancelled"
         self._move(job, JobState.CANCELLED, out, f"{why} while waiting" if waiting else why)
@@ -970,7 +993,7 @@ class Scheduler:
             self._watched.pop(job.request.id, None)
         if new.final:
             del self._live[job.request.id]
-            if self._admission is not None:
+            if self._admission is not None and job.request.id not in self._exiting:
                 self._admission.release(job.request.id)
 
 

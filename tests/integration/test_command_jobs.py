@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -34,6 +35,9 @@ SCRIPTS = Path(__file__).resolve().parent / "scripts"
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield from daemon_factory(tmp_path)
+
+
+ONE_SLOT = {"cpu_slots": 1, "cpu_workers": 2, "max_jobs_per_gpu": 1}  # one job at a time
 
 
 def command_job(name: str, script: str, *args: str, **fields: Any) -> dict[str, Any]:
@@ -134,7 +138,7 @@ def test_a_scripts_loader_workers_are_timed_and_its_curve_learned(
     # do not jitter: its knee is hard, T = min(G, L), and the learned curve predicts the
     # loaders' 100 samples/s. (One heartbeat holds a handful of batches: measured, it reads
     # 15 % either side.)
-    daemon = serve(node={"cpu_slots": 1, "cpu_workers": 2})
+    daemon = serve(node=ONE_SLOT)
     with daemon.client() as client:
         body = command_job("timed", "count_train.py", "2", "0.06", "0.02", "480")
         reply = client.post("/v1/jobs", json=body)
@@ -346,6 +350,8 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
         assert series["newest"]["loss"] == losses[-1][1] < losses[0][1]
         thin = client.get(f"/v1/jobs/{job['id']}/metrics", params={"points": 5}).json()
         assert len(thin["series"]["loss"]) <= 6 and thin["series"]["loss"][-1] == losses[-1]
+        exited = lambda: not client.get(f"/v1/jobs/{job['id']}").json()["exiting"]  # noqa: E731
+        wait_for("its processes to exit", exited)
         with daemon.client("admin") as admin:
             assert admin.get("/v1/jobs/nope/logs").status_code == 404
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
@@ -478,25 +484,74 @@ def daemon_pid_of(daemon: Daemon, job_id: str) -> int:
     return pid
 
 
+def test_the_next_job_gets_the_slot_once_the_finished_script_has_exited(
+    serve: Callable[..., Daemon],
+) -> None:
+    # The first job saves for 4 s after its final step, on the node's one training slot (a
+    # GPU on a GPU node): the second starts only after that, and says what it waits for.
+    daemon = serve(node=ONE_SLOT)
+    saving = command_job("saving", "count_train.py", "1", "0", env={"EVAL_S": "4"})
+    with daemon.client() as client:
+        first = client.post("/v1/jobs", json=saving).json()["id"]
+        second = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
+        second_id = second.json()["id"]
+        done = wait_for("the first to complete", lambda: ended(client, first), timeout_s=60)
+        assert done["state"] == "completed", done
+        pid = daemon_pid_of(daemon, first)
+        assert os.path.exists(f"/proc/{pid}"), "its script saves after its final step"
+        assert done["exiting"] is True and done["gpu_indices"] == [0], done
+        waiting = client.get(f"/v1/jobs/{second_id}").json()
+        assert waiting["state"] == "submitted", waiting
+        assert f"job(s) {first} ended but keep theirs until" in waiting["reason"], waiting
+        where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+        shown = stoker("show", first, *where).stdout.splitlines()
+        assert "its GPUs are kept until they exit" in shown[1], shown
+        done = wait_for("the second to end", lambda: ended(client, second_id), timeout_s=90)
+        assert done["state"] == "completed", done
+        started = [
+            event["at"]
+            for event in client.get(f"/v1/jobs/{second_id}/events").json()
+            if event["kind"] == "state" and event["data"]["to"] == "starting"
+        ]
+    out = (daemon.state_dir / "jobs" / first / "stdout.log").read_text()
+    assert "done: weight" in out, "the first saved to the end"
+    exited = (daemon.state_dir / "jobs" / first / "stdout.log").stat().st_mtime
+    assert started[0] >= exited, "the second started after the first's last word"
+    with daemon.client() as client:
+        gone = client.get(f"/v1/jobs/{first}").json()
+    assert gone["exiting"] is False and gone["gpu_indices"] == [], gone
+
+
 def test_a_script_still_saving_when_the_daemon_restarts_is_watched_by_the_new_one(
     serve: Callable[..., Daemon],
 ) -> None:
     # It finished, then the daemon was killed while it went on saving: the new daemon
-    # watches its process, which finished_exit_s bounds.
-    daemon = serve()
+    # watches its process, which finished_exit_s bounds, and keeps its slot until then.
+    daemon = serve(node=ONE_SLOT)
     body = command_job("saving", "count_train.py", "1", "0", env={"EVAL_S": "60"})
     with daemon.client() as client:
         job_id = client.post("/v1/jobs", json=body).json()["id"]
         marker = daemon.state_dir / "jobs" / job_id / "finished.json"
         wait_for("its final step", marker.exists, timeout_s=60)
         pid = daemon_pid_of(daemon, job_id)
+        after = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
     daemon.kill(signal.SIGKILL)
     assert os.path.exists(f"/proc/{pid}"), "the script outlives the daemon"
-    again = serve(state=daemon.state_dir.name, finished_exit_s=2.0)
+    restarted = time.time()
+    again = serve(state=daemon.state_dir.name, finished_exit_s=3.0, node=ONE_SLOT)
+    next_id = after.json()["id"]
     with again.client() as client:
         assert client.get(f"/v1/jobs/{job_id}").json()["state"] == "completed"
-    gone = lambda: not os.path.exists(f"/proc/{pid}")  # noqa: E731
-    wait_for("the new daemon to stop it after finished_exit_s", gone, timeout_s=20)
+        gone = lambda: not os.path.exists(f"/proc/{pid}")  # noqa: E731
+        wait_for("the new daemon to stop it after finished_exit_s", gone, timeout_s=20)
+        done = wait_for("the next to end", lambda: ended(client, next_id), timeout_s=90)
+        assert done["state"] == "completed", done
+        (started,) = [
+            event["at"]
+            for event in client.get(f"/v1/jobs/{next_id}/events").json()
+            if event["kind"] == "state" and event["data"]["to"] == "starting"
+        ]
+    assert started >= restarted + 3.0, "the slot was kept until the script was stopped"
 
 
 def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(

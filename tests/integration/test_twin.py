@@ -75,7 +75,9 @@ async def drive_the_daemon(driver: Driver) -> None:
             workers = launched(driver, job).allocation.workers_per_gpu
             driver.at(second).agent(beat(job, launched(driver, job).gen, int(second * 10), workers))
     driver.at(4.0).agent(FinishedMessage(job="a", gen=launched(driver, "a").gen, iteration=500))
-    driver.at(5.0).tick()  # completion window: `c` launches, `b` is asked to pause
+    driver.launcher.exit("a", 0)  # its script ends after its final step: its GPU is free
+    driver.at(4.5).tick()  # `c` is placed
+    driver.at(5.5).tick()  # its arrival window closes: `c` launches, `b` is asked to pause
     pauses = [c for fed in driver.fed for c in fed.commands if isinstance(c, Pause)]
     assert [pause.job_id for pause in pauses] == ["b"], "the scenario needs b to shrink"
     for second in (6.0, 8.0, 9.0):  # `b` never pauses, but goes on training

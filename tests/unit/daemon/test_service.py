@@ -464,3 +464,38 @@ def test_a_finished_jobs_script_may_go_on_until_finished_exit_s(tmp_path: Path) 
         await driver.close()
 
     asyncio.run(scenario())
+
+
+def test_the_next_job_starts_on_a_gpu_only_once_the_last_ones_processes_are_gone(
+    tmp_path: Path,
+) -> None:
+    # On a GPU node the next job's CUDA context would meet a finished script still
+    # evaluating there, or a cancelled one in its grace: the GPU waits for their exit.
+    async def scenario() -> None:
+        node = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)
+        driver = Driver(tmp_path, NOW, node=node, finished_exit_s=60.0)
+
+        def launched() -> list[str]:
+            return [launch[0] for launch in driver.launcher.launches]
+
+        driver.at(1.0).submit("a")
+        driver.at(1.0).submit("b")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.at(2.0).agent(FinishedMessage(job="a", gen=1, iteration=500))
+        assert driver.state("a") == "completed"
+        driver.at(20.0).tick()
+        assert launched() == ["a"], "a's script runs on after its final step on GPU 0"
+        assert driver.service.snapshot().waiting_for_gpus == ("b",)
+        driver.launcher.exit("a", 0)
+        driver.at(21.0).tick()
+        assert launched() == ["a", "b"]
+        driver.at(21.5).agent(Hello(job="b", gen=2, pid=40_002))
+        driver.at(22.0).submit("c")
+        driver.at(23.0).cancel("b")
+        driver.at(24.0).tick()
+        assert launched() == ["a", "b"], "b is still stopping"
+        driver.at(29.0).tick()  # not gone 5 s after the cancel: stopped
+        assert launched() == ["a", "b", "c"]
+        await driver.close()
+
+    asyncio.run(scenario())

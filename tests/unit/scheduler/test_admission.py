@@ -7,6 +7,7 @@ from scheduler.admission import Admission, GpuPool, TenantShare
 from scheduler.config import SchedulerConfig
 from scheduler.messages import (
     AgentHello,
+    Exited,
     Finished,
     JobCancelled,
     JobSubmitted,
@@ -76,6 +77,29 @@ def test_a_job_cancelled_while_waiting_leaves_the_queue_and_says_why() -> None:
     ]
     assert scheduler.waiting_for_gpus == ()
     assert only(scheduler.handle(Finished("a"), 3.0), Placed) == []
+
+
+def test_a_job_that_ended_keeps_its_gpus_until_its_processes_exit() -> None:
+    # A script may evaluate or save on its GPUs after its final step, and a cancelled one
+    # takes a moment to stop: the next job must not start on those GPUs meanwhile.
+    scheduler = core(slots=1)
+    (launch,) = only(scheduler.handle(JobSubmitted(job("a")), 0.0), Launch)
+    scheduler.handle(AgentHello("a", launch.gen, 0), 0.0)
+    scheduler.handle(JobSubmitted(job("b")), 1.0)
+    out = scheduler.handle(Finished("a", exited=False), 2.0)
+    assert scheduler.status("a").state is JobState.COMPLETED
+    assert only(out, Placed) == [] and scheduler.waiting_for_gpus == ("b",)
+    why = scheduler.waiting("b", 2.0)
+    assert why is not None and "job(s) a ended but keep theirs until their processes exit" in why
+    assert only(scheduler.handle(Tick(), 30.0), Placed) == []
+    out = scheduler.handle(Exited("a"), 31.0)
+    assert only(out, Placed) == [Placed("b", (0,))]
+    (launch,) = only(out, Launch)
+    scheduler.handle(AgentHello("b", launch.gen, 0), 31.0)
+    scheduler.handle(JobSubmitted(job("c")), 32.0)
+    assert only(scheduler.handle(JobCancelled("b", exited=False), 33.0), Placed) == []
+    assert "job(s) b ended" in (scheduler.waiting("c", 33.0) or "")
+    assert only(scheduler.handle(Exited("b"), 34.0), Placed) == [Placed("c", (0,))]
 
 
 def _admitted(pool: GpuPool, queue: list[tuple[str, str]]) -> list[str]:
