@@ -57,7 +57,7 @@ def bench_command(
 def serve_command(
     *,
     endpoint: Annotated[
-        str, typer.Option(help="ZeroMQ endpoint to bind [ipc://<state-dir>/decoder.sock]")
+        str, typer.Option(help="ZeroMQ endpoint to bind \\[ipc://<state-dir>/decoder.sock]")
     ] = "",
     state_dir: Annotated[
         Path,

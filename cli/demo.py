@@ -48,14 +48,14 @@ def demo_command(
     *,
     workload: Annotated[Path, typer.Option(help="the jobs to run")] = REPO_WORKLOAD,
     state_dir: Annotated[
-        Path | None, typer.Option(help="keep the daemon's state here [a new temp dir]")
+        Path | None, typer.Option(help="keep the daemon's state here \\[a new temp dir]")
     ] = None,
     port: Annotated[int, typer.Option(help="the demo daemon's port")] = 8471,
     images: Annotated[
         int | None,
         typer.Option(
             min=1,
-            help="JPEGs in each dataset the demo makes [the workload's dataset_images, else 256]",
+            help="JPEGs in each dataset the demo makes \\[the workload's dataset_images, else 256]",
         ),
     ] = None,
     compare: Annotated[

@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
+from allocator import POLICIES
 from cli.common import fail, print_json
+from scheduler.config import DEFAULT_POLICY
 
 
 def register_serve(app: typer.Typer) -> None:
@@ -29,12 +31,15 @@ def serve(
     port: Annotated[int | None, typer.Option(help="port [8470]")] = None,
     agent_mode: Annotated[
         str | None,
-        typer.Option(help="process: PyTorch training per job [default]; simulate: no training"),
+        typer.Option(help="process: PyTorch training per job \\[default]; simulate: no training"),
     ] = None,
     window: Annotated[
         float | None, typer.Option(help="arrival and completion windows, seconds [30]")
     ] = None,
-    policy: Annotated[str | None, typer.Option(help="allocation policy [lookahead]")] = None,
+    policy: Annotated[
+        str | None,
+        typer.Option(help=f"allocation policy, one of: {', '.join(POLICIES)} \\[{DEFAULT_POLICY}]"),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
 ) -> None:
     """Run the daemon: REST API, agent link, scheduler. Stops cleanly on SIGTERM or Ctrl-C."""
