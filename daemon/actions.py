@@ -57,6 +57,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CANCEL_GRACE_S = 5.0
+# A script's work after its final step (it keeps its GPUs meanwhile) is logged once it took
+# this long: every script takes a moment to exit after `finished`.
+_NOTED_AFTER_S = 5.0
 ToAgent = PauseMessage | ResumeMessage | ShareMessage | CancelMessage
 
 
@@ -209,12 +212,6 @@ class Actions:
             if not launcher.running(job_id) or job_id in self._cancelled_at:
                 return
             if state is JobState.COMPLETED:  # its script goes on after training, as it may
-                log.info(
-                    "job %s: its processes run on after the final step; its GPUs are kept"
-                    " until they exit (at most finished_exit_s = %g s)",
-                    job_id,
-                    service.config.finished_exit_s,
-                )
                 self.watch_finished(job_id)
             else:
                 self._cancelled_at[job_id] = service.now()  # lost or failed: make sure it is gone
@@ -362,7 +359,13 @@ class Actions:
         for ended in service.launcher.exited():
             job_id, code = ended.job_id, ended.code
             self._cancelled_at.pop(job_id, None)
-            self._finished_at.pop(job_id, None)
+            finished_at = self._finished_at.pop(job_id, None)
+            if finished_at is not None and service.now() - finished_at >= _NOTED_AFTER_S:
+                log.info(
+                    "job %s: its processes exited %.0f s after its final step; its GPUs are free",
+                    job_id,
+                    service.now() - finished_at,
+                )
             service.link.forget(job_id)  # its next launch connects under a new identity
             status = service.scheduler.jobs().get(job_id)
             if status is None or not status.state.holds_resources:

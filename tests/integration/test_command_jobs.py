@@ -4,6 +4,7 @@ the SDK. Real processes, real ZeroMQ, real training of a tiny model."""
 import collections
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -377,6 +378,8 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
     assert by_name.code == 2 and f"'m' is the name of {job['id']}" in by_name.stderr
     said = daemon.log_path.read_text()  # the operator's record of each job's moves
     assert f"job {job['id']}: running" in said and f"job {job['id']}: completed (finished)" in said
+    # It saved for 6 s: the operator hears how long it kept its GPUs after its final step.
+    assert re.search(f"job {job['id']}: its processes exited [6-9] s after its final step", said)
     # Followed, its output is shown until the script exits, not until its final step.
     followed = stoker("submit", *where, "--follow", "--env", "EVAL_S=3", "--",
                       sys.executable, "count_train.py", "1", "0", cwd=SCRIPTS)  # fmt: skip
