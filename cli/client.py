@@ -457,9 +457,15 @@ def cancel(
     token: Token = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Cancel a job; prints it as JSON."""
-    job = Daemon(url, token, state_dir).call("DELETE", f"/v1/jobs/{job_id}")
-    if job["state"] in ("completed", "failed"):
+    """Cancel a job; prints it as JSON. A job that ended while its processes run on (its
+    script saving after its final step) has them stopped."""
+    daemon = Daemon(url, token, state_dir)
+    before = daemon.call("GET", f"/v1/jobs/{job_id}")
+    job = daemon.call("DELETE", f"/v1/jobs/{job_id}")
+    if before.get("exiting"):
+        said = f"{job_id} had {job['state']}; its processes, running on after it, were stopped"
+        typer.echo(said, err=True)
+    elif job["state"] in ("completed", "failed"):
         typer.echo(f"{job_id} had already {job['state']}: nothing to cancel", err=True)
     print_json(job)
 

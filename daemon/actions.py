@@ -369,8 +369,7 @@ class Actions:
             service.link.forget(job_id)  # its next launch connects under a new identity
             status = service.scheduler.jobs().get(job_id)
             if status is None or not status.state.holds_resources:
-                service.feed(Exited(job_id))  # it ended before: its GPUs are free now
-                continue
+                continue  # it ended before: `_free_exited` gives its GPUs back
             if code == 0 and job_id in self._cold_pauses:
                 continue  # a cold resize: it checkpointed and left, as asked
             final = self.finished_marker(job_id) if code in (0, None) else None
@@ -386,7 +385,7 @@ class Actions:
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]
-                self._stop(job_id)
+                service.launcher.stop(job_id, grace_s=0.5)
         limit = service.config.finished_exit_s
         for job_id, since in list(self._finished_at.items()):
             if service.now() - since >= limit:
@@ -396,13 +395,29 @@ class Actions:
                     job_id,
                     limit,
                 )
-                self._stop(job_id)
+                service.launcher.stop(job_id, grace_s=0.5)
+        self._free_exited()
 
-    def _stop(self, job_id: str) -> None:
-        """Stop what is left of a job that ended; its GPUs go to the next job once it is gone
-        (the core kept them while it ran: `Finished.exited`)."""
-        self._service.launcher.stop(job_id, grace_s=0.5)
-        self._service.feed(Exited(job_id))
+    def stop_after_end(self, job_id: str, by: str) -> None:
+        """Cancel a job that ended while its processes run on (a script still saving after
+        its final step): they are stopped, and its GPUs go to the next job."""
+        service = self._service
+        self._finished_at.pop(job_id, None)
+        self._cancelled_at.pop(job_id, None)
+        log.info("job %s: its processes, running on after its end, stopped by %s", job_id, by)
+        why = f"its processes, running on after its end, stopped by {by}"
+        service.store.add_event(job_id, time.time(), "stopped", {"by": by, "why": why})
+        service.launcher.stop(job_id, grace_s=1.0)  # the SDK exits at once on SIGTERM then
+        self._free_exited()
+
+    def _free_exited(self) -> None:
+        """The GPUs the core keeps for jobs that ended while their processes ran (a
+        script's work after its final step, a cancelled or lost job stopping) go to the next
+        job once none of those processes runs: reaped, stopped, or gone before the end."""
+        service = self._service
+        for job_id in sorted(service.scheduler.exiting):
+            if not service.launcher.running(job_id):
+                service.feed(Exited(job_id))
 
     def _last_word(self, job_id: str) -> None:
         """The steps a failed agent completed, from the marker it left as it exited: its

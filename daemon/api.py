@@ -222,7 +222,9 @@ async def job_events(
 
 @v1.delete("/jobs/{job_id}")
 async def cancel(job_id: str, who: Who, service: Daemon) -> JobView:
-    """Cancel a job: its agent is told to stop, and killed if it does not within 5 s."""
+    """Cancel a job: its agent is told to stop, and killed if it does not within 5 s. A job
+    that ended while its processes run on (`exiting`: a script saving after its final
+    step) has them stopped, and its GPUs go to the next job."""
     visible_job(service, who, job_id)
     await service.cancel(job_id, who)
     return _view(service, visible_job(service, who, job_id))
@@ -564,7 +566,7 @@ def _view(
         batch_size=settings.batch_size,
         iterations=settings.iterations,
         iteration=max(fresh.iteration, live.iteration if live is not None else 0),
-        gpu_indices=list(live.gpu_indices) if live is not None and live.holds_gpus else [],
+        gpu_indices=service.gpus_held(fresh, live),
         workers_per_gpu=allocation.workers_per_gpu if allocation is not None else None,
         predicted_samples_per_s=live.predicted_samples_per_s if live else None,
         measured_samples_per_s=live.measured_samples_per_s if live else None,
@@ -572,7 +574,7 @@ def _view(
         curve=_curve(live.curve) if live is not None and live.curve is not None else None,
         pause_cost_s=live.pause_cost_s if live is not None else None,
         unmanaged=live is not None and live.unmanaged,
-        exiting=live is not None and live.exiting,
+        exiting=fresh.id in service.scheduler.exiting,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
         reason=_reason(service, fresh),

@@ -182,7 +182,7 @@ def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, A
         "state": fresh.state,
         "model": settings.model,
         "gpus": settings.gpus,
-        "gpu_indices": list(live.gpu_indices) if live is not None and live.holds_gpus else [],
+        "gpu_indices": service.gpus_held(fresh, live),
         "iteration": fresh.iteration,
         "iterations": settings.iterations,
         "workers_per_gpu": allocation.workers_per_gpu if allocation else None,

@@ -44,19 +44,32 @@ class Restorer:
         with the reason; the others come back regardless."""
         store = self._service.store
         clean = store.take_clean_stop()
+        relaunches: list[tuple[str, str]] = []
         for record in store.jobs():
             if record.job_state.final:
                 self._watch_if_running(record)
                 continue
             try:
-                self._restore_one(record, clean)
+                why = self._restore_one(record, clean)
             except Exception as error:  # one job's problem must not keep the rest out
-                log.exception("job %s: cannot be restored", record.id)
-                self._service.actions.set_state(
-                    record.id, JobState.FAILED, f"cannot be restored: {error}"
-                )
+                self._cannot(record.id, error)
+                continue
+            if why is not None:
+                relaunches.append((record.id, why))
+        # Last: a relaunched job is placed at once, and must not be placed on GPUs that a
+        # job restored after it (its agent alive, or its script still saving) holds.
+        for job_id, why in relaunches:
+            try:
+                self.relaunch(job_id, why, count=not clean)
+            except Exception as error:
+                self._cannot(job_id, error)
 
-    def _restore_one(self, record: JobRecord, clean: bool) -> None:
+    def _cannot(self, job_id: str, error: Exception) -> None:
+        log.exception("job %s: cannot be restored", job_id)
+        self._service.actions.set_state(job_id, JobState.FAILED, f"cannot be restored: {error}")
+
+    def _restore_one(self, record: JobRecord, clean: bool) -> str | None:
+        """Bring one unfinished job back; why it must be relaunched, if it must."""
         service = self._service
         service.records[record.id] = record
         if record.agent_secret:  # its agent, if it outlived the last daemon, carries it
@@ -71,20 +84,24 @@ class Restorer:
         )
         action = restore_action(facts, clean_stop=clean)
         if action is RestoreAction.COMPLETE:  # it ended while no daemon listened
-            service.store.update_job(record.id, time.time(), iteration=finished, pid=None)
+            saving = facts.agent_alive  # its script goes on after its final step
+            pid = record.pid if saving else None
+            service.store.update_job(record.id, time.time(), iteration=finished, pid=pid)
+            if saving and record.pid is not None:
+                self._watch_finishing(record.id, record.pid, record.placement)
             service.actions.set_state(
                 record.id, JobState.COMPLETED, "finished while the daemon was down"
             )
-            return
+            return None
         if record.checkpoint:
             service.actions.resume_from(record.id, record.checkpoint)
         if action is RestoreAction.AWAIT_HELLO:
             service.scheduler.hold(record.id, record.placement)
             self._awaiting[record.id] = service.now() + service.config.reattach_timeout_s
             service.store.add_event(record.id, time.time(), "restored", {"was": record.state})
-            return
+            return None
         why = "the daemon was stopped" if clean else "the daemon restarted"
-        self.relaunch(record.id, f"{why} while it was {record.state}", count=not clean)
+        return f"{why} while it was {record.state}"
 
     def _watch_if_running(self, record: JobRecord) -> None:
         """A completed job whose script still runs after its final step (an evaluation, a
@@ -93,9 +110,13 @@ class Restorer:
         it."""
         pid, completed = record.pid, record.job_state is JobState.COMPLETED
         if completed and pid is not None and self._agent_alive(record.id, pid):
-            self._service.launcher.adopt(record.id, pid)
-            self._service.scheduler.hold(record.id, record.placement)  # until it exits
+            self._watch_finishing(record.id, pid, record.placement)
             self._service.actions.watch_finished(record.id)
+
+    def _watch_finishing(self, job_id: str, pid: int, placement: tuple[int, ...]) -> None:
+        """Adopt a completed job's agent that runs on; its GPUs wait for its exit."""
+        self._service.launcher.adopt(job_id, pid)
+        self._service.scheduler.hold(job_id, placement, exiting=True)
 
     def _agent_alive(self, job_id: str, pid: int | None) -> bool:
         """Whether `pid` is this state dir's agent of `job_id` (launcher.is_agent)."""

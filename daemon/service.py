@@ -280,6 +280,13 @@ class Service:
         except UnknownJob:
             return None
 
+    def gpus_held(self, record: JobRecord, live: LiveJob | None) -> list[int]:
+        """The GPUs the job holds: while it runs, and after its end while its processes do
+        (a completed job adopted after a restart is unknown to the core: its stored placement)."""
+        if live is not None and live.holds_gpus:
+            return list(live.gpu_indices)
+        return list(record.placement) if record.id in self.scheduler.exiting else []
+
     def _live(self, status: JobStatus) -> LiveJob:
         record = self.records.get(status.id)
         return LiveJob(
@@ -418,7 +425,9 @@ class Service:
             case SubmitCall(record=record, done=done, idempotency=idempotency):
                 self._submitted(record, done, idempotency)
             case CancelCall(job_id=job_id, by=by, done=done):
-                if not self.restorer.cancel(job_id, by) and job_id in self.records:
+                if job_id in self.scheduler.exiting:  # it ended; its processes run on
+                    self.actions.stop_after_end(job_id, by)
+                elif not self.restorer.cancel(job_id, by) and job_id in self.records:
                     self.feed(JobCancelled(job_id, by, exited=not self.launcher.running(job_id)))
                 _resolve(done)
             case FromAgent(message=message):
@@ -571,7 +580,8 @@ class Service:
                 # Its script may go on (an evaluation, a save): its GPUs wait for its exit.
                 event = Finished(message.job, exited=not self.launcher.running(message.job))
             case FailedMessage():
-                event = Failed(message.job, message.error)
+                running = self.launcher.running(message.job)  # it says so before it exits
+                event = Failed(message.job, message.error, exited=not running)
         self.feed(event)
 
     def agent_version(self, job_id: str, default: int) -> int:

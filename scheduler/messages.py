@@ -146,6 +146,7 @@ class Finished:
 class Failed:
     job_id: str
     error: str
+    exited: bool = True  # as for `Finished`: False while its processes still run
 
 
 @dataclass(frozen=True)

@@ -233,11 +233,11 @@ class Scheduler:
                 f"waiting for {gpus} free GPU(s) or CPU training slot(s), {ahead} job(s) ahead"
                 " of it in the queue"
             )
-            if self._exiting:
-                finishing = ", ".join(sorted(self._exiting))
+            holding = self._exiting_on(self._jobs[job_id].request.gpu_indices)
+            if holding:
                 why += (
-                    f"; job(s) {finishing} ended but keep theirs until their processes exit"
-                    " (a script's work after its final step: at most finished_exit_s)"
+                    f"; job(s) {', '.join(holding)} ended but keep theirs until their"
+                    " processes exit"
                 )
             return why
         if job_id in self._arrivals and self._arrivals_due is not None:
@@ -250,6 +250,22 @@ class Scheduler:
                 f" arrives meanwhile (scheduler.arrival_window_s = {window:g} s)"
             )
         return None
+
+    @property
+    def exiting(self) -> frozenset[str]:
+        """Jobs that ended while their processes ran on: their GPUs wait for `Exited`."""
+        return frozenset(self._exiting)
+
+    def _exiting_on(self, pinned: tuple[int, ...] | None) -> list[str]:
+        """The exiting jobs holding GPUs a waiting job could take (any, unless `pinned`)."""
+        if self._admission is None:
+            return []
+        placement = self._admission.placement
+        return sorted(
+            job_id
+            for job_id in self._exiting
+            if pinned is None or set(placement.get(job_id, ())) & set(pinned)
+        )
 
     def placement_for(
         self, gpus: int, pinned: tuple[int, ...] | None = None
@@ -339,11 +355,14 @@ class Scheduler:
         why = "re-attached: its agent outlived the daemon"
         return [StateChanged(request.id, None, JobState.RUNNING, why, iteration)]
 
-    def hold(self, job_id: str, gpu_indices: tuple[int, ...]) -> None:
-        """Keep GPUs for a job this core does not plan yet: one whose agent may have
-        outlived the daemon, until it is adopted or relaunched."""
+    def hold(self, job_id: str, gpu_indices: tuple[int, ...], *, exiting: bool = False) -> None:
+        """Keep GPUs for a job this core does not plan: one whose agent may have outlived
+        the daemon, until it is adopted or relaunched; or, `exiting`, one that ended before
+        the daemon restarted while its processes ran on, until they have `Exited`."""
         if self._admission is not None:
             self._admission.hold(job_id, gpu_indices)
+        if exiting:
+            self._exiting.add(job_id)
 
     def release(self, job_id: str) -> None:
         """Give back what `hold` kept, or the GPUs of a job that ended before its processes
@@ -394,11 +413,9 @@ class Scheduler:
             case Resumed():
                 self._resumed(event, now, out)
             case Finished(job_id=job_id, exited=exited):
-                if not exited and job_id in self._live:
-                    self._exiting.add(job_id)
-                self._ended(job_id, JobState.COMPLETED, now, out, "finished")
-            case Failed(job_id=job_id, error=error):
-                self._ended(job_id, JobState.FAILED, now, out, error)
+                self._ended(job_id, JobState.COMPLETED, now, out, "finished", exited=exited)
+            case Failed(job_id=job_id, error=error, exited=exited):
+                self._ended(job_id, JobState.FAILED, now, out, error, exited=exited)
             case Exited(job_id=job_id):
                 self.release(job_id)
             case Tick():
@@ -635,8 +652,17 @@ class Scheduler:
         self._move(job, JobState.RUNNING, out)
 
     def _ended(
-        self, job_id: str, state: JobState, now: float, out: list[Command], why: str
+        self,
+        job_id: str,
+        state: JobState,
+        now: float,
+        out: list[Command],
+        why: str,
+        *,
+        exited: bool = True,
     ) -> None:
+        """The job completed or failed; `exited`: its processes are gone, else its GPUs
+        stay placed until they have `Exited`."""
         job = self._job(job_id)
         if job.state.final:
             out.append(StaleMessage(job_id, state.value))
@@ -649,6 +675,8 @@ class Scheduler:
                 self._restart(job, now, out, why)
                 return
             why = f"{why}; {refused}" if refused else why
+        if held and not exited:
+            self._exiting.add(job_id)
         self._move(job, state, out, why)
         self._leave_round(job_id, now, out, freed=held)
         self._completed(now)
@@ -712,12 +740,15 @@ class Scheduler:
         for job in sorted(self._watched.values(), key=lambda job: job.seq):
             silent = now - job.last_heard
             if job.state is JobState.RUNNING and silent >= self._config.heartbeat_timeout_s:
-                self._ended(job.request.id, JobState.FAILED, now, out, "lost: no heartbeat")
+                # A hung process may still hold its GPUs: they wait until it has Exited.
+                lost = "lost: no heartbeat"
+                self._ended(job.request.id, JobState.FAILED, now, out, lost, exited=False)
             elif job.state is JobState.STARTING and silent >= self._silence_allowed(job):
                 if job.request.command and silent < self._config.launch_timeout_s:
                     self._run_unmanaged(job, out)
                 else:
-                    self._ended(job.request.id, JobState.FAILED, now, out, "never said hello")
+                    why = "never said hello"
+                    self._ended(job.request.id, JobState.FAILED, now, out, why, exited=False)
 
     # ---- rounds ----------------------------------------------------------------------------
 

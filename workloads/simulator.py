@@ -31,6 +31,7 @@ from scheduler.messages import (
     Cancel,
     Command,
     Event,
+    Exited,
     Finished,
     Gated,
     Heartbeat,
@@ -372,6 +373,10 @@ class Simulation:
     def _deliver(self, event: Event) -> None:
         for command in self._scheduler.handle(event, self._now):
             self._carry_out(command)
+        # A simulated job's processes end with it: GPUs the core keeps for a job that ended
+        # while its processes might run on (one declared lost) are free at once.
+        for job_id in sorted(self._scheduler.exiting):
+            self._deliver(Exited(job_id))
 
     def feed(self, event: Event, now: float) -> list[Command]:
         """Deliver one event at `now` (not before the clock) as a run does, carrying out

@@ -525,6 +525,33 @@ def test_the_next_job_gets_the_slot_once_the_finished_script_has_exited(
     assert gone["exiting"] is False and gone["gpu_indices"] == [], gone
 
 
+def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_slot(
+    serve: Callable[..., Daemon],
+) -> None:
+    # Its script would save for a minute after its final step, holding the node's one slot.
+    daemon = serve(node=ONE_SLOT)
+    saving = command_job("stuck", "count_train.py", "1", "0", env={"EVAL_S": "60"})
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    with daemon.client() as client:
+        first = client.post("/v1/jobs", json=saving).json()["id"]
+        second = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
+        done = wait_for("the first to complete", lambda: ended(client, first), timeout_s=60)
+        assert done["exiting"] is True, done
+        cancelled = stoker("cancel", first, *where)
+        assert cancelled.code == 0, cancelled.stderr
+        assert "had completed; its processes, running on after it, were stopped" in (
+            cancelled.stderr
+        )
+        assert cancelled.json()["state"] == "completed"
+        second_id = second.json()["id"]
+        done = wait_for("the second to end", lambda: ended(client, second_id), timeout_s=60)
+        assert done["state"] == "completed", done
+        reported = client.get(f"/v1/jobs/{first}/metrics").json()["newest"]
+    assert "final_loss" in reported, "what it reported before it was stopped is kept"
+    again = stoker("cancel", first, *where)
+    assert "had already completed: nothing to cancel" in again.stderr
+
+
 def test_a_script_still_saving_when_the_daemon_restarts_is_watched_by_the_new_one(
     serve: Callable[..., Daemon],
 ) -> None:

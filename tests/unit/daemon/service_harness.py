@@ -145,6 +145,12 @@ class Driver:
     def events(self, job_id: str, kind: str) -> list[dict[str, Any]]:
         return [event.data for event in self.service.store.events(job_id) if event.kind == kind]
 
+    def killed(self) -> None:
+        """Leave the state dir as a kill -9 does: no clean stop recorded, nothing stopped."""
+        self.service.store.close()
+        self.service.link.close()
+        self.service._lock.release()
+
     async def close(self) -> None:
         await asyncio.sleep(0)  # let the sends the commands queued run
         await self.service.shutdown()

@@ -14,6 +14,7 @@ from agents.protocol import (
     PROTOCOL_VARIABLE,
     VERSION,
     AgentMessage,
+    FailedMessage,
     FinishedMessage,
     HeartbeatMessage,
     Hello,
@@ -25,6 +26,7 @@ from daemon.agentargs import PASSED_ON
 from daemon.api import submit_under_a_free_id
 from daemon.config import NodeConfig
 from daemon.items import FromAgent, IdTaken
+from daemon.restore import Restorer
 from daemon.service import new_job_id
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
@@ -239,9 +241,7 @@ def test_a_restart_brings_back_each_job_as_the_core_decides(tmp_path: Path) -> N
             driver.at(1.0).submit(job, gpus=1)
         for job, pid in (("done", 40_001), ("lost", 40_002)):
             driver.at(1.5).agent(Hello(job=job, gen=1, pid=pid))
-        driver.service.store.close()  # as a kill -9 leaves it: no clean stop recorded
-        driver.service.link.close()
-        driver.service._lock.release()
+        driver.killed()
 
     asyncio.run(first_daemon())
     write_finished_marker(tmp_path / "state" / "jobs" / "done", 500)
@@ -364,9 +364,7 @@ def test_an_agent_launched_without_a_secret_is_taken_back_after_a_restart(
         driver.at(1.0).submit("old", gpus=1)
         driver.at(1.5).agent(Hello(job="old", gen=1, pid=40_001))
         driver.service.store.update_job("old", 0.0, agent_secret="")  # as that daemon left it
-        driver.service.store.close()  # as a kill -9 leaves it
-        driver.service.link.close()
-        driver.service._lock.release()
+        driver.killed()
 
     asyncio.run(first_daemon())
     monkeypatch.setattr("daemon.restore.is_agent", lambda pid, job_id, folder: pid == 40_001)
@@ -499,3 +497,98 @@ def test_the_next_job_starts_on_a_gpu_only_once_the_last_ones_processes_are_gone
         await driver.close()
 
     asyncio.run(scenario())
+
+
+def test_a_failed_or_cancelled_job_still_running_keeps_its_gpu_until_stopped(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        node = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)
+        driver = Driver(tmp_path, NOW, node=node, finished_exit_s=60.0)
+
+        def launched() -> list[str]:
+            return [launch[0] for launch in driver.launcher.launches]
+
+        driver.at(1.0).submit("a", max_restarts=0)
+        driver.at(1.0).submit("b")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.at(2.0).agent(FailedMessage(job="a", gen=1, error="boom"))  # said, then exits
+        assert driver.state("a") == "failed"
+        driver.at(3.0).tick()
+        assert launched() == ["a"], "a's process has not exited yet"
+        driver.launcher.exit("a", 1)
+        driver.at(3.5).tick()
+        assert launched() == ["a", "b"]
+        driver.at(4.0).agent(Hello(job="b", gen=2, pid=40_002))
+        driver.at(5.0).agent(FinishedMessage(job="b", gen=2, iteration=500))
+        driver.at(5.0).submit("c")
+        driver.at(6.0).tick()
+        assert launched() == ["a", "b"], "b's script saves after its final step"
+        # Its owner stops it: its processes go, its GPU with them, the job stays completed.
+        driver.at(7.0).cancel("b")
+        assert driver.state("b") == "completed" and launched() == ["a", "b", "c"]
+        assert driver.events("b", "stopped") == [
+            {"by": "alice", "why": "its processes, running on after its end, stopped by alice"}
+        ]
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_job_lost_for_good_keeps_its_gpu_until_its_processes_are_gone(tmp_path: Path) -> None:
+    # No heartbeat: a hung process may still hold GPU memory. It is stopped 5 s later.
+    async def scenario() -> None:
+        node = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)
+        driver = Driver(tmp_path, NOW, node=node)
+        driver.at(1.0).submit("a", max_restarts=0)
+        driver.at(1.0).submit("b")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.at(20.0).tick()  # 10 s without a heartbeat: lost, and no restarts left
+        assert driver.state("a") == "failed"
+        assert [launch[0] for launch in driver.launcher.launches] == ["a"]
+        why = driver.service.scheduler.waiting("b", driver.clock.now)
+        assert why is not None and "job(s) a ended but keep theirs" in why
+        driver.at(25.0).tick()  # stopped after its 5 s: the GPU is b's
+        assert [launch[0] for launch in driver.launcher.launches] == ["a", "b"]
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_restart_keeps_a_saving_jobs_gpu_from_the_jobs_it_relaunches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # j3 took GPU 0 after j1, finished, and saved on when the daemon was killed (before or
+    # after its `finished` was read); j2, older, is relaunched and must not land on GPU 0.
+    async def first_daemon() -> None:
+        driver = Driver(tmp_path, NOW)
+        for job in ("j1", "j2", "j3"):
+            driver.at(1.0).submit(job)
+        driver.at(1.5).agent(Hello(job="j1", gen=1, pid=40_001))
+        driver.at(2.0).agent(FinishedMessage(job="j1", gen=1, iteration=500))
+        driver.launcher.exit("j1", 0)
+        driver.at(2.5).tick()
+        assert driver.service.scheduler.status("j3").gpu_indices == (0,)
+        driver.killed()
+
+    asyncio.run(first_daemon())
+    write_finished_marker(tmp_path / "state" / "jobs" / "j3", 500)
+    alive = {"j3"}  # its agent's pid is still its agent
+    monkeypatch.setattr(Restorer, "_agent_alive", lambda self, job_id, pid: job_id in alive)
+
+    async def second_daemon() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.service.restorer.restore()
+        assert driver.state("j3") == "completed"
+        assert driver.service.scheduler.exiting == {"j3"}
+        assert driver.service.scheduler.status("j2").gpu_indices == (1,)
+        stored = driver.service.store.job("j3")
+        assert stored is not None and stored.pid is not None, "watched until it exits"
+        driver.at(1.0).submit("j4")
+        assert driver.service.snapshot().waiting_for_gpus == ("j4",)
+        driver.launcher.exit("j3", None)
+        driver.at(2.0).tick()
+        assert driver.service.scheduler.status("j4").gpu_indices == (0,)
+        await driver.close()
+
+    asyncio.run(second_daemon())

@@ -102,6 +102,24 @@ def test_a_job_that_ended_keeps_its_gpus_until_its_processes_exit() -> None:
     assert only(scheduler.handle(Exited("b"), 34.0), Placed) == [Placed("c", (0,))]
 
 
+def test_a_waiting_job_is_told_only_of_the_ended_jobs_holding_gpus_it_could_take() -> None:
+    scheduler = core(slots=2)
+    out = scheduler.handle(JobSubmitted(job("a")), 0.0)
+    out += scheduler.handle(JobSubmitted(job("b")), 0.0)
+    out += scheduler.handle(Tick(), 0.0)
+    for launch in only(out, Launch):
+        scheduler.handle(AgentHello(launch.job_id, launch.gen, 0), 0.0)
+    assert scheduler.status("b").gpu_indices == (1,)
+    pinned = replace(job("pinned"), gpu_indices=(1,))  # b runs there
+    scheduler.handle(JobSubmitted(pinned), 1.0)
+    scheduler.handle(Finished("a", exited=False), 2.0)  # a keeps GPU 0 while it saves
+    assert scheduler.exiting == {"a"}
+    why = scheduler.waiting("pinned", 2.0)
+    assert why is not None and "ended" not in why, "GPU 0 is not one it could take"
+    scheduler.handle(JobSubmitted(job("any")), 3.0)
+    assert "job(s) a ended but keep theirs" in (scheduler.waiting("any", 3.0) or "")
+
+
 def _admitted(pool: GpuPool, queue: list[tuple[str, str]]) -> list[str]:
     """The ids `Admission` places, in order, from (job id, tenant) submitted in order."""
     admission = Admission(pool)
