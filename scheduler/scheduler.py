@@ -996,9 +996,13 @@ class Scheduler:
                 self._finish_round(now, out)
 
     def _completed(self, now: float) -> None:
-        """A job ended: the completion window opens, if it is not open already."""
-        if self._completions_due is None:
-            self._completions_due = now + self._config.completion_window_s
+        """A job ended: a round once the completion window has passed, or sooner when one is
+        due sooner (another completion's window, or the replan window, already open). A
+        replan window longer than the completion window (`stoker serve --window 2` keeps
+        its 15 s) must not hold back what a job's end freed."""
+        due = now + self._config.completion_window_s
+        if self._completions_due is None or due < self._completions_due:
+            self._completions_due = due
 
     # ---- helpers ---------------------------------------------------------------------------
 

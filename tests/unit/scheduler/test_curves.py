@@ -14,6 +14,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.curves import JobCurve, Observation
 from scheduler.messages import (
     AgentHello,
+    Finished,
     Heartbeat,
     JobSubmitted,
     Launch,
@@ -432,6 +433,31 @@ def test_the_round_a_learned_curve_asks_for_waits_the_replan_window(window_s: fl
         paused_at += [second for _ in only(core.handle(beat, float(second)), Pause)]
     # Its first heartbeat times its loaders' start; the second asks, at 2 s.
     assert paused_at == [2 + int(window_s)], paused_at
+
+
+def test_a_completion_brings_the_round_a_learned_curve_asked_for_forward() -> None:
+    # `stoker serve --window 2`: completions wait 2 s, a learned curve's round 12 s. A job
+    # that ends meanwhile is served after its own window, not after the replan window.
+    config = SchedulerConfig(
+        policy="optimal", arrival_window_s=0.0, completion_window_s=1.0, gate=False,
+        replan_window_s=12.0,
+    )  # fmt: skip
+    node = NodeSpec(cpu_workers=40, contention=ContentionCurve.contention_free())
+    core = Scheduler(node, RateModel(), config)
+    out = core.handle(JobSubmitted(job("a")), 0.0) + core.handle(JobSubmitted(job("b")), 0.0)
+    out += core.handle(Tick(), 0.0)
+    gens = {launch.job_id: launch.gen for launch in only(out, Launch)}
+    for name, gen in gens.items():
+        core.handle(AgentHello(name, gen, 0), 0.0)
+    paused_at: list[int] = []
+    for second in range(1, 8):
+        seen = heartbeat(SLOW_LOADERS, 10, 1.0, efficiency=1.0)
+        beat = Heartbeat("a", gens["a"], second * 5, seen.samples_per_s, seen.idle_fraction, 10)
+        out = core.handle(beat, float(second))
+        if second == 3:  # the learned curve asked for a round at 2 s, due at 14 s
+            out += core.handle(Finished("b"), 3.0)
+        paused_at += [second for _ in only(out, Pause)]
+    assert paused_at == [4], paused_at
 
 
 @pytest.mark.parametrize("sharpness", [None, 2.0])
