@@ -391,13 +391,16 @@ class Job:
         """Record metrics for this step: numbers, one-element tensors or NumPy scalars (a
         string or another value JSON can write goes to metrics.jsonl but makes no series).
         Tensors are read (one device sync for all of them) only when the metrics are
-        flushed, every few seconds and at each checkpoint. Rank 0's are kept (one series
+        flushed, every few seconds and at each checkpoint; after `epochs()` (an
+        evaluation's), at once. Rank 0's are kept (one series
         per job). A value that cannot be kept raises here, naming it, rather than at the
         flush, steps later."""
         if self.rank != 0:
             return  # one series per job: rank 0's
         values = {name: self._reportable(name, value) for name, value in metrics.items()}
         self._metrics.add(self.step, values)
+        if self._trained:  # no batch boundary comes after training to flush it: now
+            self._metrics.flush()
 
     def _reportable(self, name: str, value: Any) -> Any:
         """`value` as the metrics keep it, or a TypeError or ValueError naming it."""

@@ -350,7 +350,9 @@ def _follow(
             while copier.is_alive():
                 copier.join(timeout=0.2)  # a join without a timeout would not see Ctrl-C
     except KeyboardInterrupt:
-        raise typer.Exit(130) from None  # the job goes on; `stoker logs ID -f` picks it up
+        said = f"stopped following {job_id}, which runs on: `stoker logs {job_id} -f` follows"
+        typer.echo(f"\n{said} it again, `stoker cancel {job_id}` stops it", err=True)
+        raise typer.Exit(130) from None
     if failures:
         fail(failures[0])
     if until_end:
@@ -406,7 +408,8 @@ def jobs(
     """List the jobs the token may see, oldest first: id, state, model (or the command's
     script), GPUs, loader workers per GPU, iterations done (of how many), and for a running
     job the samples/s of its newest heartbeat and how far that is from what the plan
-    predicted (`vs_plan`)."""
+    predicted (`vs_plan`). A job that ended while its processes run on (a script saving
+    after training, holding its GPUs) reads `completed (exiting)`."""
     found = Daemon(url, token, state_dir).every_page("/v1/jobs")
     if json_output:
         print_json(found)
@@ -416,6 +419,7 @@ def jobs(
         workers = job["workers_per_gpu"]
         if workers is None or job["state"] in FINAL_STATES:  # a restarted daemon no longer knows
             workers = "-"
+        state = job["state"] + (" (exiting)" if job.get("exiting") else "")
         length = job["iterations"]
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
         what = job["model"] or _name_of(job["command"] or ["command"])
@@ -425,7 +429,7 @@ def jobs(
         rows.append(
             (
                 job["id"],
-                job["state"],
+                state,
                 what,
                 str(job["gpus"]),
                 str(workers),

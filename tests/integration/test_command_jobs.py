@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from daemon.host import slot_cpus
-from tests.integration.cli import stoker
+from tests.integration.cli import STOKER, stoker
 from tests.integration.daemon_harness import (
     FAST,
     Daemon,
@@ -338,12 +338,13 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
         job = client.post("/v1/jobs", json=body).json()
         done = wait_for("the job to end", lambda: ended(client, job["id"]), timeout_s=90)
         assert done["state"] == "completed", done
-        out = partial(client.get, f"/v1/jobs/{job['id']}/logs", params={"stream": "stdout"})
-        wait_for("its work after training", lambda: "[rank 0] done: weight" in out().text)
-        # Reported after training: sent as the script exits, just after it said `finished`.
+        # Reported after training: sent at once, while the script goes on saving.
         series = wait_for(
             "the evaluation after training", partial(final_loss_reported, client, job["id"])
         )
+        assert client.get(f"/v1/jobs/{job['id']}").json()["exiting"], "it still saves"
+        out = partial(client.get, f"/v1/jobs/{job['id']}/logs", params={"stream": "stdout"})
+        wait_for("its work after training", lambda: "[rank 0] done: weight" in out().text)
         assert [step for step, _ in series["series"]["final_loss"]] == [24]
         assert series["newest"]["final_loss"] == series["series"]["final_loss"][0][1]
         losses = series["series"]["loss"]
@@ -537,6 +538,17 @@ def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_
         second = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
         done = wait_for("the first to complete", lambda: ended(client, first), timeout_s=60)
         assert done["exiting"] is True, done
+        listed = stoker("jobs", *where).stdout.splitlines()
+        assert any(line.startswith(first) and "completed (exiting)" in line for line in listed)
+        # Its logs are followed until its processes end; Ctrl-C leaves it running, and says so.
+        follow = subprocess.Popen(
+            [str(STOKER), "logs", first, "-f", *where], stderr=subprocess.PIPE, text=True
+        )
+        time.sleep(2.0)
+        follow.send_signal(signal.SIGINT)
+        _, said = follow.communicate(timeout=10)
+        assert follow.returncode == 130, said
+        assert f"stopped following {first}, which runs on: `stoker logs {first} -f`" in said
         cancelled = stoker("cancel", first, *where)
         assert cancelled.code == 0, cancelled.stderr
         assert "had completed; its processes, running on after it, were stopped" in (
@@ -550,6 +562,8 @@ def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_
     assert "final_loss" in reported, "what it reported before it was stopped is kept"
     again = stoker("cancel", first, *where)
     assert "had already completed: nothing to cancel" in again.stderr
+    shown = stoker("show", first, *where).stdout
+    assert "its processes, running on after its end, were stopped by admin" in shown, shown
 
 
 def test_a_script_still_saving_when_the_daemon_restarts_is_watched_by_the_new_one(

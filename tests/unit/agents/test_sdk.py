@@ -336,7 +336,7 @@ def test_a_value_that_cannot_be_kept_is_refused_where_it_is_reported(tmp_path: P
     assert line == {"step": 0, "loss": 0.25, "lr": 0.1}
 
 
-def test_what_a_script_reports_after_its_last_epoch_is_written_at_exit_and_no_job_kept(
+def test_what_a_script_reports_after_its_last_epoch_is_written_at_once_and_no_job_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hooks: list[tuple[Callable[..., None], tuple[object, ...]]] = []
@@ -344,11 +344,12 @@ def test_what_a_script_reports_after_its_last_epoch_is_written_at_exit_and_no_jo
     sdk = job(tmp_path)
     for _ in sdk.epochs(1):
         sdk.report(loss=0.5)
-    sdk.report(test_acc=0.9)  # an evaluation after training, as scripts do
+    sdk.report(test_acc=0.9)  # an evaluation after training, as scripts do, then a save
+    written = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(written[-1]) == {"step": 0, "test_acc": 0.9}, "not left for the exit"
     ((hook, args),) = hooks
     hook(*args)  # the interpreter's exit
-    lines = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
-    assert json.loads(lines[-1]) == {"step": 0, "test_acc": 0.9}
+    assert (tmp_path / "out" / "metrics.jsonl").read_text().splitlines() == written
     del sdk
     gc.collect()
     (held,) = args

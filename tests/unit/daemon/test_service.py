@@ -528,8 +528,9 @@ def test_a_failed_or_cancelled_job_still_running_keeps_its_gpu_until_stopped(
         driver.at(7.0).cancel("b")
         assert driver.state("b") == "completed" and launched() == ["a", "b", "c"]
         assert driver.events("b", "stopped") == [
-            {"by": "alice", "why": "its processes, running on after its end, stopped by alice"}
+            {"by": "alice", "why": "its processes, running on after its end, were stopped by alice"}
         ]
+        assert driver.service.store.reason("b") == driver.events("b", "stopped")[0]["why"]
         await driver.close()
 
     asyncio.run(scenario())
