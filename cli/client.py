@@ -269,6 +269,11 @@ def _job_file(given: list[str]) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         fail(f"{given[0]}: not valid TOML: {error}")
     here = Path(given[0]).resolve().parent
+    if "name" not in body:  # as for a command line: its script's name, else the file's
+        command = body.get("command")
+        words = command if isinstance(command, list) else []
+        argv = [word for word in words if isinstance(word, str)]
+        body["name"] = _name_of(argv if argv and len(argv) == len(words) else [given[0]])
     if "command" in body and "workdir" not in body:
         body["workdir"] = str(here)
     for key in ("workdir", "dataset"):

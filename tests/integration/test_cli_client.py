@@ -138,13 +138,13 @@ def test_a_job_files_relative_dataset_is_read_from_the_files_folder(
     daemon = serve(agent_mode="process")  # checks the zoo trainer's dataset at submit
     project = tmp_path / "project"
     make_dataset(project / "data", images=8, size=32)
-    (project / "job.toml").write_text(
-        'name = "rel"\nmodel = "smResnet20"\nbatch_size = 8\ngpus = 1\niterations = 1\n'
-        'dataset = "data"\n'
+    (project / "job.toml").write_text(  # no name: the file's, as srun names a job
+        'model = "smResnet20"\nbatch_size = 8\ngpus = 1\niterations = 1\ndataset = "data"\n'
     )
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
     submitted = stoker("submit", *where, "project/job.toml", cwd=tmp_path)
     assert submitted.code == 0, submitted.stderr
+    assert submitted.json()["name"] == "job"
     assert stoker("cancel", str(submitted.json()["id"]), *where).code == 0
     (project / "job.toml").write_text(
         (project / "job.toml").read_text().replace('"data"', '"no-data"')
