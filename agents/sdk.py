@@ -392,9 +392,8 @@ class Job:
         string or another value JSON can write goes to metrics.jsonl but makes no series).
         Tensors are read (one device sync for all of them) only when the metrics are
         flushed, every few seconds and at each checkpoint; after `epochs()` (an
-        evaluation's), at once. Rank 0's are kept (one series
-        per job). A value that cannot be kept raises here, naming it, rather than at the
-        flush, steps later."""
+        evaluation's), at once. Rank 0's are kept (one series per job). A value that cannot
+        be kept raises here, naming it, rather than at the flush, steps later."""
         if self.rank != 0:
             return  # one series per job: rank 0's
         values = {name: self._reportable(name, value) for name, value in metrics.items()}

@@ -251,7 +251,7 @@ class JobView(BaseModel):
     exiting: bool = Field(
         False,
         description="it ended, and its processes run on (a script's work after its final step,"
-        " or a cancelled job stopping): its GPUs stay its own until they exit",
+        " or a cancelled, failed or lost job stopping): its GPUs stay its own until they exit",
     )
     restarts: int
     submitted_at: float

@@ -152,7 +152,8 @@ class Failed:
 @dataclass(frozen=True)
 class Exited:
     """The processes of a job that ended are gone: its GPUs are free for the next job
-    (after `Finished` or `JobCancelled` with `exited` False, or a job held since a restart)."""
+    (after `Finished`, `Failed` or `JobCancelled` with `exited` False, a job lost on its
+    heartbeats, or a completed job held since a restart)."""
 
     job_id: str
 

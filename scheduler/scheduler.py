@@ -185,8 +185,9 @@ class Scheduler:
         # Jobs whose loaders are starting, stopping or stopped while they hold processes:
         # while there are any, the node's load is not what the plan counts.
         self._unsettled: set[str] = set()
-        # Jobs that ended while their processes run on (`Finished.exited` or
-        # `JobCancelled.exited` False): their GPUs stay placed until they have `Exited`.
+        # Jobs that ended while their processes may run on (`exited` False on `Finished`,
+        # `Failed` or `JobCancelled`; a job lost on its heartbeats; one held since a
+        # restart): their GPUs stay placed until they have `Exited`.
         self._exiting: set[str] = set()
 
     # ---- reading -------------------------------------------------------------------------
