@@ -183,6 +183,7 @@ def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, A
         "model": settings.model,
         "gpus": settings.gpus,
         "gpu_indices": service.gpus_held(fresh, live),
+        "exiting": record.id in service.scheduler.exiting,  # ended; its processes run on
         "iteration": fresh.iteration,
         "iterations": settings.iterations,
         "workers_per_gpu": allocation.workers_per_gpu if allocation else None,
@@ -202,7 +203,8 @@ def _node(node: NodeSnapshot, mine: set[str]) -> dict[str, Any]:
         **node_summary(node),
         "decoder_capacity": node.decoder_capacity,
         "decoder_share_allocated": share,
-        "jobs_running": sum(1 for job in live if job.id in mine),
+        # Holding workers (starting to resuming); the queued are `jobs_waiting_for_gpus`.
+        "jobs_running": sum(1 for job in live if job.id in mine and job.state.holds_resources),
     }
 
 

@@ -540,6 +540,10 @@ def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_
         assert done["exiting"] is True, done
         listed = stoker("jobs", *where).stdout.splitlines()
         assert any(line.startswith(first) and "completed (exiting)" in line for line in listed)
+        board = client.get("/v1/dashboard").json()
+        (shown,) = [job for job in board["jobs"] if job["id"] == first]
+        assert shown["exiting"] is True and shown["gpu_indices"] == [0], shown
+        assert board["node"]["jobs_running"] == 0, "one job ended, the other waits"
         # Its logs are followed until its processes end; Ctrl-C leaves it running, and says so.
         follow = subprocess.Popen(
             [str(STOKER), "logs", first, "-f", *where], stderr=subprocess.PIPE, text=True

@@ -14,7 +14,7 @@ const MARKS = {
   cancel: { symbol: "x-thin-open", label: "cancel" },
 };
 const EVENT_KINDS = ["state", "plan", "replan", "share", "resumed", "submitted", "restored",
-  "restart", "gate", "hello", "stale", "tpm_fit"];
+  "restart", "gate", "hello", "stale", "tpm_fit", "stopped"];
 const FINAL = new Set(["completed", "failed", "cancelled"]);
 const CONFIG = { displaylogo: false, responsive: true };
 const POLL_MS = 3000;
@@ -261,7 +261,8 @@ function drawJobs(data) {
     swatch.style.background = colour(data.jobs, job.id);
     name.prepend(swatch);
     const decoder = job.decode_mode === "device" ? `device, ${(100 * job.decoder_share).toFixed(0)} %` : (job.decode_mode || "");
-    tr.append(name, cell(job.state, `state-${job.state}`), cell(job.model ?? "command"), cell(String(job.gpus)),
+    const state = job.exiting ? `${job.state} (exiting)` : job.state;  // its processes run on
+    tr.append(name, cell(state, `state-${job.state}`), cell(job.model ?? "command"), cell(String(job.gpus)),
       cell(job.workers_per_gpu == null ? "" : String(job.workers_per_gpu)), cell(decoder),
       cell(number(job.predicted_samples_per_s)), cell(number(job.measured_samples_per_s)),
       cell(signedPercent(job.prediction_error)),
