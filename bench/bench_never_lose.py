@@ -1,6 +1,7 @@
 """Does the default policy ever lose to `balance` or `static`? (issue 16, item 5)
 
 Run: .venv/bin/python -m bench.bench_never_lose [--workloads 100] [--skip-trace] [--window S]
+     [--tie X] [--knee-gain X]
 Simulates paper-dynamic, the Gavel trace replayed onto the paper's node, and generated
 workloads of 12 jobs (seeds 1..N) under the default policy, `optimal`, `balance` and
 `static`, with the simulator's pause costs (drawn around 9 s pause and 7 s resume; the core
@@ -8,7 +9,10 @@ plans with each job's measured cost once it has paused, 16 s before). Prints eve
 where the default's makespan or average JCT is more than 0.5 % above `balance`'s or
 `static`'s, the count, and the geometric means; saves bench/out/never_lose.json. About a
 minute, most of it the trace. `--window S` sets both the arrival and the completion window
-(paper: 30 s, the default) on every workload, and saves never_lose_windowS.json.
+(paper: 30 s, the default) on every workload, and saves never_lose_windowS.json. `--tie`
+and `--knee-gain` set `lookahead`'s tie margin and knee gain (allocator/lookahead.py,
+`_TIE` and `KNEE_GAIN`, 0.01 each) for the run, to see how the losing set moves with them
+(docs/results.md, item 5); they add _tieX and _kneeX to the file's name.
 """
 
 import argparse
@@ -16,6 +20,7 @@ import math
 import statistics
 from pathlib import Path
 
+from allocator import lookahead
 from bench.common import save
 from scheduler.config import DEFAULT_POLICY
 from workloads.generator import GeneratorOptions, generate_workload
@@ -50,7 +55,13 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=100, help="generated, seeds 1..N")
     parser.add_argument("--skip-trace", action="store_true")
     parser.add_argument("--window", type=float, help="arrival and completion windows, s")
+    parser.add_argument("--tie", type=float, help="lookahead's tie margin (_TIE)")
+    parser.add_argument("--knee-gain", type=float, help="lookahead's KNEE_GAIN")
     args = parser.parse_args()
+    if args.tie is not None:
+        lookahead._TIE = args.tie
+    if args.knee_gain is not None:
+        lookahead.KNEE_GAIN = args.knee_gain
     workloads: list[tuple[str, Workload]] = [
         ("paper-dynamic", load_workload(CONFIGS / "paper-dynamic.toml"))
     ]
@@ -82,6 +93,15 @@ def main() -> None:
         for policy in POLICIES
     }
     print(f"\n{DEFAULT_POLICY} loses on {len(lost)} of {len(rows)} workloads (beyond {TIE:.1%})")
+    # The two fixed splits against each other, on the same draws: the spread a policy that
+    # were either of them would show.
+    spread = {
+        f"{one} later than {other}": sum(
+            any(row[one][i] > row[other][i] * (1.0 + TIE) for i in (0, 1)) for row in rows.values()
+        )
+        for one, other in (BASELINES, BASELINES[::-1])
+    }
+    print("; ".join(f"{what} on {count}" for what, count in spread.items()))
     for name in ("paper-dynamic", "gavel-trace"):
         if name in rows:
             cells = "  ".join(f"{p}: {m:,.0f} / {j:,.0f}" for p, (m, j) in rows[name].items())
@@ -90,14 +110,19 @@ def main() -> None:
     for policy, (makespan, jct) in means.items():
         print(f"  {policy:<10} {makespan:8.1f} / {jct:6.1f}")
     suffix = "" if args.window is None else f"_window{args.window:g}"
+    suffix += "" if args.tie is None else f"_tie{args.tie:g}"
+    suffix += "" if args.knee_gain is None else f"_knee{args.knee_gain:g}"
     path = save(
         f"never_lose{suffix}",
         {
             "default_policy": DEFAULT_POLICY,
             "tie": TIE,
             "window_s": args.window,
+            "lookahead_tie": lookahead._TIE,
+            "lookahead_knee_gain": lookahead.KNEE_GAIN,
             "workloads": rows,
             "losses": lost,
+            "baselines_against_each_other": spread,
             "geometric_means_generated": means,
         },
     )
