@@ -36,21 +36,27 @@ def show(
     if json_output:
         print_json({**job, "reported": reported})
         return
-    rows = [(name, value) for name, value in _described(job, reported, time.time()) if value]
+    # On a node without GPUs, jobs train on CPU slots: name them so, not "GPU 0".
+    slot = "GPU" if daemon.call("GET", "/v1/node")["gpus"] else "CPU slot"
+    described = _described(job, reported, time.time(), slot)
+    rows = [(name, value) for name, value in described if value]
     width = max(len(name) for name, _ in rows)
     indent = "\n" + " " * (width + 2)  # a failure's stderr lines, under its reason
     lines = [name.ljust(width) + "  " + value.replace("\n", indent) + "\n" for name, value in rows]
     typer.echo("".join(lines), nl=False)
 
 
-def _described(job: dict[str, Any], reported: dict[str, Any], now: float) -> list[tuple[str, str]]:
-    """The job's lines as (label, text); an empty text is a line with nothing to say."""
+def _described(
+    job: dict[str, Any], reported: dict[str, Any], now: float, slot: str
+) -> list[tuple[str, str]]:
+    """The job's lines as (label, text); an empty text is a line with nothing to say.
+    `slot`: what the node's GPUs are ("GPU", or "CPU slot" on a node without them)."""
     state = job["state"]
     if job.get("exiting"):
         state += ", its processes still running: its GPUs are kept until they exit"
     gpus = f"{job['gpus']}"
     if job["gpu_indices"]:
-        gpus += f" (GPU {', '.join(str(index) for index in job['gpu_indices'])})"
+        gpus += f" ({slot} {', '.join(str(index) for index in job['gpu_indices'])})"
     progress = f"iteration {job['iteration']:,}"
     if job["iterations"] is not None:
         progress += f" of {job['iterations']:,}"

@@ -53,7 +53,7 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     assert rows[str(command.json()["id"])][-2:] == ["-", "-"], "no SDK: no heartbeats to show"
     shown = dict(line.split(None, 1) for line in stoker("show", job_id, *where).stdout.splitlines())
     assert shown["state"] == "running" and shown["runs"].endswith("zoo model mdResnet12")
-    assert shown["gpus"].startswith("1 (GPU ") and shown["gpus"].endswith("global batch 64")
+    assert shown["gpus"].startswith("1 (CPU slot ") and shown["gpus"].endswith("global batch 64")
     assert shown["workers"].endswith("per GPU") and shown["progress"].endswith("of 100,000")
     measured, predicted = shown["samples/s"].split(", ")
     assert measured.endswith("measured") and predicted.endswith("%)"), shown
