@@ -5,6 +5,7 @@ import collections
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -491,10 +492,10 @@ def daemon_pid_of(daemon: Daemon, job_id: str) -> int:
 def test_the_next_job_gets_the_slot_once_the_finished_script_has_exited(
     serve: Callable[..., Daemon],
 ) -> None:
-    # The first job saves for 4 s after its final step, on the node's one training slot (a
+    # The first job saves for 8 s after its final step, on the node's one training slot (a
     # GPU on a GPU node): the second starts only after that, and says what it waits for.
     daemon = serve(node=ONE_SLOT)
-    saving = command_job("saving", "count_train.py", "1", "0", env={"EVAL_S": "4"})
+    saving = command_job("saving", "count_train.py", "1", "0", env={"EVAL_S": "8"})
     with daemon.client() as client:
         first = client.post("/v1/jobs", json=saving).json()["id"]
         second = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
@@ -546,9 +547,14 @@ def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_
         assert board["node"]["jobs_running"] == 0, "one job ended, the other waits"
         # Its logs are followed until its processes end; Ctrl-C leaves it running, and says so.
         follow = subprocess.Popen(
-            [str(STOKER), "logs", first, "-f", *where], stderr=subprocess.PIPE, text=True
+            [str(STOKER), "logs", first, "-f", "--stdout", *where],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        time.sleep(2.0)
+        assert follow.stdout is not None
+        following, _, _ = select.select([follow.stdout], [], [], 30.0)
+        assert following and "saving for 60 s" in follow.stdout.readline(), "it follows"
         follow.send_signal(signal.SIGINT)
         _, said = follow.communicate(timeout=10)
         assert follow.returncode == 130, said
