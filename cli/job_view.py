@@ -52,8 +52,7 @@ def _described(
     """The job's lines as (label, text); an empty text is a line with nothing to say.
     `slot`: what the node's GPUs are ("GPU", or "CPU slot" on a node without them)."""
     state = job["state"]
-    if job.get("exiting"):
-        state += ", its processes still running: its GPUs are kept until they exit"
+    running_on = ", its processes still running: its GPUs are kept until they exit"
     gpus = f"{job['gpus']}"
     if job["gpu_indices"]:
         gpus += f" ({slot} {', '.join(str(index) for index in job['gpu_indices'])})"
@@ -63,7 +62,7 @@ def _described(
     submitted = job["submitted_at"]
     return [
         ("id", f"{job['id']} ({job['name']}, tenant {job['tenant']})"),
-        ("state", state),
+        ("state", state + (running_on if job.get("exiting") else "")),
         ("reason", job["reason"]),
         ("runs", _what(job)),
         ("gpus", f"{gpus}, {_batch(job)}"),

@@ -489,17 +489,32 @@ def daemon_pid_of(daemon: Daemon, job_id: str) -> int:
     return pid
 
 
+def saving_then_next(client: httpx.Client, eval_s: int) -> tuple[str, str]:
+    """Submit a job that saves for `eval_s` after its final step, then one that waits for
+    its slot (on ONE_SLOT); their ids."""
+    saving = command_job("saving", "count_train.py", "1", "0", env={"EVAL_S": str(eval_s)})
+    first = client.post("/v1/jobs", json=saving).json()["id"]
+    second = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
+    return first, second.json()["id"]
+
+
+def starts(client: httpx.Client, job_id: str) -> list[float]:
+    """When each of the job's launches began (its moves to `starting`)."""
+    return [
+        event["at"]
+        for event in client.get(f"/v1/jobs/{job_id}/events").json()
+        if event["kind"] == "state" and event["data"]["to"] == "starting"
+    ]
+
+
 def test_the_next_job_gets_the_slot_once_the_finished_script_has_exited(
     serve: Callable[..., Daemon],
 ) -> None:
     # The first job saves for 8 s after its final step, on the node's one training slot (a
     # GPU on a GPU node): the second starts only after that, and says what it waits for.
     daemon = serve(node=ONE_SLOT)
-    saving = command_job("saving", "count_train.py", "1", "0", env={"EVAL_S": "8"})
     with daemon.client() as client:
-        first = client.post("/v1/jobs", json=saving).json()["id"]
-        second = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
-        second_id = second.json()["id"]
+        first, second_id = saving_then_next(client, eval_s=8)
         done = wait_for("the first to complete", lambda: ended(client, first), timeout_s=60)
         assert done["state"] == "completed", done
         pid = daemon_pid_of(daemon, first)
@@ -511,13 +526,10 @@ def test_the_next_job_gets_the_slot_once_the_finished_script_has_exited(
         where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
         shown = stoker("show", first, *where).stdout.splitlines()
         assert "its GPUs are kept until they exit" in shown[1], shown
+        assert not any(line.startswith("workers") for line in shown), "it has none now"
         done = wait_for("the second to end", lambda: ended(client, second_id), timeout_s=90)
         assert done["state"] == "completed", done
-        started = [
-            event["at"]
-            for event in client.get(f"/v1/jobs/{second_id}/events").json()
-            if event["kind"] == "state" and event["data"]["to"] == "starting"
-        ]
+        started = starts(client, second_id)
     out = (daemon.state_dir / "jobs" / first / "stdout.log").read_text()
     assert "done: weight" in out, "the first saved to the end"
     exited = (daemon.state_dir / "jobs" / first / "stdout.log").stat().st_mtime
@@ -532,11 +544,9 @@ def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_
 ) -> None:
     # Its script would save for a minute after its final step, holding the node's one slot.
     daemon = serve(node=ONE_SLOT)
-    saving = command_job("stuck", "count_train.py", "1", "0", env={"EVAL_S": "60"})
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
     with daemon.client() as client:
-        first = client.post("/v1/jobs", json=saving).json()["id"]
-        second = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
+        first, second_id = saving_then_next(client, eval_s=60)
         done = wait_for("the first to complete", lambda: ended(client, first), timeout_s=60)
         assert done["exiting"] is True, done
         listed = stoker("jobs", *where).stdout.splitlines()
@@ -565,7 +575,6 @@ def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_
             cancelled.stderr
         )
         assert cancelled.json()["state"] == "completed"
-        second_id = second.json()["id"]
         done = wait_for("the second to end", lambda: ended(client, second_id), timeout_s=60)
         assert done["state"] == "completed", done
         reported = client.get(f"/v1/jobs/{first}/metrics").json()["newest"]
@@ -600,11 +609,7 @@ def test_a_script_still_saving_when_the_daemon_restarts_is_watched_by_the_new_on
         wait_for("the new daemon to stop it after finished_exit_s", gone, timeout_s=20)
         done = wait_for("the next to end", lambda: ended(client, next_id), timeout_s=90)
         assert done["state"] == "completed", done
-        (started,) = [
-            event["at"]
-            for event in client.get(f"/v1/jobs/{next_id}/events").json()
-            if event["kind"] == "state" and event["data"]["to"] == "starting"
-        ]
+        (started,) = starts(client, next_id)
     assert started >= restarted + 3.0, "the slot was kept until the script was stopped"
 
 
