@@ -373,8 +373,8 @@ class Job:
             self._control.finished(self.step)
             # The job is done with the scheduler: no more boundaries, heartbeats or last
             # word. The link stays open for the metrics alone: what the script reports
-            # after training (an evaluation's accuracy) reaches the daemon at its exit,
-            # when the job's exit hook (`_at_exit`) sends it and closes the link.
+            # after training (an evaluation's accuracy) is sent as it is reported
+            # (`report`), and the job's exit hook (`_at_exit`) closes the link.
             self._control = None
         self._trained = True  # after `finished`: a signal now ends a finished job
         if self._stop_signal is not None:  # one came during the final checkpoint

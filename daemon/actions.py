@@ -404,8 +404,8 @@ class Actions:
         service = self._service
         self._finished_at.pop(job_id, None)
         self._cancelled_at.pop(job_id, None)
-        log.info("job %s: its processes, running on after its end, stopped by %s", job_id, by)
         why = f"its processes, running on after its end, were stopped by {by}"
+        log.info("job %s: %s", job_id, why)
         service.store.add_event(job_id, time.time(), "stopped", {"by": by, "why": why})
         service.launcher.stop(job_id, grace_s=1.0)  # the SDK exits at once on SIGTERM then
         self._free_exited()

@@ -45,6 +45,10 @@ class RecordedLauncher(Launcher):
         self.live[job_id] = pid
         return pid
 
+    def launched(self) -> list[str]:
+        """The ids of the jobs launched, in launch order (a relaunch again)."""
+        return [job_id for job_id, _, _ in self.launches]
+
     def exit(self, job_id: str, code: int | None) -> None:
         self._exits.append((job_id, code))
 

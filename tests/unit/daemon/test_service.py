@@ -32,6 +32,7 @@ from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
 
 NOW = SchedulerConfig(arrival_window_s=0.0, completion_window_s=0.0, gate=False)
+ONE_GPU = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)  # one job at a time
 
 
 def test_a_submitted_job_is_placed_launched_and_recorded(tmp_path: Path) -> None:
@@ -73,7 +74,7 @@ def test_a_job_waiting_for_gpus_is_cancelled_without_ever_holding_one(tmp_path: 
         assert driver.events("b", "state")[-1]["why"] == "cancelled by alice while waiting"
         stored = driver.service.store.job("b")
         assert stored is not None and stored.placement == ()
-        assert [launch[0] for launch in driver.launcher.launches] == ["a"]
+        assert driver.launcher.launched() == ["a"]
         await driver.close()
 
     asyncio.run(scenario())
@@ -105,7 +106,7 @@ def test_an_agent_that_dies_is_relaunched_within_its_restarts_then_fails(tmp_pat
         driver.at(11.9).tick()
         assert len(driver.launcher.launches) == 1, "it backs off 10 s (restart_backoff_s)"
         driver.at(12.0).tick()
-        assert [launch[0] for launch in driver.launcher.launches] == ["a", "a"]
+        assert driver.launcher.launched() == ["a", "a"]
         stored = driver.service.store.job("a")
         assert stored is not None and stored.restarts == 1 and driver.state("a") == "starting"
         driver.at(12.5).agent(Hello(job="a", gen=2, pid=40_002, iteration=20))
@@ -262,8 +263,7 @@ def test_a_restart_brings_back_each_job_as_the_core_decides(tmp_path: Path) -> N
 
 def test_a_node_configured_smaller_keeps_what_it_cannot_place_waiting(tmp_path: Path) -> None:
     async def scenario() -> None:
-        node = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)
-        driver = Driver(tmp_path, NOW, node=node)
+        driver = Driver(tmp_path, NOW, node=ONE_GPU)
         driver.at(1.0).submit("a")
         driver.at(1.0).submit("b")
         assert driver.service.snapshot().waiting_for_gpus == ("b",)
@@ -470,11 +470,7 @@ def test_the_next_job_starts_on_a_gpu_only_once_the_last_ones_processes_are_gone
     # On a GPU node the next job's CUDA context would meet a finished script still
     # evaluating there, or a cancelled one in its grace: the GPU waits for their exit.
     async def scenario() -> None:
-        node = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)
-        driver = Driver(tmp_path, NOW, node=node, finished_exit_s=60.0)
-
-        def launched() -> list[str]:
-            return [launch[0] for launch in driver.launcher.launches]
+        driver = Driver(tmp_path, NOW, node=ONE_GPU, finished_exit_s=60.0)
 
         driver.at(1.0).submit("a")
         driver.at(1.0).submit("b")
@@ -482,18 +478,20 @@ def test_the_next_job_starts_on_a_gpu_only_once_the_last_ones_processes_are_gone
         driver.at(2.0).agent(FinishedMessage(job="a", gen=1, iteration=500))
         assert driver.state("a") == "completed"
         driver.at(20.0).tick()
-        assert launched() == ["a"], "a's script runs on after its final step on GPU 0"
+        assert driver.launcher.launched() == ["a"], (
+            "a's script runs on after its final step on GPU 0"
+        )
         assert driver.service.snapshot().waiting_for_gpus == ("b",)
         driver.launcher.exit("a", 0)
         driver.at(21.0).tick()
-        assert launched() == ["a", "b"]
+        assert driver.launcher.launched() == ["a", "b"]
         driver.at(21.5).agent(Hello(job="b", gen=2, pid=40_002))
         driver.at(22.0).submit("c")
         driver.at(23.0).cancel("b")
         driver.at(24.0).tick()
-        assert launched() == ["a", "b"], "b is still stopping"
+        assert driver.launcher.launched() == ["a", "b"], "b is still stopping"
         driver.at(29.0).tick()  # not gone 5 s after the cancel: stopped
-        assert launched() == ["a", "b", "c"]
+        assert driver.launcher.launched() == ["a", "b", "c"]
         await driver.close()
 
     asyncio.run(scenario())
@@ -503,11 +501,7 @@ def test_a_failed_or_cancelled_job_still_running_keeps_its_gpu_until_stopped(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        node = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)
-        driver = Driver(tmp_path, NOW, node=node, finished_exit_s=60.0)
-
-        def launched() -> list[str]:
-            return [launch[0] for launch in driver.launcher.launches]
+        driver = Driver(tmp_path, NOW, node=ONE_GPU, finished_exit_s=60.0)
 
         driver.at(1.0).submit("a", max_restarts=0)
         driver.at(1.0).submit("b")
@@ -515,18 +509,18 @@ def test_a_failed_or_cancelled_job_still_running_keeps_its_gpu_until_stopped(
         driver.at(2.0).agent(FailedMessage(job="a", gen=1, error="boom"))  # said, then exits
         assert driver.state("a") == "failed"
         driver.at(3.0).tick()
-        assert launched() == ["a"], "a's process has not exited yet"
+        assert driver.launcher.launched() == ["a"], "a's process has not exited yet"
         driver.launcher.exit("a", 1)
         driver.at(3.5).tick()
-        assert launched() == ["a", "b"]
+        assert driver.launcher.launched() == ["a", "b"]
         driver.at(4.0).agent(Hello(job="b", gen=2, pid=40_002))
         driver.at(5.0).agent(FinishedMessage(job="b", gen=2, iteration=500))
         driver.at(5.0).submit("c")
         driver.at(6.0).tick()
-        assert launched() == ["a", "b"], "b's script saves after its final step"
+        assert driver.launcher.launched() == ["a", "b"], "b's script saves after its final step"
         # Its owner stops it: its processes go, its GPU with them, the job stays completed.
         driver.at(7.0).cancel("b")
-        assert driver.state("b") == "completed" and launched() == ["a", "b", "c"]
+        assert driver.state("b") == "completed" and driver.launcher.launched() == ["a", "b", "c"]
         assert driver.events("b", "stopped") == [
             {"by": "alice", "why": "its processes, running on after its end, were stopped by alice"}
         ]
@@ -539,18 +533,17 @@ def test_a_failed_or_cancelled_job_still_running_keeps_its_gpu_until_stopped(
 def test_a_job_lost_for_good_keeps_its_gpu_until_its_processes_are_gone(tmp_path: Path) -> None:
     # No heartbeat: a hung process may still hold GPU memory. It is stopped 5 s later.
     async def scenario() -> None:
-        node = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)
-        driver = Driver(tmp_path, NOW, node=node)
+        driver = Driver(tmp_path, NOW, node=ONE_GPU)
         driver.at(1.0).submit("a", max_restarts=0)
         driver.at(1.0).submit("b")
         driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
         driver.at(20.0).tick()  # 10 s without a heartbeat: lost, and no restarts left
         assert driver.state("a") == "failed"
-        assert [launch[0] for launch in driver.launcher.launches] == ["a"]
+        assert driver.launcher.launched() == ["a"]
         why = driver.service.scheduler.waiting("b", driver.clock.now)
         assert why is not None and "job(s) a ended but keep theirs" in why
         driver.at(25.0).tick()  # stopped after its 5 s: the GPU is b's
-        assert [launch[0] for launch in driver.launcher.launches] == ["a", "b"]
+        assert driver.launcher.launched() == ["a", "b"]
         await driver.close()
 
     asyncio.run(scenario())
