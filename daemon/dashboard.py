@@ -102,7 +102,7 @@ async def dashboard(who: Who, service: Daemon) -> dict[str, Any]:
         "node": _node(node, mine),
         "jobs": [_job(service, node, record) for record in records],
         "timeline": timelines(records, [e for e in events if e.job_id in mine], plans),
-        "gpus": _gpu_idle(node),
+        "gpus": gpu_idle(node),
         "tpm": _tpm(node, mine),
         # Node-wide events (plans) name every tenant's jobs: the admin's only, as in /v1/events.
         "events": [
@@ -208,22 +208,30 @@ def _node(node: NodeSnapshot, mine: set[str]) -> dict[str, Any]:
     }
 
 
-def _gpu_idle(node: NodeSnapshot) -> list[dict[str, Any]]:
-    """Per GPU (or CPU training slot): the share of time its jobs waited for input, as their
-    last heartbeats measured it; 1 when nothing runs on it."""
+def gpu_idle(node: NodeSnapshot) -> list[dict[str, Any]]:
+    """Per GPU (or CPU training slot): the share of time its running jobs waited for input,
+    as their last heartbeats measured it (1 when none has measured yet); how many running
+    jobs it holds, and how many ended jobs whose processes still keep it."""
     kind = "GPU" if node.uses_gpus else "CPU slot"
     waits: dict[int, list[float]] = {index: [] for index in range(node.slots)}
+    running = dict.fromkeys(range(node.slots), 0)
+    exiting = dict.fromkeys(range(node.slots), 0)
     for job in node.live():
-        if job.heartbeat is None:
-            continue
         for index in job.gpu_indices:
-            if index in waits:
-                waits[index].append(job.heartbeat.idle_fraction)
+            if index in running:
+                running[index] += 1
+                if job.heartbeat is not None:
+                    waits[index].append(job.heartbeat.idle_fraction)
+    for indices in node.exiting_gpus.values():
+        for index in indices:
+            if index in exiting:
+                exiting[index] += 1
     return [
         {
             "name": f"{kind} {index}",
             "idle_fraction": sum(found) / len(found) if found else 1.0,
-            "jobs": len(found),
+            "jobs": running[index],
+            "exiting": exiting[index],
         }
         for index, found in waits.items()
     ]

@@ -332,6 +332,7 @@ class Service:
             warnings=self.warnings,
             contention=self.scheduler.node.contention.points,
             contention_learned=self.scheduler.contention_learned,
+            exiting_gpus=self.scheduler.exiting_gpus(),
         )
 
     def request(self, record: JobRecord) -> JobRequest:

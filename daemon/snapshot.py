@@ -89,6 +89,8 @@ class NodeSnapshot:
     # eta(D) as plans use it, as points (D, eta), and whether jobs' timings taught it.
     contention: tuple[tuple[float, float], ...] = ()
     contention_learned: bool = False
+    # Jobs that ended while their processes run on, and the GPUs those keep meanwhile.
+    exiting_gpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def live(self, tenant: str | None = None) -> list[LiveJob]:
         """Jobs not in a final state, of `tenant` (None: every tenant's)."""

@@ -257,6 +257,11 @@ class Scheduler:
         """Jobs that ended while their processes ran on: their GPUs wait for `Exited`."""
         return frozenset(self._exiting)
 
+    def exiting_gpus(self) -> dict[str, tuple[int, ...]]:
+        """The GPUs each exiting job keeps (empty when this core places nothing)."""
+        placement = self._admission.placement if self._admission is not None else {}
+        return {job_id: placement[job_id] for job_id in self._exiting if job_id in placement}
+
     def _exiting_on(self, pinned: tuple[int, ...] | None) -> list[str]:
         """The exiting jobs holding GPUs a waiting job could take (any, unless `pinned`)."""
         if self._admission is None:

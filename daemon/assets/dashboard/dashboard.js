@@ -155,14 +155,23 @@ function drawThroughput(data) {
   ], layout({ barmode: "group", yaxis: { title: { text: "samples/s" }, rangemode: "tozero" } }), CONFIG);
 }
 
+// Who holds a GPU: running jobs, else an ended job whose processes still run on it.
+function gpuHolders(g) {
+  const plural = (n, word) => `${n} ${word}${n > 1 ? "s" : ""}`;
+  const parts = [];
+  if (g.jobs) parts.push(plural(g.jobs, "job"));
+  if (g.exiting) parts.push(`kept by ${plural(g.exiting, "ended job")} until ${g.exiting > 1 ? "their" : "its"} processes exit`);
+  return parts.length ? parts.join(", ") : "no job";
+}
+
 function drawIdle(data) {
   Plotly.react("idle", [{
     type: "bar",
     x: data.gpus.map((g) => g.name),
     y: data.gpus.map((g) => g.idle_fraction),
-    text: data.gpus.map((g) => (g.jobs ? `${g.jobs} job${g.jobs > 1 ? "s" : ""}` : "no job")),
+    text: data.gpus.map(gpuHolders),
     hovertemplate: "%{x}: %{y:.0%} idle (%{text})<extra></extra>",
-    marker: { color: data.gpus.map((g) => (g.jobs ? "#E69F00" : "#c5ccd6")) },
+    marker: { color: data.gpus.map((g) => (g.jobs ? "#E69F00" : g.exiting ? "#CC79A7" : "#c5ccd6")) },
   }], layout({ yaxis: { tickformat: ".0%", range: [0, 1] } }), CONFIG);
 }
 

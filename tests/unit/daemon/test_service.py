@@ -25,6 +25,7 @@ from agents.protocol import (
 from daemon.agentargs import PASSED_ON
 from daemon.api import submit_under_a_free_id
 from daemon.config import NodeConfig
+from daemon.dashboard import gpu_idle
 from daemon.items import FromAgent, IdTaken
 from daemon.restore import Restorer
 from daemon.service import new_job_id
@@ -482,6 +483,8 @@ def test_the_next_job_starts_on_a_gpu_only_once_the_last_ones_processes_are_gone
             "a's script runs on after its final step on GPU 0"
         )
         assert driver.service.snapshot().waiting_for_gpus == ("b",)
+        (gpu,) = gpu_idle(driver.service.snapshot())
+        assert (gpu["jobs"], gpu["exiting"], gpu["idle_fraction"]) == (0, 1, 1.0)
         driver.launcher.exit("a", 0)
         driver.at(21.0).tick()
         assert driver.launcher.launched() == ["a", "b"]
@@ -576,6 +579,11 @@ def test_a_restart_keeps_a_saving_jobs_gpu_from_the_jobs_it_relaunches(
         assert driver.state("j3") == "completed"
         assert driver.service.scheduler.exiting == {"j3"}
         assert driver.service.scheduler.status("j2").gpu_indices == (1,)
+        shown = gpu_idle(driver.service.snapshot())
+        assert [(gpu["name"], gpu["jobs"], gpu["exiting"]) for gpu in shown] == [
+            ("GPU 0", 0, 1),
+            ("GPU 1", 1, 0),
+        ], "the dashboard says who keeps each GPU, j2 before its first heartbeat too"
         stored = driver.service.store.job("j3")
         assert stored is not None and stored.pid is not None, "watched until it exits"
         driver.at(1.0).submit("j4")
