@@ -107,11 +107,21 @@ class Restorer:
         """A completed job whose script still runs after its final step (an evaluation, a
         save, when the last daemon went away) is watched as any: its logs are followed to
         its exit, its GPUs kept from the next job until then, and `finished_exit_s` bounds
-        it."""
-        pid, completed = record.pid, record.job_state is JobState.COMPLETED
-        if completed and pid is not None and self._agent_alive(record.id, pid):
+        it. A failed or cancelled one the last daemon was stopping is stopped."""
+        pid = record.pid
+        if pid is None or not self._agent_alive(record.id, pid):
+            return
+        if record.job_state is JobState.COMPLETED:
             self._watch_finishing(record.id, pid, record.placement)
             self._service.actions.watch_finished(record.id)
+            return
+        log.warning(
+            "job %s: %s, but its processes (group %d) outlived the last daemon; stopping them",
+            record.id,
+            record.state,
+            pid,
+        )
+        stop_group(pid, grace_s=2.0)
 
     def _watch_finishing(self, job_id: str, pid: int, placement: tuple[int, ...]) -> None:
         """Adopt a completed job's agent that runs on; its GPUs wait for its exit."""

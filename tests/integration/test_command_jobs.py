@@ -2,6 +2,7 @@
 the SDK. Real processes, real ZeroMQ, real training of a tiny model."""
 
 import collections
+import contextlib
 import json
 import os
 import re
@@ -611,6 +612,32 @@ def test_a_script_still_saving_when_the_daemon_restarts_is_watched_by_the_new_on
         assert done["state"] == "completed", done
         (started,) = starts(client, next_id)
     assert started >= restarted + 3.0, "the slot was kept until the script was stopped"
+
+
+def test_a_cancelled_script_the_killed_daemon_was_stopping_is_stopped_by_the_new_one(
+    serve: Callable[..., Daemon],
+) -> None:
+    # Cancelled, it ignored SIGTERM; the daemon was killed before its SIGKILL 5 s later.
+    # Left alone, it would run on beside the jobs the new daemon starts on its slot.
+    daemon = serve(node=ONE_SLOT)
+    body = command_job("stubborn", "plain.py", "120", "0", env={"IGNORE_TERM": "1"})
+    with daemon.client() as client:
+        job_id = client.post("/v1/jobs", json=body).json()["id"]
+        logs = partial(client.get, f"/v1/jobs/{job_id}/logs", params={"stream": "stdout"})
+        wait_for("it to ignore SIGTERM", lambda: "ignoring SIGTERM" in logs().text, timeout_s=30)
+        pid = daemon_pid_of(daemon, job_id)
+        assert client.delete(f"/v1/jobs/{job_id}").json()["state"] == "cancelled"
+    daemon.kill(signal.SIGKILL)
+    try:
+        assert os.path.exists(f"/proc/{pid}"), "it outlives the daemon"
+        again = serve(state=daemon.state_dir.name, node=ONE_SLOT)
+        with again.client() as client:
+            assert client.get(f"/v1/jobs/{job_id}").json()["state"] == "cancelled"
+        gone = lambda: not os.path.exists(f"/proc/{pid}")  # noqa: E731
+        wait_for("the new daemon to have stopped it", gone, timeout_s=10)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)  # what a failed check would leave behind
 
 
 def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
