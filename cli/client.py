@@ -208,9 +208,10 @@ def submit(
     ] = None,
     *,
     name: Annotated[str | None, typer.Option(help="the job's name \\[the script's]")] = None,
-    gpus: Annotated[int | None, typer.Option(help="GPUs, one rank each [1]")] = None,
+    gpus: Annotated[int | None, typer.Option(min=1, help="GPUs, one rank each [1]")] = None,
     batch_size: Annotated[
-        int | None, typer.Option(help="global batch, for the planner \\[the daemon's: 64]")
+        int | None,
+        typer.Option(min=1, help="global batch, for the planner \\[the daemon's: 64]"),
     ] = None,
     env: Annotated[
         list[str] | None, typer.Option(metavar="K=V", help="a variable for the job; repeat")

@@ -79,6 +79,10 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
         ignored.code == 2
         and f"--gpus: for a command; a job file sets its own, in {job_file}" in ignored.stderr
     )
+    none = stoker("submit", "--gpus", "0", "--url", "http://127.0.0.1:9", "--", "python", "x.py")
+    assert none.code == 2 and "'--gpus': Input should be greater than or equal to 1" in (
+        " ".join(none.stderr.split())  # rich wraps its box
+    ), "refused before any daemon is asked"
     wrong = stoker("jobs", "--url", daemon.url, "--token", "nope")
     assert wrong.code == 2 and "401" in wrong.stderr
     nobody = stoker("jobs", "--url", "http://127.0.0.1:9", "--token", token)
