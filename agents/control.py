@@ -159,6 +159,8 @@ class Control:
         # (agents/loader.py, LoaderClock).
         self.loader_clock: Callable[[], Clocked] | None = None
         self.loader_workers: Callable[[], int] | None = None  # that loader's workers now
+        # The step the job will end at, as `job.epochs(n)` and its loader count it (0: unknown).
+        self.planned_iterations: Callable[[], int] | None = None
         self._clocked = Clocked()
         # Only where the job trains on CPUs do its training thread's clocks say its pace: on
         # a GPU its step is the GPU's, however long the thread waits for a core meanwhile.
@@ -392,6 +394,7 @@ class Control:
             train_cpu_s=train_cpu_s,
             train_wait_s=train_wait_s,
             refill_s=meter.refill_s,
+            total_iterations=self.planned_iterations() if self.planned_iterations else 0,
         )
         self.link.send_built(lambda: [heartbeat()])  # validated on the link's thread
         self._meter = _Meter()

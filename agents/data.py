@@ -285,6 +285,18 @@ class EpochOrder:
             chunks[-1] = chunks[-1] + tail
         return chunks
 
+    def batch_count(self, batch_size: int, world: int, drop_last: bool = False) -> int:
+        """How many global batches `global_batches` makes from the cursor (without a last
+        one smaller than `batch_size` when `drop_last`), counted without the permutation."""
+        left = max(0, self.samples - self.cursor)
+        count = -(-left // batch_size)
+        last = left % batch_size or batch_size
+        if count > 1 and last < world:
+            count -= 1  # the small tail joins the batch before it
+        elif drop_last and count and last < batch_size:
+            count -= 1
+        return count
+
     def batches(self, rank: int, world: int, batch_size: int) -> Iterator[list[int]]:
         """Rank `rank`'s share of every global batch from the cursor on: the batch split
         into `world` parts whose sizes differ by one at most."""

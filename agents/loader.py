@@ -196,6 +196,21 @@ class ResizableLoader:
         self.position.epoch += 1
         self.position.consumed = 0
 
+    def batches_until(self, epochs: int) -> int | None:
+        """The batches each rank takes from the loader's position to the end of epoch
+        `epochs - 1` (all of `job.epochs(epochs)`); None for an iterable dataset, whose
+        length is not known."""
+        if not self.resizable:
+            return None
+        position = self.position
+        if position.epoch >= epochs:
+            return 0
+        order = EpochOrder(samples=len(self.dataset), cursor=position.consumed)  # type: ignore[arg-type]
+        size, world = self.batch_size * self.world_size, self.world_size
+        now = order.batch_count(size, world, self.drop_last)
+        order.cursor = 0
+        return now + (epochs - position.epoch - 1) * order.batch_count(size, world, self.drop_last)
+
     def _global_batches(self) -> list[list[int]]:
         order = EpochOrder(
             samples=len(self.dataset),  # type: ignore[arg-type]

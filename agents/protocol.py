@@ -17,6 +17,8 @@ field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_
 `train_cpu_s` and `train_wait_s`, and `refill_s`. Version 7 added the heartbeat's `last`:
 the steps a script completed as it exits without finishing (an exception, most often), sent so
 that the daemon knows how far it got; its interval is too short to measure a rate from.
+Version 8 added the heartbeat's `total_iterations`: the step the script will end at, as
+its `job.epochs(n)` and first loader count it.
 """
 
 import json
@@ -31,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 7
+VERSION = 8
 PROTOCOL_VARIABLE = "STOKER_PROTOCOL"  # the protocol version of the daemon that launched it
 SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
 MAX_METRIC_NAME = 64
@@ -51,7 +53,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1, 2, 3, 4, 5, 6, 7] = 7  # VERSION; 1 to 6 are still understood
+    v: Literal[1, 2, 3, 4, 5, 6, 7, 8] = 8  # VERSION; 1 to 7 are still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -139,6 +141,14 @@ class HeartbeatMessage(_Message):
         description=(
             "since v7: the script is exiting without finishing (an exception, most often):"
             " `iteration` counts the steps it completed; nothing in this message is a measurement"
+        ),
+    )
+    total_iterations: int = Field(
+        0,
+        ge=0,
+        description=(
+            "since v8: the iteration the script will end at, as its `job.epochs(n)` and first"
+            " loader count it; 0 when not known"
         ),
     )
     train_cpu_s: float = Field(
@@ -276,6 +286,7 @@ _SINCE = {
     "train_wait_s": 6,
     "refill_s": 6,
     "last": 7,
+    "total_iterations": 8,
 }
 
 

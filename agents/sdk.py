@@ -170,6 +170,7 @@ class Job:
         # the epoch loop, as one may a DataLoader, gets the same one back.
         self._asked: dict[tuple[int, tuple[Any, ...]], ResizableLoader] = {}
         self._epochs_run = 0  # epochs this run finished: a loader made after one is late
+        self._epochs_asked = 0  # the `count` of the running `job.epochs(count)`; 0: none runs
         self._said_late = False
         self._not_series: set[str] = set()  # reported names that are not numbers, said once
         self._stop_signal: int | None = None
@@ -351,6 +352,9 @@ class Job:
         Between two epochs, after the script's own end of an epoch, is a batch boundary (the
         loaders leave their last one to it), so a stop there goes on with the next epoch."""
         self._trained = False  # a second training phase stops at its boundaries again
+        self._epochs_asked = count
+        if self._control is not None:
+            self._control.planned_iterations = self.planned_iterations
         if self._restored is not None and self._epoch >= count:
             self._say(f"epoch {self._epoch} of {count}: nothing left to train", afresh=False)
         while self._epoch < count:
@@ -379,6 +383,17 @@ class Job:
         self._trained = True  # after `finished`: a signal now ends a finished job
         if self._stop_signal is not None:  # one came during the final checkpoint
             raise SystemExit(128 + self._stop_signal)
+
+    def planned_iterations(self) -> int:
+        """The step this rank will have reached when the running `job.epochs(n)` ends: the
+        steps taken, and the batches its first loader has left to the end of epoch n - 1
+        (0 when unknown: no `epochs()` runs, no loader yet, or an iterable dataset). A
+        loop that leaves its loader early ends sooner."""
+        primary = self._loaders[0] if self._loaders else None
+        if primary is None or not self._epochs_asked:
+            return 0
+        left = primary.batches_until(self._epochs_asked)
+        return 0 if left is None else self.step + left
 
     def _stop_workers(self) -> None:
         """Stop the workers the loaders keep between epochs (`persistent_workers`) before

@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 import typer
 
-from cli.common import fail, print_json, read_text
+from cli.common import fail, print_json, read_text, span
 
 if TYPE_CHECKING:  # imported when a command runs: `stoker serve` does not load it
     import httpx
@@ -413,14 +413,15 @@ def jobs(
 ) -> None:
     """List the jobs the token may see, oldest first: id, state, model (or the command's
     script), GPUs, loader workers per GPU, iterations done (of how many), and for a running
-    job the samples/s of its newest heartbeat and how far that is from what the plan
-    predicted (`vs_plan`). A job that ended while its processes run on (a script saving
-    after training, holding its GPUs) reads `completed (exiting)`."""
+    job the time it has `left` at its last minute's pace, the samples/s of its newest
+    heartbeat and how far that is from what the plan predicted (`vs_plan`). A job that
+    ended while its processes run on (a script saving after training, holding its GPUs)
+    reads `completed (exiting)`."""
     found = Daemon(url, token, state_dir).every_page("/v1/jobs")
     if json_output:
         print_json(found)
         return
-    rows = [("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs_plan")]
+    rows = [("id", "state", "what", "gpus", "workers", "progress", "left", "samples/s", "vs_plan")]
     for job in found:
         workers = job["workers_per_gpu"]
         if workers is None or job["state"] in FINAL_STATES:  # a restarted daemon no longer knows
@@ -429,6 +430,7 @@ def jobs(
         length = job["iterations"]
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
         what = job["model"] or _name_of(job["command"] or ["command"])
+        left = job.get("seconds_left")  # absent from an older daemon's reply
         rate, error = job["measured_samples_per_s"], job["prediction_error"]
         if job["state"] != "running":  # a heartbeat of its start or its end says little
             rate = error = None
@@ -440,11 +442,12 @@ def jobs(
                 str(job["gpus"]),
                 str(workers),
                 progress,
+                "-" if left is None else span(left),
                 "-" if rate is None else f"{rate:,.0f}",
                 "-" if error is None else f"{error:+.0%}",
             )
         )
-    typer.echo(table(rows, right=5), nl=False)
+    typer.echo(table(rows, right=6), nl=False)
 
 
 def table(rows: Sequence[Sequence[str]], *, right: int) -> str:

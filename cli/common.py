@@ -69,3 +69,13 @@ def write_atomically(path: Path, text: str, what: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def span(seconds: float) -> str:
+    """A length of time as one reads it: 45 s, 12 min, 3.5 h."""
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

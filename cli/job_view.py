@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from cli.client import FINAL_STATES, Daemon, StateDir, Token, Url, table
-from cli.common import print_json
+from cli.common import print_json, span
 
 JobId = Annotated[str, typer.Argument(metavar="ID")]
 
@@ -57,8 +57,11 @@ def _described(
     if job["gpu_indices"]:
         gpus += f" ({slot} {', '.join(str(index) for index in job['gpu_indices'])})"
     progress = f"iteration {job['iteration']:,}"
-    if job["iterations"] is not None:
-        progress += f" of {job['iterations']:,}"
+    if job["iterations"]:
+        done = min(1.0, job["iteration"] / job["iterations"])
+        progress += f" of {job['iterations']:,} ({done:.0%})"
+    if job.get("seconds_left") is not None:  # absent from an older daemon's reply
+        progress += f", about {span(job['seconds_left'])} left"
     submitted = job["submitted_at"]
     return [
         ("id", f"{job['id']} ({job['name']}, tenant {job['tenant']})"),
@@ -70,7 +73,7 @@ def _described(
         ("progress", progress),
         ("samples/s", _rates(job) if state == "running" else ""),
         ("restarts", str(job["restarts"]) if job["restarts"] else ""),
-        ("submitted", f"{_when(submitted)} ({_ago(now - submitted)} ago)"),
+        ("submitted", f"{_when(submitted)} ({span(now - submitted)} ago)"),
         ("reported", ", ".join(f"{name} {_number(value)}" for name, value in reported.items())),
     ]
 
@@ -108,15 +111,6 @@ def _rates(job: dict[str, Any]) -> str:
 
 def _when(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
-
-
-def _ago(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def metrics(

@@ -208,6 +208,7 @@ class Actions:
             launcher.stop(job_id, grace_s=0.0)  # lost or died: the restart needs it gone
         if state.final:
             service.measured.pop(job_id, None)
+            service.pace.forget(job_id)
             service.tpm.sampler.forget(job_id)
             if not launcher.running(job_id) or job_id in self._cancelled_at:
                 return

@@ -184,8 +184,9 @@ def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, A
         "gpus": settings.gpus,
         "gpu_indices": service.gpus_held(fresh, live),
         "exiting": record.id in service.scheduler.exiting,  # ended; its processes run on
-        "iteration": fresh.iteration,
-        "iterations": settings.iterations,
+        "iteration": max(fresh.iteration, live.iteration if live is not None else 0),
+        "iterations": live.total_iterations if live is not None else settings.iterations,
+        "seconds_left": live.seconds_left if live is not None else None,
         "workers_per_gpu": allocation.workers_per_gpu if allocation else None,
         "decoder_share": allocation.decoder_share if allocation else None,
         "decode_mode": allocation.decode_mode if allocation else None,

@@ -220,8 +220,20 @@ class JobView(BaseModel):
     command: list[str] | None
     gpus: int
     batch_size: int
-    iterations: int | None
+    iterations: int | None = Field(
+        description=(
+            "the iteration it ends at: its job file's `iterations`, else what its script's"
+            " `job.epochs(n)` and first loader make (known once it trains); null: not known"
+        )
+    )
     iteration: int
+    seconds_left: float | None = Field(
+        None,
+        description=(
+            "while it runs: seconds to `iterations` at the pace of its last minute of"
+            " heartbeats, as of the newest; null before it has 5 s of them"
+        ),
+    )
     gpu_indices: list[int]
     workers_per_gpu: int | None
     predicted_samples_per_s: float | None = Field(

@@ -52,6 +52,7 @@ from daemon.launcher import Launcher
 from daemon.learning import fit_rows
 from daemon.logcap import cap_logs_forever
 from daemon.metrics import Metrics
+from daemon.progress import Pace
 from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
 from daemon.statelock import URL_FILE, StateDirLock, local_url
@@ -76,6 +77,7 @@ from scheduler.messages import (
     Tick,
 )
 from scheduler.scheduler import JobStatus, Scheduler
+from scheduler.states import JobState
 from tpm import TpmError
 
 log = logging.getLogger(__name__)
@@ -152,6 +154,7 @@ class Service:
         self.counters = Counts()
         self.records: dict[str, JobRecord] = {}  # every job this daemon runs or ran
         self.measured: dict[str, Measured] = {}  # job -> its last heartbeat
+        self.pace = Pace()  # each running job's iterations over its last minute
         self.reported: dict[str, dict[str, float]] = {}  # job -> its newest reported values
         self.metrics = Metrics()
         self.metrics.watch(self.snapshot)
@@ -289,6 +292,10 @@ class Service:
 
     def _live(self, status: JobStatus) -> LiveJob:
         record = self.records.get(status.id)
+        total = status.total_iterations
+        if record is not None and record.settings.iterations is not None:
+            total = record.settings.iterations
+        running = status.state is JobState.RUNNING
         return LiveJob(
             id=status.id,
             tenant=record.tenant if record is not None else "",
@@ -305,6 +312,8 @@ class Service:
             pause_cost_s=status.pause_cost_s,
             unmanaged=status.unmanaged,
             exiting=status.exiting,
+            total_iterations=total,
+            seconds_left=self.pace.seconds_left(status.id, total) if total and running else None,
         )
 
     def snapshot(self) -> NodeSnapshot:
@@ -555,6 +564,10 @@ class Service:
                 self.measured[message.job] = Measured(
                     message.samples_per_s, idle, message.iteration, message.share
                 )
+                self.pace.saw(message.job, self.now(), message.iteration)
+                # Where its script says it ends, unless its job file says (the zoo trainer
+                # stops at its `iterations`, inside an epoch).
+                said = message.total_iterations if record.settings.iterations is None else 0
                 event = Heartbeat(
                     message.job,
                     message.gen,
@@ -569,6 +582,7 @@ class Service:
                     train_cpu_s=message.train_cpu_s,
                     train_wait_s=message.train_wait_s,
                     refill_fraction=min(message.refill_s / busy, idle) if busy > 0 else 0.0,
+                    total_iterations=said,
                 )
             case PausedMessage():
                 kept = self.actions.paused(message)  # only a file in the job's own folder

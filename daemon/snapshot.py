@@ -43,6 +43,8 @@ class LiveJob:
     pause_cost_s: float | None = None  # what the plans weigh a pause of it at
     unmanaged: bool = False  # a command running without the SDK: nothing measured
     exiting: bool = False  # it ended; its processes run on and keep its GPUs until they exit
+    total_iterations: int | None = None  # where it ends: its job file's, else its script's
+    seconds_left: float | None = None  # to that end at its last minute's pace; None: unknown
 
     @property
     def holds_gpus(self) -> bool:

@@ -108,6 +108,9 @@ class Heartbeat:
     # The script is exiting without finishing: `iteration` counts the steps it completed, and
     # nothing else here is a measurement (`last_word`).
     last: bool = False
+    # The iteration the script says it ends at, when its request does not (0: unsaid): its
+    # remaining work is counted to it.
+    total_iterations: int = 0
 
     @classmethod
     def last_word(cls, job_id: str, gen: int, completed: int) -> "Heartbeat":

@@ -106,6 +106,7 @@ class _Job:
     failed_at: int | None = None  # the iteration of its last failure
     unmanaged: bool = False  # a command running without the SDK: no hello, no heartbeats
     fixed: bool = False  # its workers cannot change (unmanaged, or not resizable): no pauses
+    total_iterations: int | None = None  # where its script says it ends (`Heartbeat`)
 
 
 @dataclass(frozen=True)
@@ -127,6 +128,7 @@ class JobStatus:
     unmanaged: bool = False  # runs without the SDK: no hello, heartbeats or pauses
     curve: JobSpec | None = None  # what plans take it for: its prior and what it measured
     exiting: bool = False  # it ended, and keeps its GPUs until its processes exit
+    total_iterations: int | None = None  # where its script says it ends; None: unsaid
 
 
 @dataclass
@@ -212,6 +214,7 @@ class Scheduler:
             unmanaged=job.unmanaged,
             curve=job.spec,
             exiting=job_id in self._exiting,
+            total_iterations=job.total_iterations,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
@@ -522,6 +525,8 @@ class Scheduler:
         job.last_heard = now
         job.iteration = max(job.iteration, event.iteration)
         job.reported = event.iteration
+        if event.total_iterations:
+            job.total_iterations = event.total_iterations
         if event.last:
             return  # how far it got, as it exits: no rate to take from it
         job.measured_samples_per_s = event.samples_per_s
@@ -1045,7 +1050,9 @@ def _plannable(job: _Job) -> bool:
 
 
 def _remaining_samples(job: _Job) -> int:
-    return max(0, job.request.iterations - job.iteration) * job.request.batch_size
+    """Its samples left: to the iteration its script says it ends at, else its request's."""
+    total = job.total_iterations or job.request.iterations
+    return max(0, total - job.iteration) * job.request.batch_size
 
 
 def _holding(job: _Job) -> Allocation | None:

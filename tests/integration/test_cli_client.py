@@ -45,7 +45,7 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     assert f"{command.json()['id']}  " in listed.stdout and "  sleep  " in listed.stdout
     header, *lines = listed.stdout.splitlines()
     assert header.split() == [
-        *("id", "state", "what", "gpus", "workers", "progress", "samples/s", "vs_plan")
+        *("id", "state", "what", "gpus", "workers", "progress", "left", "samples/s", "vs_plan")
     ]
     assert len(lines) == 2 and {len(line) for line in lines} == {len(header)}, "columns align"
     rows = {line.split()[0]: line.split() for line in lines}
@@ -54,7 +54,7 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     shown = dict(line.split(None, 1) for line in stoker("show", job_id, *where).stdout.splitlines())
     assert shown["state"] == "running" and shown["runs"].endswith("zoo model mdResnet12")
     assert shown["gpus"].startswith("1 (CPU slot ") and shown["gpus"].endswith("global batch 64")
-    assert shown["workers"].endswith("per GPU") and shown["progress"].endswith("of 100,000")
+    assert shown["workers"].endswith("per GPU") and " of 100,000 (" in shown["progress"]
     measured, predicted = shown["samples/s"].split(", ")
     assert measured.endswith("measured") and predicted.endswith("%)"), shown
     cancelled = stoker("cancel", job_id, *where)

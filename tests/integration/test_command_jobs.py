@@ -147,8 +147,18 @@ def test_a_scripts_loader_workers_are_timed_and_its_curve_learned(
         reply = client.post("/v1/jobs", json=body)
         assert reply.status_code == 201, reply.text
         job_id = reply.json()["id"]
+
+        def told() -> dict[str, Any] | None:
+            shown: dict[str, Any] = client.get(f"/v1/jobs/{job_id}").json()
+            return shown if shown["seconds_left"] is not None else None
+
+        timed = wait_for("its time left", told)
         done = wait_for("the job to end", lambda: ended(client, job_id), 120)
         contention = client.get("/v1/node").json()["contention"]
+    # Its script's 2 epochs of 60 batches, and the time left at 0.08 s or so a step.
+    assert timed["iterations"] == 120 and timed["iteration"] < 120, timed
+    steps_left = 120 - timed["iteration"]
+    assert steps_left * 0.06 <= timed["seconds_left"] <= (steps_left + 5) * 0.2, timed
     assert done["state"] == "completed", done
     # One job at one load says nothing of the node's contention: the configured curve stands.
     assert contention["learned_from_jobs"] is False, contention

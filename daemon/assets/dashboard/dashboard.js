@@ -259,6 +259,17 @@ function signedPercent(value) {  // measured against predicted: +12 % is faster 
   return value == null ? "" : `${value >= 0 ? "+" : "-"}${Math.abs(100 * value).toFixed(0)} %`;
 }
 
+function span(seconds) {  // as `stoker show` says it
+  if (seconds < 120) return `${seconds.toFixed(0)} s`;
+  if (seconds < 7200) return `${(seconds / 60).toFixed(0)} min`;
+  return `${(seconds / 3600).toFixed(1)} h`;
+}
+
+function progress(job) {
+  const done = job.iterations == null ? String(job.iteration) : `${job.iteration} / ${job.iterations}`;
+  return job.seconds_left == null ? done : `${done}, ${span(job.seconds_left)} left`;
+}
+
 function drawJobs(data) {
   const wanted = query();
   const rows = data.jobs.map((job) => {
@@ -275,7 +286,7 @@ function drawJobs(data) {
       cell(job.workers_per_gpu == null ? "" : String(job.workers_per_gpu)), cell(decoder),
       cell(number(job.predicted_samples_per_s)), cell(number(job.measured_samples_per_s)),
       cell(signedPercent(job.prediction_error)),
-      cell(job.iterations == null ? String(job.iteration) : `${job.iteration} / ${job.iterations}`));
+      cell(progress(job)));
     if (!matches(job)) tr.className = "hidden";
     else if (wanted) tr.className = "found";
     if (job.id === picked) tr.classList.add("picked");

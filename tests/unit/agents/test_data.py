@@ -129,6 +129,24 @@ def test_every_rank_has_a_sample_in_every_step(samples: int, batch: int, world: 
         assert all(step) and max(map(len, step)) - min(map(len, step)) <= 1
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    samples=st.integers(1, 300),
+    batch=st.integers(1, 64),
+    world=st.sampled_from([1, 2, 3, 4]),
+    cursor=st.integers(0, 300),
+    drop_last=st.booleans(),
+)
+def test_the_batches_are_counted_as_many_as_are_made(
+    samples: int, batch: int, world: int, cursor: int, drop_last: bool
+) -> None:
+    order = EpochOrder(samples, seed=2, cursor=min(cursor, samples))
+    made = order.global_batches(batch, world)
+    if drop_last and made and len(made[-1]) < batch:  # as the job's loader drops it
+        made.pop()
+    assert order.batch_count(batch, world, drop_last) == len(made)
+
+
 def test_a_loader_with_any_worker_count_yields_the_same_batches(folder: Path) -> None:
     dataset = JpegDataset(folder, image_size=32)
     order = EpochOrder(len(dataset), seed=5, cursor=8)

@@ -255,6 +255,51 @@ def test_epochs_resume_mid_epoch_and_end_with_a_final_checkpoint(tmp_path: Path)
     assert list(again.epochs(3)) == [], "a finished job has nothing left"
 
 
+@pytest.mark.parametrize(("drop_last", "per_epoch"), [(False, 8), (True, 7)])
+def test_the_sdk_knows_the_step_its_epochs_end_at_and_a_resumed_run_too(
+    tmp_path: Path, drop_last: bool, per_epoch: int
+) -> None:
+    # 30 samples in batches of 4: 7 full and one of 2, unless it is dropped.
+    sdk = job(tmp_path)
+    loader = sdk.loader(Numbers(30), batch_size=4, drop_last=drop_last)
+    assert sdk.planned_iterations() == 0, "no epochs() runs yet: unknown"
+    seen = []
+    for _ in sdk.epochs(3):
+        for _ in loader:
+            seen.append(sdk.planned_iterations())
+            if sdk.step == per_epoch + 3:
+                sdk.checkpoint()  # then it crashes
+                break
+        else:
+            continue
+        break
+    assert seen == [3 * per_epoch] * (per_epoch + 3)
+    again = job(tmp_path)
+    again_loader = again.loader(Numbers(30), batch_size=4, drop_last=drop_last)
+    ends = [again.planned_iterations() for _ in again.epochs(3) for _ in again_loader]
+    assert ends == [3 * per_epoch] * (2 * per_epoch - 3), "from its checkpoint, the same end"
+    assert again.step == 3 * per_epoch
+
+
+def test_a_heartbeat_says_the_step_the_job_ends_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(PROTOCOL_VARIABLE, "8")  # as a daemon of this version launches it
+    router = Router(tmp_path / "agents.sock")
+    try:
+        sdk = job(
+            tmp_path, STOKER_JOB_ID="j", STOKER_CONTROL=router.endpoint, STOKER_HEARTBEAT_S="0.1"
+        )
+        loader = sdk.loader(Numbers(40), batch_size=4, num_workers=0)
+        for _ in sdk.epochs(2):
+            for _ in loader:
+                time.sleep(0.02)
+        beat = router.expect(HeartbeatMessage, timeout_s=10)
+        assert beat.total_iterations == 20 and 0 < beat.iteration < 20, beat
+    finally:
+        router.close()
+
+
 def test_a_stop_signal_checkpoints_at_the_next_boundary_and_exits(tmp_path: Path) -> None:
     sdk = job(tmp_path)
     loader = sdk.loader(Numbers(40), batch_size=4, shuffle=False)

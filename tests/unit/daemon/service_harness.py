@@ -14,7 +14,7 @@ from allocator import ThroughputModel
 from daemon.api import load_model
 from daemon.config import DaemonConfig, NodeConfig
 from daemon.items import CancelCall, FromAgent, SubmitCall
-from daemon.launcher import Exit, Launcher
+from daemon.launcher import Exit, Launcher, RankProcess
 from daemon.service import Service
 from daemon.store import JobRecord
 from scheduler.config import SchedulerConfig
@@ -44,6 +44,10 @@ class RecordedLauncher(Launcher):
         pid = 40_000 + len(self.launches)
         self.live[job_id] = pid
         return pid
+
+    def launch_ranks(self, job_id: str, ranks: Sequence[RankProcess]) -> int:
+        """A command job's ranks: recorded as rank 0's launch, never started."""
+        return self.launch(job_id, list(ranks[0].argv), dict(ranks[0].env))
 
     def launched(self) -> list[str]:
         """The ids of the jobs launched, in launch order (a relaunch again)."""

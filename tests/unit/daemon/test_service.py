@@ -594,3 +594,29 @@ def test_a_restart_keeps_a_saving_jobs_gpu_from_the_jobs_it_relaunches(
         await driver.close()
 
     asyncio.run(second_daemon())
+
+
+def test_a_scripts_length_counts_unless_its_job_file_gives_one(tmp_path: Path) -> None:
+    # Both scripts say they end at 300: the command job is taken at its word, the zoo
+    # job's trainer stops at its job file's 500 (inside an epoch) and is counted to that.
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("a", model=None, iterations=None, command=["python", "train.py"])
+        driver.at(1.0).submit("z")
+        for job, gen in (("a", 1), ("z", 1)):
+            driver.at(1.5).agent(Hello(job=job, gen=gen, pid=40_001))
+        for second in range(2, 13):  # 10 iterations a second
+            for job in ("a", "z"):
+                said = beat(job, 1, 10 * (second - 2)).model_copy(update={"total_iterations": 300})
+                driver.at(float(second)).agent(said)
+        shown = {job: driver.service.live_job(job) for job in ("a", "z")}
+        assert {job: live and live.total_iterations for job, live in shown.items()} == {
+            "a": 300,
+            "z": 500,
+        }
+        assert driver.service.scheduler.status("z").total_iterations is None
+        left = {job: live and live.seconds_left for job, live in shown.items()}
+        assert left == {"a": pytest.approx(20.0), "z": pytest.approx(40.0)}
+        await driver.close()
+
+    asyncio.run(scenario())

@@ -202,12 +202,17 @@ def test_straggler_keeps_its_allocation_and_the_rest_fit_around_it() -> None:
     assert core.status("a").state is JobState.RESUMING
 
 
-def test_gate_leaves_a_nearly_done_job_alone() -> None:
+@pytest.mark.parametrize(
+    ("requested", "said"),
+    [(1_000, 0), (1_000_000, 1_000)],  # its request's length, or one its script says
+)
+def test_gate_leaves_a_nearly_done_job_alone(requested: int, said: int) -> None:
     core = scheduler(cpu_workers=24, gate=True)
-    start(core, "a", 0.0, iterations=1_000)
+    start(core, "a", 0.0, iterations=requested)
     start_second(core, "a", "b", 1.0, step_time_s=0.05)  # b wants 20: a must shrink
     assert workers(core, "a") < 10
-    core.handle(Heartbeat("a", 2, 990, 100.0, 0.5, 4), now=100.0)
+    core.handle(Heartbeat("a", 2, 990, 100.0, 0.5, 4, total_iterations=said), now=100.0)
+    assert core.status("a").total_iterations == (said or None)
     # b finishes: a could grow back to 10, but 10 iterations left are not worth a pause.
     out = core.handle(Finished("b"), now=101.0)
     assert only(out, Pause) == []
