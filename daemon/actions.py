@@ -57,6 +57,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CANCEL_GRACE_S = 5.0
+# An SDK script's own exit 0 without `job.epochs(n)` ending: a `for epoch in range(n)` loop,
+# or a step-counting one. The job did what it was written to; a relaunch would run it again.
+_ENDED_OUTSIDE_EPOCHS = (
+    "exited with code 0 outside `job.epochs(n)`, so taken as completed at its last step;"
+    " loop with `for epoch in job.epochs(n)` to have stoker know its length and resume it"
+    " mid-run after a relaunch"
+)
 # A script's work after its final step (it keeps its GPUs meanwhile) is logged once it took
 # this long: every script takes a moment to exit after `finished`.
 _NOTED_AFTER_S = 5.0
@@ -379,6 +386,9 @@ class Actions:
                 service.feed(Finished(job_id))
             elif code == 0 and self._without_sdk(job_id, status.state, status.unmanaged):
                 service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
+            elif code == 0:  # its script ended by itself, outside `job.epochs(n)`: its end
+                self._last_word(job_id)
+                service.feed(Finished(job_id, why=_ENDED_OUTSIDE_EPOCHS))
             else:
                 self._last_word(job_id)
                 service.feed(Failed(job_id, self._exit_reason(ended)))

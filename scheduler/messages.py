@@ -143,6 +143,7 @@ class Finished:
 
     job_id: str
     exited: bool = True
+    why: str = "finished"  # its reason: another when the daemon took an exit for its end
 
 
 @dataclass(frozen=True)

@@ -421,8 +421,8 @@ class Scheduler:
                 self._paused(event, now, out)
             case Resumed():
                 self._resumed(event, now, out)
-            case Finished(job_id=job_id, exited=exited):
-                self._ended(job_id, JobState.COMPLETED, now, out, "finished", exited=exited)
+            case Finished(job_id=job_id, exited=exited, why=why):
+                self._ended(job_id, JobState.COMPLETED, now, out, why, exited=exited)
             case Failed(job_id=job_id, error=error, exited=exited):
                 self._ended(job_id, JobState.FAILED, now, out, error, exited=exited)
             case Exited(job_id=job_id):

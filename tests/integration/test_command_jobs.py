@@ -178,6 +178,21 @@ def test_a_scripts_loader_workers_are_timed_and_its_curve_learned(
     assert 0.5 + 8 * 0.019 < done["pause_cost_s"] < 0.5 + 8 * 0.03, done
 
 
+def test_a_script_that_counts_its_own_epochs_completes_at_its_exit_and_runs_once(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(node=ONE_SLOT)
+    body = command_job("own", "count_train.py", "2", "0", env={"OWN_LOOP": "1"})
+    with daemon.client() as client:
+        job_id = client.post("/v1/jobs", json=body).json()["id"]
+        done = wait_for("the job to end", lambda: ended(client, job_id), timeout_s=60)
+    assert done["state"] == "completed" and done["restarts"] == 0, done
+    assert done["iteration"] == 24, "its last step, from its last word"
+    assert "exited with code 0 outside `job.epochs(n)`" in done["reason"], done
+    seen = daemon.state_dir / "jobs" / job_id / "output" / "seen.txt"
+    assert len(seen.read_text().splitlines()) == 2 * 96, "trained once, not run again"
+
+
 def test_a_script_that_raises_fails_at_once_with_its_exception(
     serve: Callable[..., Daemon],
 ) -> None:
