@@ -14,6 +14,7 @@ from agents.protocol import (
     SECRET_VARIABLE,
     VERSION,
     CancelMessage,
+    MetricsMessage,
     PausedMessage,
     PauseMessage,
     ResumedMessage,
@@ -519,7 +520,13 @@ class Actions:
         deadline = service.now() + grace_s
         while waiting and service.now() < deadline:
             message = await service.link.receive(timeout_s=deadline - service.now())
-            if isinstance(message, PausedMessage) and message.job in waiting:
+            if isinstance(message, MetricsMessage):  # the SDK sends them before it checkpoints
+                service.keep_metrics(message)
+            elif (
+                isinstance(message, PausedMessage)
+                and message.job in waiting
+                and service.authentic(message)
+            ):
                 waiting.discard(message.job)
                 paused.add(message.job)
                 self._keep_checkpoint(message)
@@ -536,7 +543,9 @@ class Actions:
         left, deadline = set(job_ids), service.now() + wait_s
         while left and service.now() < deadline:
             left -= {ended.job_id for ended in await asyncio.to_thread(service.launcher.exited)}
-            await asyncio.sleep(0.05)
+            message = await service.link.receive(timeout_s=0.05)
+            if isinstance(message, MetricsMessage):  # what they report as they exit
+                service.keep_metrics(message)
         if left:
             log.warning("jobs %s did not leave on the way out: stopping them", sorted(left))
 

@@ -525,6 +525,12 @@ class Service:
         live = self.live_job(job_id)
         return live is not None and live.state.holds_resources
 
+    def keep_metrics(self, message: MetricsMessage) -> None:
+        """What a job's script reported, if the message is its agent's (any time: while
+        the daemon stops too, when a pause's checkpoint sends the metrics before it)."""
+        if message.job in self.records and self.authentic(message):
+            self._keep_metrics(message)
+
     def _keep_metrics(self, message: MetricsMessage) -> None:
         points = [(point.step, point.values) for point in message.points]
         self.store.reported.add(message.job, points)

@@ -482,7 +482,7 @@ def test_after_kill_9_a_script_resumes_from_its_newest_checkpoint(
     assert "Traceback" not in hello_again
 
 
-def test_a_clean_stop_of_the_daemon_leaves_no_crash_in_a_scripts_log(
+def test_a_clean_stop_of_the_daemon_leaves_no_crash_in_a_scripts_log_nor_a_gap_in_its_metrics(
     serve: Callable[..., Daemon],
 ) -> None:
     # Stopped by a SIGTERM to its process group, a paused script's loader workers died
@@ -495,6 +495,14 @@ def test_a_clean_stop_of_the_daemon_leaves_no_crash_in_a_scripts_log(
     daemon.kill(signal.SIGTERM)
     log = (daemon.state_dir / "jobs" / job_id / "stderr.log").read_text()
     assert "Traceback" not in log and "killed by signal" not in log, log
+    # What it reported since its last flush went with its pause's checkpoint, on the way
+    # out: the series the next daemon serves has every step, though none is trained again.
+    again = serve(state=daemon.state_dir.name)
+    with again.client() as client:
+        losses = client.get(f"/v1/jobs/{job_id}/metrics").json()["series"]["loss"]
+        client.delete(f"/v1/jobs/{job_id}")
+    steps = [step for step, _ in losses]
+    assert len(steps) > 5 and steps == list(range(1, len(steps) + 1)), steps
 
 
 def final_loss_reported(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
