@@ -42,6 +42,7 @@ from scheduler.messages import (
     Placed,
     Planned,
     Queued,
+    RanUnmanaged,
     Record,
     Replanned,
     Restarting,
@@ -58,12 +59,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _CANCEL_GRACE_S = 5.0
+UNMANAGED_EVENT = "unmanaged"  # the kind of event that says a job runs without the SDK
 # An SDK script's own exit 0 without `job.epochs(n)` ending: a `for epoch in range(n)` loop,
 # or a step-counting one. The job did what it was written to; a relaunch would run it again.
 _ENDED_OUTSIDE_EPOCHS = (
     "exited with code 0 outside `job.epochs(n)`, so taken as completed at its last step;"
     " loop with `for epoch in job.epochs(n)` to have stoker know its length and resume it"
     " mid-run after a relaunch"
+)
+# A command without the SDK that an earlier daemon started: this one is not its parent, so
+# its exit code is lost with it. Nothing says it failed; its logs say how it ended.
+_ADOPTED_UNMANAGED_ENDED = (
+    "its process ended; started by an earlier daemon and running without the SDK, it left"
+    " no exit code this daemon could read (not its parent): taken as completed, its logs say"
+    " how it ended"
 )
 # A script's work after its final step (it keeps its GPUs meanwhile) is logged once it took
 # this long: every script takes a moment to exit after `finished`.
@@ -92,6 +101,8 @@ def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa:
             return job_id, "submitted", {"gpus": gpus}
         case HelloNoted(job_id=job_id, gen=gen, state=state):
             return job_id, "hello", {"gen": gen, "state": state.value}
+        case RanUnmanaged(job_id=job_id):
+            return job_id, UNMANAGED_EVENT, {}
         case StaleMessage(job_id=job_id, message=message, gen=gen):
             stale: dict[str, Any] = {"message": message}
             return job_id, "stale", stale if gen is None else {**stale, "gen": gen}
@@ -381,18 +392,7 @@ class Actions:
                 continue  # it ended before: `_free_exited` gives its GPUs back
             if code == 0 and job_id in self._cold_pauses:
                 continue  # a cold resize: it checkpointed and left, as asked
-            final = self.finished_marker(job_id) if code in (0, None) else None
-            if final is not None:  # it exited before its `finished` was read
-                service.store.update_job(job_id, time.time(), iteration=final)
-                service.feed(Finished(job_id))
-            elif code == 0 and self._without_sdk(job_id, status.state, status.unmanaged):
-                service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
-            elif code == 0:  # its script ended by itself, outside `job.epochs(n)`: its end
-                self._last_word(job_id)
-                service.feed(Finished(job_id, why=_ENDED_OUTSIDE_EPOCHS))
-            else:
-                self._last_word(job_id)
-                service.feed(Failed(job_id, self._exit_reason(ended)))
+            self._ended(ended, status.state, status.unmanaged)
         service.restorer.expire()
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:
@@ -409,6 +409,24 @@ class Actions:
                 )
                 service.launcher.stop(job_id, grace_s=0.5)
         self._free_exited()
+
+    def _ended(self, ended: Exit, state: JobState, unmanaged: bool) -> None:
+        """A running job's processes exited: its end, as its markers and exit code say."""
+        service, job_id, code = self._service, ended.job_id, ended.code
+        final = self.finished_marker(job_id) if code in (0, None) else None
+        if final is not None:  # it exited before its `finished` was read
+            service.store.update_job(job_id, time.time(), iteration=final)
+            service.feed(Finished(job_id))
+        elif code == 0 and self._without_sdk(job_id, state, unmanaged):
+            service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
+        elif code is None and unmanaged:  # adopted: no word, nor an exit code
+            service.feed(Finished(job_id, why=_ADOPTED_UNMANAGED_ENDED))
+        elif code == 0:  # its script ended by itself, outside `job.epochs(n)`: its end
+            self._last_word(job_id)
+            service.feed(Finished(job_id, why=_ENDED_OUTSIDE_EPOCHS))
+        else:
+            self._last_word(job_id)
+            service.feed(Failed(job_id, self._exit_reason(ended)))
 
     def stop_after_end(self, job_id: str, by: str) -> None:
         """Cancel a job that ended while its processes run on (a script still saving after
@@ -494,6 +512,26 @@ class Actions:
         record = self._service.records.get(job_id)
         command = record is not None and record.settings.command is not None
         return unmanaged or (command and state is JobState.STARTING)
+
+    def left_running(self) -> set[str]:
+        """The jobs a stopping daemon leaves running: commands without the SDK, which have
+        no checkpoint to go on from. Each is logged, with how to stop it."""
+        service = self._service
+        kept = {
+            job_id
+            for job_id, status in service.scheduler.jobs().items()
+            if status.unmanaged
+            and status.state is JobState.RUNNING
+            and service.launcher.running(job_id)
+        }
+        for job_id in sorted(kept):
+            log.info(
+                "job %s: runs without the SDK, so it has no checkpoint; left running for the"
+                " next daemon to adopt (`stoker cancel %s` stops it)",
+                job_id,
+                job_id,
+            )
+        return kept
 
     async def pause_all(self, grace_s: float) -> set[str]:
         """Ask every running agent to pause (it writes a checkpoint) and record the

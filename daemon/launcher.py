@@ -9,7 +9,7 @@ import signal
 import stat
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -222,9 +222,11 @@ class Launcher:
         if pid is not None:
             stop_group(pid, grace_s)
 
-    def stop_all(self, grace_s: float = 5.0) -> None:
+    def stop_all(self, grace_s: float = 5.0, keep: Collection[str] = ()) -> None:
+        """Stop every job's processes but those of the jobs in `keep`."""
         for job_id in [*self._processes, *self._adopted]:
-            self.stop(job_id, grace_s)
+            if job_id not in keep:
+                self.stop(job_id, grace_s)
 
 
 def _give(name: str, folder: int, user: UnixUser) -> None:

@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from agents.protocol import AgentMessage, Hello
+from daemon.actions import UNMANAGED_EVENT
 from daemon.launcher import is_agent, stop_group
 from daemon.store import JobRecord
 from scheduler.messages import Allocation, JobSubmitted
@@ -81,6 +82,7 @@ class Restorer:
             finished=finished is not None,
             agent_alive=self._agent_alive(record.id, record.pid),
             placement_fits=all(index < service.slots for index in record.placement),
+            unmanaged=service.store.has_event(record.id, UNMANAGED_EVENT),
         )
         action = restore_action(facts, clean_stop=clean)
         if action is RestoreAction.COMPLETE:  # it ended while no daemon listened
@@ -93,6 +95,9 @@ class Restorer:
                 record.id, JobState.COMPLETED, "finished while the daemon was down"
             )
             return None
+        if action is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
+            self._adopt_unmanaged(record, record.pid)
+            return None
         if record.checkpoint:
             service.actions.resume_from(record.id, record.checkpoint)
         if action is RestoreAction.AWAIT_HELLO:
@@ -102,6 +107,26 @@ class Restorer:
             return None
         why = "the daemon was stopped" if clean else "the daemon restarted"
         return f"{why} while it was {record.state}"
+
+    def _adopt_unmanaged(self, record: JobRecord, pid: int) -> None:
+        """A command running without the SDK outlived the last daemon: it runs on, with the
+        workers it was launched with and its GPUs, as if this daemon had started it."""
+        service = self._service
+        service.launcher.adopt(record.id, pid)
+        planned = service.store.last_allocation(record.id)
+        allocation = Allocation(
+            int(planned["workers_per_gpu"]) if planned else 1,
+            float(planned["decoder_share"]) if planned else 0.0,
+        )
+        commands = service.scheduler.adopt(
+            service.request(record),
+            allocation,
+            record.iteration,
+            service.now(),
+            record.placement,
+            unmanaged=True,
+        )
+        service.actions.carry_out_all(commands)
 
     def _watch_if_running(self, record: JobRecord) -> None:
         """A completed job whose script still runs after its final step (an evaluation, a

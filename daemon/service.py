@@ -622,13 +622,17 @@ class Service:
     async def shutdown(self) -> None:
         """Stop accepting; ask every running agent to pause, so that it writes a checkpoint,
         and wait up to `shutdown_grace_s` for them; tell those that paused to leave, and
-        wait up to `LEAVE_WAIT_S` for them; stop what is left of their processes; mark the
-        stop clean (the next start counts no restart for it); close the store."""
+        wait up to `LEAVE_WAIT_S` for them; stop what is left of their processes, but leave
+        commands running without the SDK to run on; mark the stop clean (the next start
+        counts no restart for it); close the store."""
         self.accepting = False
         (self.state_dir / URL_FILE).unlink(missing_ok=True)  # no daemon listens there now
         paused = await self.actions.pause_all(self.config.shutdown_grace_s)
         await self.actions.let_go(paused, LEAVE_WAIT_S)
-        await asyncio.to_thread(self.launcher.stop_all, 2.0)
+        # A command without the SDK has no checkpoint to go on from: stopped, it would
+        # start over. It runs on, and the next daemon adopts it (`scheduler/restore.py`).
+        unmanaged = self.actions.left_running()
+        await asyncio.to_thread(self.launcher.stop_all, 2.0, unmanaged)
         self.store.mark_clean_stop()
         self.link.close()
         self.store.close()

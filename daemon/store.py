@@ -410,6 +410,20 @@ class Store:
         ).fetchone()
         return str(json.loads(row[0]).get("why", "")) if row else ""
 
+    def has_event(self, job_id: str, kind: str) -> bool:
+        """Whether the job has an event of `kind`."""
+        row = self._db.execute(
+            "SELECT 1 FROM job_events WHERE job_id = ? AND kind = ? LIMIT 1", (job_id, kind)
+        ).fetchone()
+        return row is not None
+
+    def last_allocation(self, job_id: str, plans: int = 100) -> Mapping[str, Any] | None:
+        """The job's allocation in the newest of the last `plans` plans that names it."""
+        for plan in self.plans(plans):
+            if job_id in plan["allocations"]:
+                return dict(plan["allocations"][job_id])
+        return None
+
     def last_event_seq(self) -> int:
         """The newest event's sequence number; 0 when there is none."""
         row = self._db.execute("SELECT MAX(seq) FROM job_events").fetchone()

@@ -261,6 +261,15 @@ class Queued:
 
 
 @dataclass(frozen=True)
+class RanUnmanaged:
+    """A command said no hello: it runs without the SDK, its workers fixed, never paused.
+    Kept with the job, so that a restarted daemon adopts it as it runs, with no hello to
+    wait for."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
 class HelloNoted:
     """An agent said hello again while its job was past starting (a reconnect)."""
 
@@ -339,6 +348,14 @@ class Replanned:
 
 
 Record = (
-    StateChanged | Queued | HelloNoted | StaleMessage | Restarting | Planned | Gated | Replanned
+    StateChanged
+    | Queued
+    | HelloNoted
+    | RanUnmanaged
+    | StaleMessage
+    | Restarting
+    | Planned
+    | Gated
+    | Replanned
 )
 Command = Launch | Pause | Resume | SetShare | Cancel | Placed | Record

@@ -2,10 +2,12 @@
 relaunches a job may have: decisions on data the daemon reads from its state dir.
 
 A running job whose agent outlived the old daemon keeps running: the daemon waits for the
-agent's hello and adopts it with the allocation it reports. Any other job, and a running
-one whose agent does not say hello in time, has its process stopped and is relaunched from
-its last checkpoint, which counts as one of its restarts unless the daemon was stopped
-cleanly (it paused its jobs and took their checkpoints on the way down).
+agent's hello and adopts it with the allocation it reports. A command running without the
+SDK is adopted as it runs (it says no hello, and it has no checkpoint to go on from: a
+daemon stopping cleanly leaves it running too). Any other job, and a running one whose
+agent does not say hello in time, has its process stopped and is relaunched from its last
+checkpoint, which counts as one of its restarts unless the daemon was stopped cleanly (it
+paused its jobs and took their checkpoints on the way down).
 """
 
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ from scheduler.states import JobState
 class RestoreAction(StrEnum):
     COMPLETE = "complete"  # its agent wrote the finished marker while no daemon listened
     AWAIT_HELLO = "await_hello"  # its agent may still be training: wait for it
+    ADOPT_UNMANAGED = "adopt_unmanaged"  # a command without the SDK runs on: take it as it is
     RELAUNCH = "relaunch"  # start it again from its checkpoint
 
 
@@ -28,11 +31,14 @@ class StoredJob:
     finished: bool  # its agent's finished marker is there
     agent_alive: bool  # the recorded pid runs this job's agent
     placement_fits: bool  # its GPUs still exist on the node as configured now
+    unmanaged: bool = False  # it ran without the SDK (`RanUnmanaged`)
 
 
 def restore_action(job: StoredJob, clean_stop: bool) -> RestoreAction:
     if job.finished:
         return RestoreAction.COMPLETE
+    if job.unmanaged and job.state is JobState.RUNNING and job.agent_alive and job.placement_fits:
+        return RestoreAction.ADOPT_UNMANAGED
     if job.state is JobState.RUNNING and job.agent_alive and job.placement_fits and not clean_stop:
         return RestoreAction.AWAIT_HELLO
     return RestoreAction.RELAUNCH

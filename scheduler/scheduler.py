@@ -45,6 +45,7 @@ from scheduler.messages import (
     Placed,
     Planned,
     Queued,
+    RanUnmanaged,
     Replanned,
     Restarting,
     Resume,
@@ -337,9 +338,12 @@ class Scheduler:
         iteration: int,
         now: float,
         gpu_indices: tuple[int, ...] = (),
+        *,
+        unmanaged: bool = False,
     ) -> list[Command]:
         """Take over a job that is already running: its agent outlived the daemon that
-        launched it and said hello to this one. It runs on with its allocation and its
+        launched it and said hello to this one, or, `unmanaged`, a command running without
+        the SDK outlived it (no hello will come). It runs on with its allocation and its
         placement, and the next round plans it with the others."""
         if request.id in self._jobs:
             raise SchedulerError(f"job {request.id!r} is known already")
@@ -359,9 +363,15 @@ class Scheduler:
             seq=len(self._jobs),
             reported=iteration,
             started_at=iteration,
+            unmanaged=unmanaged,
+            fixed=unmanaged,
         )
-        self._jobs[request.id] = self._live[request.id] = self._watched[request.id] = job
-        why = "re-attached: its agent outlived the daemon"
+        self._jobs[request.id] = self._live[request.id] = job
+        if unmanaged:
+            why = "re-attached: it runs without the SDK and outlived the daemon"
+        else:
+            self._watched[request.id] = job  # its heartbeats come again
+            why = "re-attached: its agent outlived the daemon"
         return [StateChanged(request.id, None, JobState.RUNNING, why, iteration)]
 
     def hold(self, job_id: str, gpu_indices: tuple[int, ...], *, exiting: bool = False) -> None:
@@ -732,6 +742,7 @@ class Scheduler:
         job.started_at = 0
         why = "no hello from the SDK: runs unmanaged, its workers fixed, never paused"
         self._move(job, JobState.RUNNING, out, why)
+        out.append(RanUnmanaged(job.request.id))
         self._watched.pop(job.request.id, None)
 
     def _end_back_offs(self, now: float) -> None:

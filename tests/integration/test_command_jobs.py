@@ -387,7 +387,7 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
     shown = stoker("show", job["id"], *where)
     assert shown.code == 0, shown.stderr
     lines = dict(line.split(None, 1) for line in shown.stdout.splitlines())
-    assert lines["state"] == "completed" and lines["progress"] == "iteration 24"
+    assert lines["state"] == "completed" and lines["progress"] == "iteration 24 of 24 (100%)"
     assert lines["runs"].endswith("count_train.py 2 0") and "workers" not in lines
     assert lines["gpus"] == "1, global batch 8 as planned (a hint; the script's own rules)"
     final = series["newest"]["final_loss"]
@@ -671,6 +671,36 @@ def test_a_cancelled_script_the_killed_daemon_was_stopping_is_stopped_by_the_new
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)  # what a failed check would leave behind
+
+
+def test_a_command_without_the_sdk_outlives_daemon_restarts_and_keeps_its_work(
+    serve: Callable[..., Daemon],
+) -> None:
+    # It has no checkpoint: stopped and relaunched, it would start over. A daemon killed,
+    # then one stopped cleanly, each leave it running, and the next adopts it as it runs.
+    scheduler = {**FAST["scheduler"], "unmanaged_after_s": 1.0}  # type: ignore[dict-item]
+    daemon = serve(scheduler=scheduler, node=ONE_SLOT)
+    with daemon.client() as client:
+        body = command_job("plain", "plain.py", "14", "0", max_restarts=0)
+        job_id = client.post("/v1/jobs", json=body).json()["id"]
+        events = partial(client.get, f"/v1/jobs/{job_id}/events")
+        wait_for("it to run unmanaged", lambda: '"unmanaged"' in events().text, timeout_s=30)
+        pid = daemon_pid_of(daemon, job_id)
+    daemon.kill(signal.SIGKILL)
+    again = serve(state=daemon.state_dir.name, scheduler=scheduler, node=ONE_SLOT)
+    with again.client() as client:
+        shown = client.get(f"/v1/jobs/{job_id}").json()
+        assert (shown["state"], shown["restarts"], shown["unmanaged"]) == ("running", 0, True)
+        assert "runs without the SDK and outlived the daemon" in shown["reason"], shown
+    again.kill(signal.SIGTERM)
+    assert os.path.exists(f"/proc/{pid}"), "a clean stop leaves it running too"
+    third = serve(state=daemon.state_dir.name, scheduler=scheduler, node=ONE_SLOT)
+    with third.client() as client:
+        done = wait_for("it to end", lambda: ended(client, job_id), timeout_s=30)
+    assert done["state"] == "completed" and done["restarts"] == 0, done
+    assert "left no exit code this daemon could read" in done["reason"], done
+    log = (daemon.state_dir / "jobs" / job_id / "stdout.log").read_text()
+    assert "started again" not in log, "one run, never restarted"
 
 
 def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(

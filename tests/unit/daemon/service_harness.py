@@ -4,7 +4,7 @@ inside one asyncio loop, as in the daemon, because commands to agents are sent f
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,8 +71,8 @@ class RecordedLauncher(Launcher):
     def stop(self, job_id: str, grace_s: float = 5.0) -> None:
         self.live.pop(job_id, None)
 
-    def stop_all(self, grace_s: float = 5.0) -> None:
-        self.live.clear()
+    def stop_all(self, grace_s: float = 5.0, keep: Collection[str] = ()) -> None:
+        self.live = {job_id: pid for job_id, pid in self.live.items() if job_id in keep}
 
 
 @dataclass

@@ -49,6 +49,18 @@ def test_only_a_running_job_whose_agent_lives_where_it_was_placed_is_awaited() -
     assert restore_action(stored(), clean_stop=True) is RestoreAction.RELAUNCH
 
 
+def test_a_command_without_the_sdk_that_runs_on_is_adopted_after_any_stop() -> None:
+    # No hello will come, and no checkpoint: a clean stop left it running for that.
+    for clean in (False, True):
+        adopted = restore_action(stored(unmanaged=True), clean_stop=clean)
+        assert adopted is RestoreAction.ADOPT_UNMANAGED
+    for gone in (
+        stored(unmanaged=True, agent_alive=False),
+        stored(unmanaged=True, placement_fits=False),
+    ):
+        assert restore_action(gone, clean_stop=False) is RestoreAction.RELAUNCH
+
+
 def test_a_relaunch_counts_against_the_restarts_only_when_the_job_had_started() -> None:
     assert restarts_after_relaunch(JobState.RUNNING, 1, count=True) == 2
     assert restarts_after_relaunch(JobState.RUNNING, 1, count=False) == 1  # a clean stop
