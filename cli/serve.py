@@ -195,7 +195,8 @@ def node(
         "",
         "node setting      value  from",
         f"slots             {found['slots']:>5}  "
-        + ("the host" if {"gpus", "cpu_slots"} & chosen else "the config")
+        # The GPUs on a GPU node, else the CPU slots, each from the host unless configured.
+        + ("the host" if ("gpus" if found["gpus"] else "cpu_slots") in chosen else "the config")
         + f" ({slots})",
         f"cpu_workers       {found['cpu_workers']:>5}  "
         + ("the host (usable CPUs less training's)" if "cpu_workers" in chosen else "the config"),

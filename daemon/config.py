@@ -6,14 +6,23 @@ then these defaults. pydantic-settings reads the environment and the file; a bad
 value fails start-up with a message naming it (`load_config`).
 """
 
+import difflib
 import os
 import pwd
 import shutil
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -209,6 +218,21 @@ class DaemonConfig(BaseSettings):
             raise ValueError("jobs run as other users only when the daemon runs as root")
         return users
 
+    @model_validator(mode="after")
+    def _tenants_have_tokens(self) -> "DaemonConfig":
+        """A tenant named in `unix_users` or `tenants` has a token: a misspelt name would
+        otherwise apply to no one, and its jobs run as root or without their quota."""
+        known = sorted(self.tokens) or ["admin"]  # no tokens: the admin's, in the state dir
+        for table, names in (("unix_users", self.unix_users), ("tenants", self.tenants)):
+            for name in names:
+                if name not in known:
+                    close = difflib.get_close_matches(name, known, n=1)
+                    raise ValueError(
+                        f"{table}.{name}: no tenant {name!r} has a token (`tokens` names "
+                        f"{', '.join(known)})" + (f"; did you mean {close[0]!r}?" if close else "")
+                    )
+        return self
+
     def tenant(self, name: str) -> TenantPolicy:
         """`name`'s policy: its `[tenants.<name>]` table, else the defaults."""
         return self.tenants.get(name) or TenantPolicy()
@@ -226,11 +250,25 @@ class DaemonConfig(BaseSettings):
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
 
+# `STOKER_` variables that are not settings: the CLI's, and those a job's launch gives the
+# SDK (docs/sdk.md). Any other is a setting, or a misspelt one.
+# fmt: off
+NOT_SETTINGS = frozenset(f"STOKER_{name}" for name in (
+    "URL", "TOKEN", "CACHE",  # the CLI's, and the model features' cache
+    "JOB_ID", "JOB_DIR", "OUTPUT_DIR", "CHECKPOINT_DIR", "CHECKPOINT_EVERY_S", "ATTEMPT",
+    "CONTROL", "GEN", "WORKERS", "HEARTBEAT_S", "AUDIT_DIR", "RESIZE", "PAUSED_AT", "DECODER",
+    "DECODE_MODE", "DECODER_SHARE", "CPU_SLOTS", "PROTOCOL", "AGENT_SECRET",
+))
+# fmt: on
+
+
 def load_config(path: Path | None = None, **overrides: object) -> DaemonConfig:
     """Settings from flags (`overrides`, None meaning unset), env and `path`."""
+    environ = os.environ
     given = {key: value for key, value in overrides.items() if value is not None}
     if path is not None and not path.is_file():
         raise ConfigError(f"--config: no file at {path}")
+    _refuse_unknown_variables(environ)
 
     class FromFile(DaemonConfig):
         model_config = SettingsConfigDict(toml_file=path)
@@ -239,11 +277,45 @@ def load_config(path: Path | None = None, **overrides: object) -> DaemonConfig:
         return DaemonConfig.model_validate(FromFile(**given).model_dump())  # type: ignore[arg-type]
     except ValidationError as error:
         first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
+        loc = tuple(str(part) for part in first["loc"])
+        message = first["msg"].removeprefix("Value error, ")  # ours name their key
+        if first["type"] == "extra_forbidden":
+            message = _unknown_key(loc, environ)
         source = f" (in {path})" if path else ""
-        raise ConfigError(f"{where}{source}: {first['msg']}") from None
+        where = ".".join(loc)
+        raise ConfigError(f"{where}{source}: {message}" if where else message + source) from None
     except ValueError as error:  # a TOML file that does not parse
         raise ConfigError(f"--config {path}: {error}") from None
+
+
+def _refuse_unknown_variables(environ: Mapping[str, str]) -> None:
+    """A `STOKER_` variable that names no setting is a misspelt one: pydantic-settings would
+    pass over it, and the daemon start without what its operator set."""
+    settings = sorted(DaemonConfig.model_fields)
+    for name in sorted(environ):
+        if not name.startswith("STOKER_") or name in NOT_SETTINGS:
+            continue
+        key = name.removeprefix("STOKER_").lower().split("__", 1)[0]
+        if key not in settings:
+            close = difflib.get_close_matches(key, settings, n=1)
+            hint = f"; did you mean STOKER_{close[0].upper()}?" if close else ""
+            raise ConfigError(f"{name}: no daemon setting {key!r} (docs/daemon.md){hint}")
+
+
+def _unknown_key(loc: tuple[str, ...], environ: Mapping[str, str]) -> str:
+    """What to say of a key no setting has: the one it may have meant, and the variable it
+    came from when the environment set it."""
+    model: type[BaseModel] = DaemonConfig
+    for part in loc[:-1]:
+        field = model.model_fields.get(part)
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return "not a setting"
+        model = annotation
+    close = difflib.get_close_matches(loc[-1], sorted(model.model_fields), n=1)
+    message = "not a setting" + (f"; did you mean {close[0]!r}?" if close else "")
+    variable = "STOKER_" + "__".join(part.upper() for part in loc)
+    return message + (f" (from {variable})" if variable in environ else "")
 
 
 def with_scheduler(config: DaemonConfig, **changes: object) -> DaemonConfig:

@@ -1,6 +1,7 @@
 """Settings come from flags, STOKER_ variables and a TOML file, and bad ones are named."""
 
 import dataclasses
+import os
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,44 @@ def test_bad_settings_name_the_key(tmp_path: Path, text: str, named: str) -> Non
     with pytest.raises(ConfigError) as raised:
         load_config(path)
     assert named in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("variable", "said"),
+    [
+        ("STOKER_MAX_RESTART", "STOKER_MAX_RESTART: no daemon setting 'max_restart'"),
+        ("STOKER_NODE__CPU_WORKER", "node.cpu_worker: not a setting; did you mean 'cpu_workers'?"),
+    ],
+)
+def test_a_misspelt_variable_stops_the_start_naming_it_and_the_setting_meant(
+    monkeypatch: pytest.MonkeyPatch, variable: str, said: str
+) -> None:
+    monkeypatch.setenv(variable, "3")
+    monkeypatch.setenv("STOKER_URL", "http://127.0.0.1:1")  # the CLI's: no setting, no error
+    with pytest.raises(ConfigError) as raised:
+        load_config()
+    assert said in str(raised.value) and variable.removeprefix("STOKER_") in str(raised.value)
+    assert "did you mean" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        pytest.param(
+            "unix_users",
+            marks=pytest.mark.skipif(os.geteuid() != 0, reason="unix_users need a root daemon"),
+        ),
+        "tenants",
+    ],
+)
+def test_a_tenant_without_a_token_is_refused_with_the_one_meant(tmp_path: Path, table: str) -> None:
+    value = '"nobody"' if table == "unix_users" else "{ max_running_jobs = 1 }"
+    path = tmp_path / "stoker.toml"
+    path.write_text(f'[tokens]\nalice = "{"b" * 24}"\n[{table}]\nalcie = {value}\n')
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(raised.value).startswith(f"{table}.alcie: no tenant 'alcie' has a token")
+    assert "did you mean 'alice'?" in str(raised.value)
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:

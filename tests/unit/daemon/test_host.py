@@ -91,6 +91,23 @@ def test_stoker_node_under_taskset_sees_the_restricted_mask(tmp_path: Path) -> N
     assert found["cpu_workers"] == 1 and found["slots"] >= 1
 
 
+@pytest.mark.parametrize(("slots", "said"), [(None, "the host"), ("2", "the config")])
+def test_stoker_node_says_where_the_slots_came_from(
+    tmp_path: Path, slots: str | None, said: str
+) -> None:
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).parents[3])}
+    env.pop("STOKER_NODE__CPU_SLOTS", None)
+    if slots is not None:
+        env["STOKER_NODE__CPU_SLOTS"] = slots
+    run = subprocess.run(
+        [sys.executable, "-m", "cli", "node"],
+        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=120, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("slots ")]
+    assert line.split()[2:4] == said.split(), line
+
+
 def test_cpu_sets_share_the_allowed_cpus_among_the_slots() -> None:
     assert slot_cpus([3, 0, 1, 2], 2) == ((0, 1), (2, 3))
     assert slot_cpus(range(8), 3) == ((0, 1, 2), (3, 4), (5, 6, 7))  # as even as they divide
