@@ -4,6 +4,7 @@ script, `python -m agents.zoo`); or, in `simulate` mode, a zoo job's simulated a
 trains nothing."""
 
 import os
+import shlex
 import shutil
 import socket
 import sys
@@ -198,10 +199,20 @@ def unstartable(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | N
         return None
     if shutil.which(program, path=search_path) is not None:
         return None
+    interpreter = _INTERPRETERS.get(os.path.splitext(program)[1])
+    if interpreter is not None:  # `stoker submit train.py`: a script, not a program
+        line = shlex.join([interpreter, *settings.command])
+        return (
+            f"{program!r} is a script, not a program on the PATH: run it with its"
+            f" interpreter, `stoker submit -- {line}`"
+        )
     return (
         f"{program!r} is not on the PATH jobs run with, the daemon's ({search_path}); "
         f"{PATH_FIX} (e.g. after `source .venv/bin/activate`)"
     )
+
+
+_INTERPRETERS = {".py": "python", ".sh": "bash"}  # a script named as the command: its runner
 
 
 def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder: str) -> list[str]:

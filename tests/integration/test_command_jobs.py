@@ -318,6 +318,13 @@ def test_a_program_the_job_could_not_start_is_refused_at_submit_with_the_fix(
     assert problem["message"].startswith(
         "'no-such-python' is not on the PATH jobs run with, the daemon's (/usr/bin:/bin); give"
     )
+    with daemon.client() as client:  # `stoker submit train.py`, without `-- python`
+        body = {**command_job("mine", "count_train.py"), "command": ["t.py", "--lr", "0.1"]}
+        script = client.post("/v1/jobs", json=body).json()["detail"][0]["message"]
+    assert script == (
+        "'t.py' is a script, not a program on the PATH: run it with its interpreter,"
+        " `stoker submit -- python t.py --lr 0.1`"
+    )
     launched = {  # where submit does not look, the launch tells, as the job's reason
         ("./run.sh",): "launch failed: './run.sh' does not exist in ",
         ("no-such-python", "/usr/bin"): "launch failed: 'no-such-python' is not on the job's "
