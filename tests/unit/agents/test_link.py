@@ -196,9 +196,12 @@ def test_metrics_go_in_messages_under_the_size_limit_every_point_once_in_order()
     messages = list(_metrics_messages("j", 1, rows))
     assert all(len(encode(message)) <= _METRICS_MESSAGE_BYTES for message in messages)
     points = [point for message in messages for point in message.points]
-    assert [point.step for point in points] == list(range(3 * MAX_POINTS_PER_MESSAGE))
-    assert all(len(point.values) == 32 for point in points), "32 numbers kept, the rest cut"
-    assert all(len(name) == 64 for name in points[0].values), "names cut to 64 characters"
+    steps = [step for step in range(3 * MAX_POINTS_PER_MESSAGE) for _ in range(2)]
+    assert [point.step for point in points] == steps, "a step's 40 numbers in 2 points"
+    assert [len(point.values) for point in points[:2]] == [32, 8], "a point holds 32"
+    assert {name for point in points[:2] for name in point.values} == {
+        name[:64] for name in wide
+    }, "every number kept (strings and unnamed ones are not), names cut to 64 characters"
     small = list(_metrics_messages("j", 1, [(step, {"loss": 0.5}) for step in range(1500)]))
     assert sum(len(message.points) for message in small) == 1500
     assert len(small) == 3, "1,000 points of a loss are 36 KiB: halved to fit, not cut finer"
