@@ -15,7 +15,8 @@ def tighten(state_dir: Path, *, passable: bool) -> int:
     """Take group and other access off everything under `state_dir` (a state dir written
     by an older daemon, or by hand); the state and jobs folders keep o+x, g+x when
     `passable` (tenants' unix users reach their own job folders through them). Links are
-    left alone, never followed. The paths changed."""
+    left alone, never followed. The paths that were open to others (the o+x given to the
+    two folders is not counted)."""
     changed = 0
     keep_x = 0o011 if passable else 0
     for path in (state_dir, *state_dir.rglob("*")):
@@ -30,5 +31,5 @@ def tighten(state_dir: Path, *, passable: bool) -> int:
             wanted |= keep_x
         if wanted != stat.S_IMODE(mode):
             os.chmod(path, wanted)
-            changed += 1
+            changed += bool(stat.S_IMODE(mode) & ~wanted)
     return changed
