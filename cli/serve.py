@@ -48,6 +48,7 @@ def serve(
     from daemon.api import create_app, load_model  # noqa: PLC0415
     from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
     from daemon.private import UMASK  # noqa: PLC0415
+    from daemon.stopping import Server  # noqa: PLC0415
     from tpm import TpmError  # noqa: PLC0415
 
     logging.basicConfig(
@@ -92,13 +93,15 @@ def serve(
         f"{settings.state_dir.resolve()}, policy {settings.scheduler.policy}",
         err=True,
     )
-    uvicorn.run(
-        create_app(settings, model),
+    app = create_app(settings, model)
+    served = uvicorn.Config(
+        app,
         host=settings.host,
         port=settings.port,
         log_level=log_level.lower(),
         timeout_graceful_shutdown=10,
     )
+    Server(served, app).run()  # ends open streams at once when told to stop
 
 
 def _check_state(state_dir: Path) -> None:

@@ -47,6 +47,7 @@ from daemon.metrics import Metrics
 from daemon.schemas import CurveView, JobSubmission, JobView, SampleUpload, request_problem
 from daemon.service import Service, new_job_id
 from daemon.snapshot import NodeSnapshot
+from daemon.stopping import streaming
 from daemon.store import JobRecord
 from daemon.summary import node_summary
 from tpm import FittedTPM, SampleError, TpmError, UnknownModel
@@ -327,7 +328,7 @@ async def event_stream(
     resumed = int(last) if last.isascii() and last.isdecimal() and len(last) <= 18 else 0
     seen = max(after, resumed)
     tenant = _tenant(who)
-    while not await request.is_disconnected():
+    while streaming(request) and not await request.is_disconnected():
         newest = service.store.newest_event
         if newest > seen:  # an idle stream asks SQL nothing (1,500 of them slowed submits)
             batch = service.store.events(after=seen, limit=_STREAM_BATCH, tenant=tenant)

@@ -8,12 +8,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from daemon.auth import Daemon, Who, visible_job
 from daemon.jobfiles import read_end, read_from
 from daemon.launcher import log_file
+from daemon.stopping import streaming
 
 router = APIRouter(prefix="/v1")
 
@@ -43,6 +44,7 @@ async def logs(
     job_id: str,
     who: Who,
     service: Daemon,
+    request: Request,
     *,
     stream: Literal["stdout", "stderr"] = "stderr",
     rank: Annotated[int, Query(ge=0, le=1023)] = 0,
@@ -70,7 +72,7 @@ async def logs(
             chunk, position = _read_from(path, position)
             for line in chunk:
                 yield f"[rank {rank}] {line}\n"
-            if ended:
+            if ended or not streaming(request):
                 return
             await asyncio.sleep(_FOLLOW_POLL_S)
 

@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -510,6 +511,41 @@ def test_a_clean_stop_of_the_daemon_leaves_no_crash_in_a_scripts_log_nor_a_gap_i
         client.delete(f"/v1/jobs/{job_id}")
     steps = [step for step, _ in losses]
     assert len(steps) > 5 and steps == list(range(1, len(steps) + 1)), steps
+
+
+def test_a_dashboards_stream_and_a_log_follow_do_not_hold_a_stop_up(
+    serve: Callable[..., Daemon],
+) -> None:
+    # uvicorn waits for open responses before it stops the app: 10 s, then cut with errors.
+    daemon = serve(log_level="info")
+    ended_streams: list[str] = []
+
+    def read_to_the_end(path: str, params: dict[str, Any]) -> None:
+        with daemon.client() as client, client.stream("GET", path, params=params) as reply:
+            for _ in reply.iter_bytes():
+                pass
+        ended_streams.append(path)
+
+    with daemon.client() as client:
+        job = client.post("/v1/jobs", json=command_job("long", "count_train.py", "50", "0.05"))
+        job_id = job.json()["id"]
+        wait_for("steps", lambda: client.get(f"/v1/jobs/{job_id}").json()["iteration"] > 2)
+    readers = [
+        threading.Thread(target=read_to_the_end, args=("/v1/events/stream", {})),
+        threading.Thread(target=read_to_the_end, args=(f"/v1/jobs/{job_id}/logs", {"follow": 1})),
+    ]
+    for reader in readers:
+        reader.start()
+    time.sleep(1.0)  # both open
+    asked = time.monotonic()
+    daemon.kill(signal.SIGTERM)
+    took = time.monotonic() - asked
+    for reader in readers:
+        reader.join(timeout=5)
+    assert len(ended_streams) == 2, ended_streams
+    log = daemon.log_path.read_text()
+    assert "graceful shutdown exceeded" not in log and "Exception in ASGI" not in log, log
+    assert took < 8.0, f"stopped in {took:.1f} s: the streams held it up"
 
 
 def final_loss_reported(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
