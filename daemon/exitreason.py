@@ -60,11 +60,50 @@ def launch_failure(
     if isinstance(error, FileNotFoundError):
         return _not_found(program, workdir)
     if isinstance(error, PermissionError):
+        closed = _closed_folder(program, search_path, workdir)
+        if closed is not None:  # the usual cause under `unix_users`: an env in root's home
+            found, folder, mode = closed
+            return (
+                f"launch failed: the job's user may not execute {program!r}"
+                f" ({error.strerror}): it is {found}, and {folder} (mode {mode:04o}) lets"
+                " no other user through; install what the job runs where its user can"
+                " reach it, or submit an interpreter it may run by its full path"
+            )
         return (
             f"launch failed: the job's user may not execute {program!r} ({error.strerror}); "
             "a script without its executable bit runs as `python script.py`"
         )
     return f"launch failed: {error}"
+
+
+def _closed_folder(
+    program: str, search_path: str | None, workdir: str | None
+) -> tuple[str, Path, int] | None:
+    """The program as the daemon finds it (a link: and what it points to), the first folder
+    on the way to it that others may not pass (no o+x), and that folder's mode; None when
+    every folder lets others through."""
+    if os.sep in program:
+        found: str | None = os.path.join(workdir or "", program)
+    else:
+        found = shutil.which(program, path=search_path)
+    if found is None:
+        return None
+    real = os.path.realpath(found)
+    try:
+        if not os.stat(real).st_mode & 0o111:
+            return None  # not executable at all: the folders are not the cause
+    except OSError:
+        return None
+    shown = found if real == os.path.abspath(found) else f"{found} -> {real}"
+    for path in (Path(os.path.abspath(found)), Path(real)):
+        for folder in reversed(path.parents):
+            try:
+                mode = folder.stat().st_mode & 0o7777
+            except OSError:
+                return None
+            if not mode & 0o001:
+                return shown, folder, mode
+    return None
 
 
 def _not_found(program: str, workdir: str | None) -> str:

@@ -3,6 +3,7 @@ lacks what the script imports (daemon/exitreason.py), on real log files."""
 
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,37 @@ def test_a_launch_names_the_program_it_could_not_execute_and_only_that(tmp_path:
     gone = tmp_path / "gone"
     elsewhere = launch_failure(_popen_error([sys.executable], cwd=gone), [sys.executable], "")
     assert elsewhere == f"launch failed: No such file or directory: {gone}", "its workdir"
+
+
+def test_a_program_behind_a_folder_closed_to_others_is_named_with_that_folder() -> None:
+    # A virtual environment's python links to an interpreter in root's home (0700): the
+    # tenant's unix user may not pass, and the launch is refused as the user's. (Not in
+    # pytest's tmp_path: its base is closed to others too.)
+    with tempfile.TemporaryDirectory() as made:
+        _closed_on_the_way(Path(made))
+
+
+def _closed_on_the_way(tmp_path: Path) -> None:
+    home = tmp_path / "root-home"
+    (home / "bin").mkdir(parents=True)
+    interpreter = home / "bin" / "python3"
+    interpreter.write_text("#!/bin/sh\n")
+    interpreter.chmod(0o755)
+    home.chmod(0o700)
+    venv = tmp_path / "open" / "bin"
+    venv.mkdir(parents=True)
+    tmp_path.chmod(0o755)
+    (tmp_path / "open").chmod(0o755)
+    venv.chmod(0o755)
+    (venv / "python").symlink_to(interpreter)
+    error = PermissionError(13, "Permission denied", "python")
+    said = launch_failure(error, ["python", "t.py"], str(venv))
+    assert said == (
+        "launch failed: the job's user may not execute 'python' (Permission denied): it is"
+        f" {venv / 'python'} -> {interpreter}, and {home} (mode 0700) lets no other user"
+        " through; install what the job runs where its user can reach it, or submit an"
+        " interpreter it may run by its full path"
+    )
 
 
 def test_a_missing_program_by_full_path_is_named_as_given(tmp_path: Path) -> None:
