@@ -74,8 +74,17 @@ def _described(
         ("samples/s", _rates(job) if state == "running" else ""),
         ("restarts", str(job["restarts"]) if job["restarts"] else ""),
         ("submitted", f"{_when(submitted)} ({span(now - submitted)} ago)"),
+        ("files", _files(job)),
         ("reported", ", ".join(f"{name} {_number(value)}" for name, value in reported.items())),
     ]
+
+
+def _files(job: dict[str, Any]) -> str:
+    """Where the job's files are: its script's saves in output/ (`job.output_dir`)."""
+    folder = job.get("job_dir")  # absent from an older daemon's reply
+    if not folder:
+        return ""
+    return f"{folder}/output (job.output_dir), checkpoints/ and its logs beside it"
 
 
 def _what(job: dict[str, Any]) -> str:

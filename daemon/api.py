@@ -579,6 +579,7 @@ def _view(
         exiting=fresh.id in service.scheduler.exiting,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
+        job_dir=str(service.launcher.jobs_dir / fresh.id),
         reason=_reason(service, fresh),
     )
 

@@ -267,6 +267,11 @@ class JobView(BaseModel):
     )
     restarts: int
     submitted_at: float
+    job_dir: str | None = Field(
+        None,
+        description="the job's folder on the node: its logs, `output/` (the SDK's"
+        " `job.output_dir`, where its script may save) and `checkpoints/`",
+    )
     reason: str = Field(
         "", description="why it is in its state: for a failed job, its exit code and stderr tail"
     )

@@ -55,6 +55,8 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     assert shown["state"] == "running" and shown["runs"].endswith("zoo model mdResnet12")
     assert shown["gpus"].startswith("1 (CPU slot ") and shown["gpus"].endswith("global batch 64")
     assert shown["workers"].endswith("per GPU") and " of 100,000 (" in shown["progress"]
+    folder = daemon.state_dir.resolve() / "jobs" / job_id
+    assert shown["files"].startswith(f"{folder}/output (job.output_dir)"), shown
     measured, predicted = shown["samples/s"].split(", ")
     assert measured.endswith("measured") and predicted.endswith("%)"), shown
     cancelled = stoker("cancel", job_id, *where)
