@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlencode
@@ -342,9 +342,21 @@ def _follow(
     completed."""
     failures: list[str] = []
 
+    # A relaunch's "started again" line is in each log that holds output: said once, by
+    # whichever stream copies it first.
+    marks: set[str] = set()
+    marks_lock = threading.Lock()
+
+    def first_time(line: str) -> bool:
+        with marks_lock:
+            seen = line in marks
+            marks.add(line)
+            return not seen
+
     def copy(stream: str) -> None:
+        once = first_time if len(streams) > 1 else None
         try:
-            _copy_log(daemon, job_id, stream, rank=rank, tail=tail, follow=until_end)
+            _copy_log(daemon, job_id, stream, rank=rank, tail=tail, follow=until_end, once=once)
         except _LogUnreadable as error:  # said once, by the main thread
             failures.append(str(error))
 
@@ -372,8 +384,17 @@ def _follow(
 
 
 def _copy_log(
-    daemon: "Daemon", job_id: str, stream: str, *, rank: int, tail: int, follow: bool
+    daemon: "Daemon",
+    job_id: str,
+    stream: str,
+    *,
+    rank: int,
+    tail: int,
+    follow: bool,
+    once: Callable[[str], bool] | None = None,
 ) -> None:
+    """Copy one log to our stream of its name; with `once`, each of the launcher's marks
+    (the line a relaunch starts with) only where `once(line)` says it is new."""
     import httpx  # noqa: PLC0415
 
     params: dict[str, str | int | bool] = {
@@ -392,13 +413,22 @@ def _copy_log(
                 raise _LogUnreadable(
                     f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {detail(reply)}"
                 )
-            for text in reply.iter_text():
+            for text in reply.iter_text() if once is None else _marks_once(reply, once):
                 out.write(text)
                 out.flush()
     except httpx.TransportError as error:
         raise _LogUnreadable(
             f"no daemon at {daemon.url} ({error}); start one with `stoker serve`"
         ) from None
+
+
+def _marks_once(reply: "httpx.Response", once: Callable[[str], bool]) -> Iterator[str]:
+    """The reply's lines, each with its newline, a launcher's mark only if `once` says so."""
+    from daemon.launcher import AGAIN_MARK  # noqa: PLC0415
+
+    for line in reply.iter_lines():
+        if AGAIN_MARK not in line or once(line):
+            yield line + "\n"
 
 
 class _LogUnreadable(Exception):

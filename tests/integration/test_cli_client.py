@@ -190,6 +190,14 @@ def test_follow_exits_1_unless_the_job_completed(
     assert err_only.stdout == "" and err_only.stderr.count("\n") == 1
     both = stoker("logs", job_id, "--stdout", "--stderr", *where)
     assert both.code == 2 and "give one of them, or neither" in both.stderr
+    # A bug at step 5: run twice (the second from the top, no checkpoint), then failed.
+    twice = stoker(
+        "submit", "--follow", *where, "--", sys.executable, script / "count_train.py",
+        "1", "0", "0", "96", "5", cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert twice.code == 1 and "it failed twice after completing step 4" in twice.stderr
+    said = twice.stdout + twice.stderr
+    assert said.count("----- stoker: started again") == 1, "in both logs, said once"
     missing = stoker("logs", "nope", *where)
     assert missing.code == 2 and missing.stderr.count("error:") == 1, missing.stderr
     assert "404 no job 'nope'" in missing.stderr

@@ -38,6 +38,8 @@ def main() -> None:
     crash_at = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     crash_in = sys.argv[6] if len(sys.argv) > 6 else "step"
     job = stoker.init()
+    if crash_at:
+        print(f"a bug waits at step {crash_at}", flush=True)  # both logs hold output
     model = nn.Linear(1, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     loader = job.loader(Points(load_s, samples), batch_size=8, shuffle=True, num_workers=2)
