@@ -91,6 +91,45 @@ def test_joint_is_near_brute_force_and_never_below_optimal(request: AllocationRe
     assert total >= best * (1 - SHORTFALL)
 
 
+def _job(
+    name: str, gpus: int, batch: int, step_s: float, cost_s: float, *, device_s: float = 0.0
+) -> JobSpec:
+    made = make_job(name, gpus=gpus, batch_size=batch, step_time_s=step_s, sample_cost_s=cost_s)
+    return replace(made, device_sample_cost_s=device_s or None)
+
+
+def _on_eight(*jobs: JobSpec) -> AllocationRequest:
+    node = NodeSpec(8, ContentionCurve(()), decoder_capacity=1000.0)
+    return AllocationRequest(node=node, jobs=jobs)
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        # A 2-GPU job's next worker needs two processes: j0's worker, useless once the
+        # decoder binds, and one of j2's pay for it (the search planned 2,152 of 2,256).
+        _on_eight(
+            _job("j0", 1, 32, 0.0625, 0.0234375, device_s=0.0029296875),
+            _job("j1", 2, 32, 0.125, 0.015625),
+            _job("j2", 1, 32, 0.03125, 0.002),
+            _job("j3", 1, 128, 0.1875, 0.0078125, device_s=0.0009765625),
+        ),
+        # The best water-fills the decoder to j3 first, which no ranking puts first (the
+        # search planned 1,120 of 1,160).
+        _on_eight(
+            _job("j0", 1, 64, 0.0625, 1 / 28, device_s=1 / 224),
+            _job("j1", 1, 64, 1.0, 1 / 32),
+            _job("j2", 1, 64, 0.5, 1 / 64),
+            _job("j3", 2, 64, 0.125, 1 / 64, device_s=1 / 256),
+        ),
+    ],
+)
+def test_the_property_tests_finds_are_planned_as_well_as_brute_force(
+    request_: AllocationRequest,
+) -> None:
+    assert check_plan(request_) == pytest.approx(brute_force_joint(request_), rel=1e-9)
+
+
 @settings(max_examples=100, deadline=None)
 @given(decoder_requests())
 def test_without_a_decoder_joint_is_optimal(request: AllocationRequest) -> None:
