@@ -296,14 +296,15 @@ class Control:
             write_finished_marker(self.job_dir, iteration)
             self.link.send(FinishedMessage(job=self.job_id, gen=self.gen, iteration=iteration))
 
-    def last_step(self, iteration: int, samples: int) -> None:
+    def last_step(self, iteration: int, samples: int, signal: int | None = None) -> None:
         """The script is exiting without finishing: tell the daemon the steps it completed
         (a daemon that knows relaunches a job that crashed after making progress, and says
-        at which step it failed). Nothing measured goes with it."""
+        at which step it failed), and the stop `signal` it caught, if one came. Nothing
+        measured goes with it."""
         link = self.link
         if link is None:
             return
-        write_last_step_marker(self.job_dir, iteration)  # its exit may be read first
+        write_last_step_marker(self.job_dir, iteration, signal)  # its exit may be read first
         if link.version < _LAST_VERSION:
             return
         last = HeartbeatMessage(

@@ -365,29 +365,45 @@ def read_finished_marker(directory: Path) -> int | None:
     return _read_iteration(directory / FINISHED_MARKER)
 
 
-def write_last_step_marker(directory: Path, iteration: int) -> None:
-    """The steps a script completed, as it exits without finishing (`LAST_STEP_MARKER`)."""
-    _write_iteration(directory / LAST_STEP_MARKER, iteration)
+def write_last_step_marker(directory: Path, iteration: int, signal: int | None = None) -> None:
+    """The steps a script completed, as it exits without finishing (`LAST_STEP_MARKER`),
+    and the stop `signal` it had caught, if one sent it on its way (a script that leaves
+    its loop on `job.should_stop()` may then exit 0: it was stopped, not done)."""
+    extra = {"signal": signal} if signal is not None else {}
+    _write_iteration(directory / LAST_STEP_MARKER, iteration, extra)
 
 
 def read_last_step_marker(directory: Path) -> int | None:
     """The steps the job's last agent completed before it exited unfinished, or None."""
-    return _read_iteration(directory / LAST_STEP_MARKER)
+    found = _read_marker(directory / LAST_STEP_MARKER)
+    return found[0] if found is not None else None
 
 
-def _write_iteration(final: Path, iteration: int) -> None:
+def read_stop_signal(directory: Path) -> int | None:
+    """The stop signal the job's last agent had caught as it exited unfinished, or None."""
+    found = _read_marker(directory / LAST_STEP_MARKER)
+    return found[1] if found is not None else None
+
+
+def _write_iteration(final: Path, iteration: int, extra: Mapping[str, int] | None = None) -> None:
     final.parent.mkdir(parents=True, exist_ok=True)
     temporary = final.with_suffix(".tmp")
     with temporary.open("w") as handle:
-        json.dump({"iteration": iteration}, handle)
+        json.dump({"iteration": iteration, **(extra or {})}, handle)
         handle.flush()
         os.fsync(handle.fileno())
     temporary.replace(final)
 
 
 def _read_iteration(path: Path) -> int | None:
-    """The marker's iteration; None when it is missing, unreadable, or not a plain file:
-    the daemon reads it in a folder the job may own, where a link or a FIFO could be."""
+    found = _read_marker(path)
+    return found[0] if found is not None else None
+
+
+def _read_marker(path: Path) -> tuple[int, int | None] | None:
+    """The marker's iteration and signal; None when it is missing, unreadable, or not a
+    plain file: the daemon reads it in a folder the job may own, where a link or a FIFO
+    could be."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -397,6 +413,8 @@ def _read_iteration(path: Path) -> int | None:
             return None
         text = marker.read(4096)
     try:
-        return int(json.loads(text)["iteration"])
-    except (ValueError, KeyError, TypeError):
+        found = json.loads(text)
+        signal = found.get("signal")
+        return int(found["iteration"]), int(signal) if signal is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError):
         return None

@@ -171,6 +171,10 @@ class Job:
         self._asked: dict[tuple[int, tuple[Any, ...]], ResizableLoader] = {}
         self._epochs_run = 0  # epochs this run finished: a loader made after one is late
         self._epochs_asked = 0  # the `count` of the running `job.epochs(count)`; 0: none runs
+        # Steps of the last whole epoch this run trained (every loader's batches, an
+        # evaluation's too), and the step the current epoch began at: `planned_iterations`.
+        self._epoch_steps: int | None = None
+        self._epoch_began = 0
         self._said_late = False
         self._not_series: set[str] = set()  # reported names that are not numbers, said once
         self._stop_signal: int | None = None
@@ -226,7 +230,7 @@ class Job:
         if self._control is not None:
             try:
                 completed = self.step - 1 if self._in_step else self.step
-                self._control.last_step(completed, self._samples)
+                self._control.last_step(completed, self._samples, self._stop_signal)
             except Exception as error:
                 print(f"stoker: at exit, the daemon was not told: {error!r}", file=sys.stderr)
         elif self._metrics.control is not None:  # finished: the link was open for these alone
@@ -357,9 +361,14 @@ class Job:
             self._control.planned_iterations = self.planned_iterations
         if self._restored is not None and self._epoch >= count:
             self._say(f"epoch {self._epoch} of {count}: nothing left to train", afresh=False)
+        whole = bool(self._loaders) and self._loaders[0].position.consumed == 0
         while self._epoch < count:
             epoch = self._epoch
+            self._epoch_began = self.step
             yield epoch
+            if whole:  # it began at its start (a resumed one did not): count its steps
+                self._epoch_steps = self.step - self._epoch_began
+            whole = True
             self._epochs_run += 1
             primary = self._loaders[0] if self._loaders else None
             if primary is not None and primary.position.epoch > epoch:
@@ -385,14 +394,19 @@ class Job:
             raise SystemExit(128 + self._stop_signal)
 
     def planned_iterations(self) -> int:
-        """The step this rank will have reached when the running `job.epochs(n)` ends: the
-        steps taken, and the batches its first loader has left to the end of epoch n - 1
-        (0 when unknown: no `epochs()` runs, no loader yet, or an iterable dataset). A
-        loop that leaves its loader early ends sooner."""
-        primary = self._loaders[0] if self._loaders else None
-        if primary is None or not self._epochs_asked:
+        """The step this rank will have reached when the running `job.epochs(n)` ends (0
+        when unknown: no `epochs()` runs, no loader yet, or an iterable dataset). Once an
+        epoch has run whole, its steps times the epochs left, every loader's batches
+        counted (an evaluation loader's too); before, the steps taken and the batches its
+        first loader has left. A loop that leaves its loader early ends sooner."""
+        count = self._epochs_asked
+        if not count:
             return 0
-        left = primary.batches_until(self._epochs_asked)
+        if self._epoch_steps is not None:
+            planned = self._epoch_began + (count - self._epoch) * self._epoch_steps
+            return max(planned, self.step)
+        primary = self._loaders[0] if self._loaders else None
+        left = primary.batches_until(count) if primary is not None else None
         return 0 if left is None else self.step + left
 
     def _stop_workers(self) -> None:

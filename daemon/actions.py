@@ -22,6 +22,7 @@ from agents.protocol import (
     ShareMessage,
     read_finished_marker,
     read_last_step_marker,
+    read_stop_signal,
 )
 from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks, job_path
 from daemon.exitreason import exit_reason, launch_failure
@@ -74,6 +75,12 @@ _ADOPTED_UNMANAGED_ENDED = (
     " no exit code this daemon could read (not its parent): taken as completed, its logs say"
     " how it ended"
 )
+# Nor when it ended while no daemon ran: a restarted one finds it gone.
+ENDED_UNSEEN = (
+    "its process ended while no daemon watched it; running without the SDK, it left no word"
+    " of how: taken as completed, its logs say how it ended (not run again: it has no"
+    " checkpoint to go on from)"
+)
 # A script's work after its final step (it keeps its GPUs meanwhile) is logged once it took
 # this long: every script takes a moment to exit after `finished`.
 _NOTED_AFTER_S = 5.0
@@ -101,8 +108,8 @@ def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa:
             return job_id, "submitted", {"gpus": gpus}
         case HelloNoted(job_id=job_id, gen=gen, state=state):
             return job_id, "hello", {"gen": gen, "state": state.value}
-        case RanUnmanaged(job_id=job_id):
-            return job_id, UNMANAGED_EVENT, {}
+        case RanUnmanaged(job_id=job_id, unmanaged=unmanaged):
+            return job_id, UNMANAGED_EVENT, {"unmanaged": unmanaged}
         case StaleMessage(job_id=job_id, message=message, gen=gen):
             stale: dict[str, Any] = {"message": message}
             return job_id, "stale", stale if gen is None else {**stale, "gen": gen}
@@ -421,7 +428,10 @@ class Actions:
             service.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
         elif code is None and unmanaged:  # adopted: no word, nor an exit code
             service.feed(Finished(job_id, why=_ADOPTED_UNMANAGED_ENDED))
-        elif code == 0:  # its script ended by itself, outside `job.epochs(n)`: its end
+        elif code == 0 and state is JobState.RUNNING and self._stop_signal(job_id) is None:
+            # Its script ended by itself, outside `job.epochs(n)`: its end. (In a round, an
+            # exit may be a cold resize's whose `paused` is not read yet; after a signal,
+            # one that left its loop on `job.should_stop()`: stopped, not done.)
             self._last_word(job_id)
             service.feed(Finished(job_id, why=_ENDED_OUTSIDE_EPOCHS))
         else:
@@ -448,6 +458,10 @@ class Actions:
         for job_id in sorted(service.scheduler.exiting):
             if not service.launcher.running(job_id):
                 service.feed(Exited(job_id))
+
+    def _stop_signal(self, job_id: str) -> int | None:
+        """The stop signal the job's script caught before it exited, as its marker says."""
+        return read_stop_signal(self._service.launcher.job_dir(job_id))
 
     def _last_word(self, job_id: str) -> None:
         """The steps a failed agent completed, from the marker it left as it exited: its

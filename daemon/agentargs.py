@@ -200,6 +200,8 @@ def unstartable(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | N
     if shutil.which(program, path=search_path) is not None:
         return None
     interpreter = _INTERPRETERS.get(os.path.splitext(program)[1])
+    if interpreter == "python" and shutil.which("python", path=search_path) is None:
+        interpreter = "python3"  # Debian's, without the python-is-python3 package
     if interpreter is not None:  # `stoker submit train.py`: a script, not a program
         line = shlex.join([interpreter, *settings.command])
         return (

@@ -292,10 +292,10 @@ def _refuse_unknown_variables(environ: Mapping[str, str]) -> None:
     """A `STOKER_` variable that names no setting is a misspelt one: pydantic-settings would
     pass over it, and the daemon start without what its operator set."""
     settings = sorted(DaemonConfig.model_fields)
-    for name in sorted(environ):
-        if not name.startswith("STOKER_") or name in NOT_SETTINGS:
+    for name in sorted(environ):  # pydantic-settings reads them in any case
+        if not name.upper().startswith("STOKER_") or name.upper() in NOT_SETTINGS:
             continue
-        key = name.removeprefix("STOKER_").lower().split("__", 1)[0]
+        key = name[len("STOKER_") :].lower().split("__", 1)[0]
         if key not in settings:
             close = difflib.get_close_matches(key, settings, n=1)
             hint = f"; did you mean STOKER_{close[0].upper()}?" if close else ""

@@ -8,6 +8,7 @@ import signal
 from collections.abc import Sequence
 from pathlib import Path
 
+from agents.protocol import read_stop_signal
 from daemon.agentargs import PATH_FIX
 from daemon.jobfiles import open_checked, read_end
 from daemon.launcher import AGAIN_MARK, log_file
@@ -30,11 +31,13 @@ def exit_reason(
     itself (`failures`, (rank, code)) when a rank other than 0 did, else of rank 0. A
     command job run by a bare `python...` name (`command`, looked up on `search_path`, the
     PATH it ran with) whose stderr ends on an import that found nothing is told which
-    interpreter that name finds and how to choose another."""
+    interpreter that name finds and how to choose another. An exit 0 says the stop signal
+    the script had caught, as its SDK's last-step marker tells."""
     if any(rank != 0 for rank, _ in failures):
         ranks = [(f"rank {rank} {_ended(code)}", rank) for rank, code in failures]
     else:
-        ranks = [(_ended(code), 0)]
+        caught = read_stop_signal(job_dir) if code == 0 else None
+        ranks = [(_ended(code, caught), 0)]
     ended = [(what, _tail(log_file(job_dir, "stderr", rank))) for what, rank in ranks]
     why = "\n".join(f"{what}; stderr ends:\n{tail}" if tail else what for what, tail in ended)
     missing = [module for _, tail in ended if (module := _missing_module(tail))]
@@ -60,7 +63,7 @@ def launch_failure(
     if isinstance(error, FileNotFoundError):
         return _not_found(program, workdir)
     if isinstance(error, PermissionError):
-        closed = _closed_folder(program, search_path, workdir)
+        closed = _closed_folder(program, search_path)
         if closed is not None:  # the usual cause under `unix_users`: an env in root's home
             found, folder, mode = closed
             return (
@@ -76,31 +79,22 @@ def launch_failure(
     return f"launch failed: {error}"
 
 
-def _closed_folder(
-    program: str, search_path: str | None, workdir: str | None
-) -> tuple[str, Path, int] | None:
-    """The program as the daemon finds it (a link: and what it points to), the first folder
-    on the way to it that others may not pass (no o+x), and that folder's mode; None when
-    every folder lets others through."""
-    if os.sep in program:
-        found: str | None = os.path.join(workdir or "", program)
-    else:
-        found = shutil.which(program, path=search_path)
-    if found is None:
-        return None
-    real = os.path.realpath(found)
-    try:
-        if not os.stat(real).st_mode & 0o111:
-            return None  # not executable at all: the folders are not the cause
-    except OSError:
+def _closed_folder(program: str, search_path: str | None) -> tuple[str, Path, int] | None:
+    """For a bare name found on the daemon's own PATH (the operator's, as `unstartable`
+    looks: a path or a PATH the tenant chose would let it probe the node's folders as
+    root), the program as found (a link: and what it points to), the first folder on the
+    way to it that others may not pass (no o+x), and that folder's mode; None when every
+    folder lets others through, or when the daemon does not look."""
+    ours = os.sep not in program and search_path == os.environ.get("PATH")
+    found = shutil.which(program, path=search_path) if ours else None
+    real = os.path.realpath(found) if found is not None else ""
+    # Not executable at all: the folders are not the cause.
+    if found is None or not os.access(real, os.F_OK) or not os.stat(real).st_mode & 0o111:
         return None
     shown = found if real == os.path.abspath(found) else f"{found} -> {real}"
     for path in (Path(os.path.abspath(found)), Path(real)):
         for folder in reversed(path.parents):
-            try:
-                mode = folder.stat().st_mode & 0o7777
-            except OSError:
-                return None
+            mode = folder.stat().st_mode & 0o7777  # reached: the daemon found the program
             if not mode & 0o001:
                 return shown, folder, mode
     return None
@@ -163,11 +157,16 @@ def _interpreter_hint(module: str, command: Sequence[str], search_path: str | No
     )  # no full stop: the reason may go on after it
 
 
-def _ended(code: int | None) -> str:
+def _ended(code: int | None, caught: int | None = None) -> str:
     if code is None:
         return "its agent (started by an earlier daemon) ended without a word"
     if code < 0:
         return f"killed by signal {-code} ({_signal_name(-code)})"
+    if code == 0 and caught is not None:  # the daemon stops its jobs over their link
+        return (
+            f"exited with code 0 before its final step, after a {_signal_name(caught)} from"
+            " outside stoker"
+        )
     if code == 0:
         return "exited with code 0 before its final step"
     return f"exited with code {code}"

@@ -151,7 +151,11 @@ class Launcher:
             codes = self._job_exit(first, self._other_ranks.get(job_id, []))
             if codes is not None:
                 done.append(Exit(job_id, *codes))
-        done += [Exit(job_id, None) for job_id, pid in self._adopted.items() if not alive(pid)]
+        # An adopted job ends with the last process of its group: its rank 0 leads it, and
+        # the other ranks may hold its GPUs a while longer.
+        done += [
+            Exit(job_id, None) for job_id, pid in self._adopted.items() if not group_alive(pid)
+        ]
         for job in done:
             self._processes.pop(job.job_id, None)
             self._other_ranks.pop(job.job_id, None)
@@ -291,6 +295,19 @@ def alive(pid: int) -> bool:
         return False
     except psutil.AccessDenied:
         return True  # it exists; it is someone else's
+
+
+def group_alive(leader: int) -> bool:
+    """Whether a process of the group `leader` led still runs (the leader may be gone)."""
+    if alive(leader):
+        return True
+    try:
+        os.killpg(leader, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # its processes exist; they are someone else's
+    return True
 
 
 def is_agent(pid: int, job_id: str, job_dir: Path) -> bool:

@@ -4,7 +4,8 @@ state dir and the process table, and carries the decision out.
 
 A running job whose agent may have outlived the old daemon holds its GPUs while the daemon
 waits `reattach_timeout_s` for the agent's hello; adopted, it runs on with the allocation
-it reports. Any other job is stopped and queued again, to be relaunched from its last
+it reports. A command running without the SDK is adopted as it runs, or, gone, taken as
+ended. Any other job is stopped and queued again, to be relaunched from its last
 checkpoint, or fails when it has no restarts left.
 """
 
@@ -13,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from agents.protocol import AgentMessage, Hello
-from daemon.actions import UNMANAGED_EVENT
+from daemon.actions import ENDED_UNSEEN, UNMANAGED_EVENT
 from daemon.launcher import is_agent, stop_group
 from daemon.store import JobRecord
 from scheduler.messages import Allocation, JobSubmitted
@@ -82,7 +83,7 @@ class Restorer:
             finished=finished is not None,
             agent_alive=self._agent_alive(record.id, record.pid),
             placement_fits=all(index < service.slots for index in record.placement),
-            unmanaged=service.store.has_event(record.id, UNMANAGED_EVENT),
+            unmanaged=self._unmanaged(record.id),
         )
         action = restore_action(facts, clean_stop=clean)
         if action is RestoreAction.COMPLETE:  # it ended while no daemon listened
@@ -98,6 +99,9 @@ class Restorer:
         if action is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
             self._adopt_unmanaged(record, record.pid)
             return None
+        if action is RestoreAction.ENDED_UNSEEN:
+            service.actions.set_state(record.id, JobState.COMPLETED, ENDED_UNSEEN)
+            return None
         if record.checkpoint:
             service.actions.resume_from(record.id, record.checkpoint)
         if action is RestoreAction.AWAIT_HELLO:
@@ -107,6 +111,12 @@ class Restorer:
             return None
         why = "the daemon was stopped" if clean else "the daemon restarted"
         return f"{why} while it was {record.state}"
+
+    def _unmanaged(self, job_id: str) -> bool:
+        """Whether the job ran without the SDK when the last daemon left it, as its newest
+        `unmanaged` event says (a slow script's hello clears it)."""
+        last = self._service.store.last_event(job_id, UNMANAGED_EVENT)
+        return last is not None and bool(last.get("unmanaged", True))
 
     def _adopt_unmanaged(self, record: JobRecord, pid: int) -> None:
         """A command running without the SDK outlived the last daemon: it runs on, with the

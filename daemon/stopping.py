@@ -33,6 +33,7 @@ class Server(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
         super().__init__(config)
         self._app = app
+        _stopping(app)  # made before any request: the signal handler then only sets it
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         stop_streams(self._app)

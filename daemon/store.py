@@ -410,12 +410,13 @@ class Store:
         ).fetchone()
         return str(json.loads(row[0]).get("why", "")) if row else ""
 
-    def has_event(self, job_id: str, kind: str) -> bool:
-        """Whether the job has an event of `kind`."""
+    def last_event(self, job_id: str, kind: str) -> dict[str, Any] | None:
+        """The data of the job's newest event of `kind`; None when it has none."""
         row = self._db.execute(
-            "SELECT 1 FROM job_events WHERE job_id = ? AND kind = ? LIMIT 1", (job_id, kind)
+            "SELECT data FROM job_events WHERE job_id = ? AND kind = ? ORDER BY seq DESC LIMIT 1",
+            (job_id, kind),
         ).fetchone()
-        return row is not None
+        return dict(json.loads(row[0])) if row else None
 
     def last_allocation(self, job_id: str, plans: int = 100) -> Mapping[str, Any] | None:
         """The job's allocation in the newest of the last `plans` plans that names it."""

@@ -262,11 +262,12 @@ class Queued:
 
 @dataclass(frozen=True)
 class RanUnmanaged:
-    """A command said no hello: it runs without the SDK, its workers fixed, never paused.
-    Kept with the job, so that a restarted daemon adopts it as it runs, with no hello to
-    wait for."""
+    """A command said no hello: it runs without the SDK, its workers fixed, never paused
+    (`unmanaged` False: a slow one said hello after all). Kept with the job, so that a
+    restarted daemon adopts one without the SDK as it runs, with no hello to wait for."""
 
     job_id: str
+    unmanaged: bool = True
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ relaunches a job may have: decisions on data the daemon reads from its state dir
 A running job whose agent outlived the old daemon keeps running: the daemon waits for the
 agent's hello and adopts it with the allocation it reports. A command running without the
 SDK is adopted as it runs (it says no hello, and it has no checkpoint to go on from: a
-daemon stopping cleanly leaves it running too). Any other job, and a running one whose
+daemon stopping cleanly leaves it running too); one that ended while no daemon watched is
+not run again. Any other job, and a running one whose
 agent does not say hello in time, has its process stopped and is relaunched from its last
 checkpoint, which counts as one of its restarts unless the daemon was stopped cleanly (it
 paused its jobs and took their checkpoints on the way down).
@@ -20,6 +21,7 @@ class RestoreAction(StrEnum):
     COMPLETE = "complete"  # its agent wrote the finished marker while no daemon listened
     AWAIT_HELLO = "await_hello"  # its agent may still be training: wait for it
     ADOPT_UNMANAGED = "adopt_unmanaged"  # a command without the SDK runs on: take it as it is
+    ENDED_UNSEEN = "ended_unseen"  # one that ended while no daemon watched: it ran, once
     RELAUNCH = "relaunch"  # start it again from its checkpoint
 
 
@@ -37,8 +39,12 @@ class StoredJob:
 def restore_action(job: StoredJob, clean_stop: bool) -> RestoreAction:
     if job.finished:
         return RestoreAction.COMPLETE
-    if job.unmanaged and job.state is JobState.RUNNING and job.agent_alive and job.placement_fits:
-        return RestoreAction.ADOPT_UNMANAGED
+    if job.unmanaged and job.state is JobState.RUNNING:
+        # No checkpoint to go on from: run again, it would start over.
+        if not job.agent_alive:
+            return RestoreAction.ENDED_UNSEEN
+        if job.placement_fits:
+            return RestoreAction.ADOPT_UNMANAGED
     if job.state is JobState.RUNNING and job.agent_alive and job.placement_fits and not clean_stop:
         return RestoreAction.AWAIT_HELLO
     return RestoreAction.RELAUNCH

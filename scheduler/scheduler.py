@@ -524,6 +524,7 @@ class Scheduler:
             job.started_at = event.iteration
             self._watched[job.request.id] = job
             out.append(HelloNoted(job.request.id, event.gen, job.state))
+            out.append(RanUnmanaged(job.request.id, unmanaged=False))
         else:
             out.append(HelloNoted(job.request.id, event.gen, job.state))
 

@@ -281,6 +281,21 @@ def test_the_sdk_knows_the_step_its_epochs_end_at_and_a_resumed_run_too(
     assert again.step == 3 * per_epoch
 
 
+def test_an_evaluation_loader_s_steps_count_once_an_epoch_has_run_whole(tmp_path: Path) -> None:
+    # Each epoch: 8 training batches, then 2 of an evaluation loader (steps too).
+    sdk = job(tmp_path)
+    train = sdk.loader(Numbers(32), batch_size=4)
+    evaluate = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
+    seen = []
+    for _ in sdk.epochs(3):
+        for loader in (train, evaluate):
+            for _ in loader:
+                seen.append(sdk.planned_iterations())
+    assert sdk.step == 30
+    assert seen[:10] == [24] * 8 + [25, 26], "first: the steps taken and its first loader's"
+    assert seen[10:] == [30] * 20, "then what a whole epoch took"
+
+
 def test_a_heartbeat_says_the_step_the_job_ends_at(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

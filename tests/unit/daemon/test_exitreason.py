@@ -1,6 +1,7 @@
 """A failed job's reason: its exit, its stderr's tail, and the hint for an interpreter that
 lacks what the script imports (daemon/exitreason.py), on real log files."""
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -112,6 +113,12 @@ def _closed_on_the_way(tmp_path: Path) -> None:
     (venv / "python").symlink_to(interpreter)
     error = PermissionError(13, "Permission denied", "python")
     said = launch_failure(error, ["python", "t.py"], str(venv))
+    assert said.endswith("runs as `python script.py`"), "not the daemon's PATH: not looked at"
+    os.environ["PATH"], before = str(venv), os.environ["PATH"]  # the daemon's own
+    try:
+        said = launch_failure(error, ["python", "t.py"], str(venv))
+    finally:
+        os.environ["PATH"] = before
     assert said == (
         "launch failed: the job's user may not execute 'python' (Permission denied): it is"
         f" {venv / 'python'} -> {interpreter}, and {home} (mode 0700) lets no other user"

@@ -103,3 +103,19 @@ def test_a_stop_waits_for_the_group_not_its_leader_and_kills_what_stays(tmp_path
     assert time.monotonic() - started < 5.0, "the daemon's loop was not held"
     with pytest.raises(ProcessLookupError):
         os.kill(stuck, 0)  # killed, and reaped
+
+
+def test_an_adopted_job_ends_with_the_last_process_of_its_group(tmp_path: Path) -> None:
+    # A daemon restarted adopts a job by its rank 0's pid; rank 1 may hold its GPU on.
+    first = Launcher(tmp_path)  # the daemon that started it (here: it reaps them too)
+    leader = first.launch_ranks("j", ranks("pass", "import time; time.sleep(2)"))
+    again = Launcher(tmp_path)
+    again.adopt("j", leader)
+    started, ended = time.monotonic(), list[Exit]()
+    while not ended:
+        first.exited()  # the zombies' parent reaps them, as init does a dead daemon's
+        ended = again.exited()
+        assert time.monotonic() - started < 20, "never ended"
+        time.sleep(0.05)
+    assert ended == [Exit("j", None)]
+    assert time.monotonic() - started > 1.5, "not at its leader's exit: its group's last"

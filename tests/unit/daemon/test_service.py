@@ -6,6 +6,7 @@ import logging
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -620,3 +621,65 @@ def test_a_scripts_length_counts_unless_its_job_file_gives_one(tmp_path: Path) -
         await driver.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("caught", "pausing", "state", "why"),
+    [
+        (None, False, "completed", "exited with code 0 outside `job.epochs(n)`"),
+        (15, False, "submitted", "after a SIGTERM from outside stoker"),  # relaunched
+        (None, True, "submitted", "exited with code 0 before its final step"),
+    ],
+)
+def test_an_sdk_scripts_exit_0_is_its_end_only_when_nothing_else_explains_it(
+    tmp_path: Path, caught: int | None, pausing: bool, state: str, why: str
+) -> None:
+    # Its own end: a loop of its own finished. Not after a stop signal it caught (a loop on
+    # `job.should_stop()` leaves then), nor while a round pauses it (a cold resize's exit
+    # may come before its `paused` is read).
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        driver.at(2.0).agent(beat("a", 1, 5))
+        if pausing:
+            driver.at(2.5).submit("b")
+            assert driver.state("a") == "pausing"
+        job_dir = driver.service.launcher.job_dir("a")
+        write_last_step_marker(job_dir, 5, caught)
+        driver.launcher.exit("a", 0)
+        driver.at(3.0).tick()
+        assert driver.state("a") == state
+        said = [event["why"] for event in driver.events("a", "state") if "why" in event]
+        assert any(why in text for text in said), said
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_command_without_the_sdk_that_ended_unseen_is_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Left running by a stopping daemon, it ended before the next one started: it has no
+    # checkpoint, so a relaunch would run it all again.
+    quick = replace(NOW, unmanaged_after_s=1.0)
+    command: dict[str, Any] = {"model": None, "iterations": None, "command": ["./run.sh"]}
+
+    async def first_daemon() -> None:
+        driver = Driver(tmp_path, quick)
+        driver.at(1.0).submit("a", **command)
+        driver.at(3.0).tick()  # no hello: it runs unmanaged
+        assert driver.service.scheduler.status("a").unmanaged
+        driver.killed()
+
+    asyncio.run(first_daemon())
+    monkeypatch.setattr(Restorer, "_agent_alive", lambda self, job_id, pid: False)
+
+    async def second_daemon() -> None:
+        driver = Driver(tmp_path, quick)
+        driver.service.restorer.restore()
+        assert driver.state("a") == "completed" and driver.launcher.launched() == []
+        assert driver.service.store.reason("a").startswith("its process ended while no daemon")
+        await driver.close()
+
+    asyncio.run(second_daemon())

@@ -54,11 +54,11 @@ def test_a_command_without_the_sdk_that_runs_on_is_adopted_after_any_stop() -> N
     for clean in (False, True):
         adopted = restore_action(stored(unmanaged=True), clean_stop=clean)
         assert adopted is RestoreAction.ADOPT_UNMANAGED
-    for gone in (
-        stored(unmanaged=True, agent_alive=False),
-        stored(unmanaged=True, placement_fits=False),
-    ):
-        assert restore_action(gone, clean_stop=False) is RestoreAction.RELAUNCH
+    ended = stored(unmanaged=True, agent_alive=False)
+    for clean in (False, True):  # it would start over: it ran once, that is its run
+        assert restore_action(ended, clean_stop=clean) is RestoreAction.ENDED_UNSEEN
+    moved = stored(unmanaged=True, placement_fits=False)
+    assert restore_action(moved, clean_stop=False) is RestoreAction.RELAUNCH
 
 
 def test_a_relaunch_counts_against_the_restarts_only_when_the_job_had_started() -> None:

@@ -22,6 +22,7 @@ from scheduler.messages import (
     Launch,
     Pause,
     Paused,
+    RanUnmanaged,
     Replanned,
     Restarting,
     Resume,
@@ -327,6 +328,7 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_is_planned_around() -> Non
     out = core.handle(Tick(), 5.0)
     (moved,) = only(out, StateChanged)
     assert moved.new is JobState.RUNNING and "unmanaged" in moved.why
+    assert only(out, RanUnmanaged) == [RanUnmanaged("plain")], "kept for a restarted daemon"
     assert core.status("plain").unmanaged
     assert core.next_deadline() is None, "no heartbeat is awaited from it"
     out = core.handle(Tick(), 60.0)
@@ -347,10 +349,11 @@ def test_a_slow_command_that_says_hello_late_becomes_managed() -> None:
     core = scheduler()
     slow = replace(job("slow"), command=True)
     (launch,) = only(core.handle(JobSubmitted(slow), 0.0), Launch)
-    core.handle(Tick(), 31.0)
+    assert only(core.handle(Tick(), 31.0), RanUnmanaged) == [RanUnmanaged("slow")]
     assert core.status("slow").unmanaged
-    core.handle(AgentHello("slow", launch.gen, 0), 40.0)
+    said = core.handle(AgentHello("slow", launch.gen, 0), 40.0)
     assert not core.status("slow").unmanaged
+    assert only(said, RanUnmanaged) == [RanUnmanaged("slow", unmanaged=False)], "and undone"
     (pause,) = only(core.handle(JobSubmitted(job("b")), 41.0), Pause)
     assert pause.job_id == "slow", "planned again: it can be resized now"
 
