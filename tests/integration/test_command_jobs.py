@@ -7,6 +7,7 @@ import json
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -322,9 +323,10 @@ def test_a_program_the_job_could_not_start_is_refused_at_submit_with_the_fix(
     with daemon.client() as client:  # `stoker submit train.py`, without `-- python`
         body = {**command_job("mine", "count_train.py"), "command": ["t.py", "--lr", "0.1"]}
         script = client.post("/v1/jobs", json=body).json()["detail"][0]["message"]
+    python = "python" if shutil.which("python", path="/usr/bin:/bin") else "python3"
     assert script == (
         "'t.py' is a script, not a program on the PATH: run it with its interpreter,"
-        " `stoker submit -- python t.py --lr 0.1`"
+        f" `stoker submit -- {python} t.py --lr 0.1`"
     )
     launched = {  # where submit does not look, the launch tells, as the job's reason
         ("./run.sh",): "launch failed: './run.sh' does not exist in ",
