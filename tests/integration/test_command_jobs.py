@@ -640,12 +640,18 @@ def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env=os.environ | {"PYTHONFAULTHANDLER": "1"},  # where it hangs, if it does
         )
         assert follow.stdout is not None
         following, _, _ = select.select([follow.stdout], [], [], 30.0)
         assert following and "saving for 60 s" in follow.stdout.readline(), "it follows"
         follow.send_signal(signal.SIGINT)
-        _, said = follow.communicate(timeout=10)
+        try:
+            _, said = follow.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            follow.send_signal(signal.SIGABRT)  # its threads' stacks, on stderr
+            _, stacks = follow.communicate(timeout=10)
+            raise AssertionError(f"no exit 10 s after a Ctrl-C:\n{stacks}") from None
         assert follow.returncode == 130, said
         assert f"stopped following {first}, which runs on: `stoker logs {first} -f`" in said
         cancelled = stoker("cancel", first, *where)
