@@ -635,13 +635,19 @@ def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_
         assert shown["exiting"] is True and shown["gpu_indices"] == [0], shown
         assert board["node"]["jobs_running"] == 0, "one job ended, the other waits"
         # Its logs are followed until its processes end; Ctrl-C leaves it running, and says so.
-        follow = subprocess.Popen(
-            [str(STOKER), "logs", first, "-f", "--stdout", *where],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=os.environ | {"PYTHONFAULTHANDLER": "1"},  # where it hangs, if it does
-        )
+        # As in a terminal: a suite run in the background (`make test &`) ignores SIGINT,
+        # and a child started then would too, so Ctrl-C would never reach it.
+        kept = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            follow = subprocess.Popen(
+                [str(STOKER), "logs", first, "-f", "--stdout", *where],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=os.environ | {"PYTHONFAULTHANDLER": "1"},  # where it hangs, if it does
+            )
+        finally:
+            signal.signal(signal.SIGINT, kept)
         assert follow.stdout is not None
         following, _, _ = select.select([follow.stdout], [], [], 30.0)
         assert following and "saving for 60 s" in follow.stdout.readline(), "it follows"
