@@ -377,6 +377,7 @@ class Job:
                 self._epoch = epoch + 1
                 if primary is not None:
                     primary.position.epoch, primary.position.consumed = self._epoch, 0
+            self._epoch_began = self.step  # the next one's: a heartbeat at this boundary
             if self._epoch < count:
                 self.at_boundary()
         self.checkpoint()

@@ -286,12 +286,21 @@ def test_an_evaluation_loader_s_steps_count_once_an_epoch_has_run_whole(tmp_path
     sdk = job(tmp_path)
     train = sdk.loader(Numbers(32), batch_size=4)
     evaluate = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
-    seen = []
+    seen, at_boundaries = [], {}
+    boundary = sdk.at_boundary
+
+    def heartbeat_there() -> None:  # where a heartbeat may go out
+        at_boundaries[sdk.step] = sdk.planned_iterations()
+        boundary()
+
+    sdk.at_boundary = heartbeat_there  # type: ignore[method-assign]
     for _ in sdk.epochs(3):
         for loader in (train, evaluate):
             for _ in loader:
                 seen.append(sdk.planned_iterations())
     assert sdk.step == 30
+    # Steps 10 and 20 end an epoch (an epoch's last batch has no boundary of its own).
+    assert [at_boundaries[10], at_boundaries[20]] == [30, 30], "not one epoch short there"
     assert seen[:10] == [24] * 8 + [25, 26], "first: the steps taken and its first loader's"
     assert seen[10:] == [30] * 20, "then what a whole epoch took"
 
