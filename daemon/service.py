@@ -292,9 +292,9 @@ class Service:
 
     def _live(self, status: JobStatus) -> LiveJob:
         record = self.records.get(status.id)
-        total = status.total_iterations
-        if record is not None and record.settings.iterations is not None:
-            total = record.settings.iterations
+        # Its job file's length, else the one its script says (the core holds that one
+        # only for a job whose file gives none: `_from_agent`).
+        total = status.total_iterations or (record.settings.iterations if record else None)
         running = status.state is JobState.RUNNING
         return LiveJob(
             id=status.id,
