@@ -565,7 +565,7 @@ def _view(
         command=list(settings.command) if settings.command is not None else None,
         gpus=settings.gpus,
         batch_size=settings.batch_size,
-        iterations=live.total_iterations if live is not None else settings.iterations,
+        iterations=service.length(fresh, live),
         iteration=max(fresh.iteration, live.iteration if live is not None else 0),
         seconds_left=live.seconds_left if live is not None else None,
         gpu_indices=service.gpus_held(fresh, live),

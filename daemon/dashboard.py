@@ -185,7 +185,7 @@ def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, A
         "gpu_indices": service.gpus_held(fresh, live),
         "exiting": record.id in service.scheduler.exiting,  # ended; its processes run on
         "iteration": max(fresh.iteration, live.iteration if live is not None else 0),
-        "iterations": live.total_iterations if live is not None else settings.iterations,
+        "iterations": service.length(fresh, live),
         "seconds_left": live.seconds_left if live is not None else None,
         "workers_per_gpu": allocation.workers_per_gpu if allocation else None,
         "decoder_share": allocation.decoder_share if allocation else None,

@@ -14,10 +14,9 @@ from scheduler.messages import JobRequest
 from tpm.zoo import model_features
 
 Resize = Literal["hot", "cold"]
-# A command that gives no hints is planned as a ResNet-18-sized model (the zoo's), and one
-# that gives no length as a long job; its own telemetry tells the rest (issue 16).
+# A command that gives no hints is planned as a ResNet-18-sized model (the zoo's); its own
+# telemetry tells the rest (issue 16).
 DEFAULT_HINTS = model_features("Resnet18")
-UNKNOWN_ITERATIONS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,7 @@ class JobSettings:
             id=job_id,
             gpus=self.gpus,
             batch_size=self.batch_size,
-            iterations=self.iterations if self.iterations is not None else UNKNOWN_ITERATIONS,
+            iterations=self.iterations,
             model_params=self.model_params or features.model_params,
             flops=self.flops or features.flops,
             max_restarts=default_max_restarts if self.max_restarts is None else self.max_restarts,

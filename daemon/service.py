@@ -171,6 +171,7 @@ class Service:
         # the jobs whose agent has proved it, after which every message must carry it.
         self.agent_secrets: dict[str, str] = {}
         self._secured: set[str] = set()
+        self._said: dict[str, int] = {}  # job -> where its script last said it ends
 
     # ---- called from REST handlers (same event loop) -------------------------------------
 
@@ -290,11 +291,18 @@ class Service:
             return list(live.gpu_indices)
         return list(record.placement) if record.id in self.scheduler.exiting else []
 
+    def length(self, record: JobRecord, live: LiveJob | None) -> int | None:
+        """Where the job ends: as the core says now, else as it last said (stored: a job
+        that ended before the daemon restarted), else its job file's; None: unsaid."""
+        if live is not None and live.total_iterations is not None:
+            return live.total_iterations
+        if record.total_iterations is not None:
+            return record.total_iterations
+        return record.settings.iterations
+
     def _live(self, status: JobStatus) -> LiveJob:
         record = self.records.get(status.id)
-        # Its job file's length, else the one its script says (the core holds that one
-        # only for a job whose file gives none: `_from_agent`).
-        total = status.total_iterations or (record.settings.iterations if record else None)
+        total = status.total_iterations
         running = status.state is JobState.RUNNING
         return LiveJob(
             id=status.id,
@@ -563,33 +571,8 @@ class Service:
             case HeartbeatMessage(last=True):  # the steps it completed, as it exits: no rates
                 event = Heartbeat.last_word(message.job, message.gen, message.iteration)
             case HeartbeatMessage():
-                record = self.records[message.job]
-                self.tpm.sample(message, record, self.request(record), self.now())
-                busy = message.idle_s + message.step_s
-                idle = message.idle_s / busy if busy > 0 else 0.0
-                self.measured[message.job] = Measured(
-                    message.samples_per_s, idle, message.iteration, message.share
-                )
-                self.pace.saw(message.job, self.now(), message.iteration)
-                # Where its script says it ends, unless its job file says (the zoo trainer
-                # stops at its `iterations`, inside an epoch).
-                said = message.total_iterations if record.settings.iterations is None else 0
-                event = Heartbeat(
-                    message.job,
-                    message.gen,
-                    message.iteration,
-                    message.samples_per_s,
-                    idle,
-                    message.workers,
-                    loader_cost_s=message.loader_s,
-                    loader_cpu_s=message.loader_cpu_s,
-                    loader_wait_s=message.loader_wait_s,
-                    cpu_cost_s=message.cpu_s,
-                    train_cpu_s=message.train_cpu_s,
-                    train_wait_s=message.train_wait_s,
-                    refill_fraction=min(message.refill_s / busy, idle) if busy > 0 else 0.0,
-                    total_iterations=said,
-                )
+                self._heartbeat(message)
+                return
             case PausedMessage():
                 kept = self.actions.paused(message)  # only a file in the job's own folder
                 event = Paused(message.job, message.gen, message.iteration, kept)
@@ -604,6 +587,49 @@ class Service:
                 running = self.launcher.running(message.job)  # it says so before it exits
                 event = Failed(message.job, message.error, exited=not running)
         self.feed(event)
+
+    def _heartbeat(self, message: HeartbeatMessage) -> None:
+        """Take a heartbeat's rates and pace, feed it to the core, and keep where the job
+        ends as the core then takes it."""
+        record = self.records[message.job]
+        self.tpm.sample(message, record, self.request(record), self.now())
+        busy = message.idle_s + message.step_s
+        idle = message.idle_s / busy if busy > 0 else 0.0
+        self.measured[message.job] = Measured(
+            message.samples_per_s, idle, message.iteration, message.share
+        )
+        self.pace.saw(message.job, self.now(), message.iteration)
+        self.feed(
+            Heartbeat(
+                message.job,
+                message.gen,
+                message.iteration,
+                message.samples_per_s,
+                idle,
+                message.workers,
+                loader_cost_s=message.loader_s,
+                loader_cpu_s=message.loader_cpu_s,
+                loader_wait_s=message.loader_wait_s,
+                cpu_cost_s=message.cpu_s,
+                train_cpu_s=message.train_cpu_s,
+                train_wait_s=message.train_wait_s,
+                refill_fraction=min(message.refill_s / busy, idle) if busy > 0 else 0.0,
+                total_iterations=message.total_iterations,
+            )
+        )
+        if message.total_iterations:
+            self._keep_length(message.job, message.total_iterations)
+
+    def _keep_length(self, job_id: str, said: int) -> None:
+        """Store where the job ends as the core takes it, whenever its script's word changes:
+        when it first says, and when its first epoch has run whole (a job that ended before
+        the daemon restarted still shows "of N")."""
+        if self._said.get(job_id) == said:
+            return
+        self._said[job_id] = said
+        live = self.live_job(job_id)
+        if live is not None and live.total_iterations is not None:
+            self.store.update_job(job_id, time.time(), total_iterations=live.total_iterations)
 
     def agent_version(self, job_id: str, default: int) -> int:
         return self._agent_versions.get(job_id, default)

@@ -20,7 +20,7 @@ from daemon.jobspec import JobSettings
 from daemon.statelock import StoreError
 from scheduler.states import JobState, check_transition
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # Submits' Idempotency-Keys, per tenant: the job each made and a digest of its body.
 _IDEMPOTENCY = """
 CREATE TABLE IF NOT EXISTS idempotency (
@@ -33,8 +33,13 @@ CREATE TABLE IF NOT EXISTS idempotency (
 """
 # The secret of each job's current launch, which its agent's messages must carry.
 _AGENT_SECRETS = "ALTER TABLE jobs ADD COLUMN agent_secret TEXT NOT NULL DEFAULT '';"
+# Where each job ends as the core last said (its job file's length, else its script's), so
+# that a job that ended before a restart still shows "of N".
+_LENGTHS = "ALTER TABLE jobs ADD COLUMN total_iterations INTEGER;"
 # What each version added to the one before (1 is the first): run in order to migrate.
-_MIGRATIONS = {2: reported.SCHEMA, 3: _IDEMPOTENCY, 4: _AGENT_SECRETS}
+_MIGRATIONS = {2: reported.SCHEMA, 3: _IDEMPOTENCY, 4: _AGENT_SECRETS, 5: _LENGTHS}
+# The column each ALTER adds: a file that has it already skips the ALTER (not idempotent).
+_ADDS = {4: "agent_secret", 5: "total_iterations"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -118,6 +123,7 @@ class JobRecord:
     iteration: int = 0
     placement: tuple[int, ...] = ()
     agent_secret: str = field(default="", repr=False)  # its launch's; never shown
+    total_iterations: int | None = None  # where it ends, as the core last said; None: unsaid
 
     @property
     def settings(self) -> JobSettings:
@@ -195,8 +201,8 @@ class Store:
                 )
             for version in range(found + 1, SCHEMA_VERSION + 1):
                 migration = _MIGRATIONS[version]
-                if version == 4 and "agent_secret" in self._columns("jobs"):
-                    migration = ""  # ALTER is not idempotent: a file that has it already
+                if version in _ADDS and _ADDS[version] in self._columns("jobs"):
+                    migration = ""
                 self._create(migration, version)
             return
         if tables - {"sqlite_sequence"}:
@@ -283,10 +289,11 @@ class Store:
             self._event(record.id, record.submitted_at, "submitted", {"tenant": record.tenant})
 
     def update_job(self, job_id: str, at: float, **fields: object) -> None:
-        """Set some of `state`, `restarts`, `checkpoint`, `iteration`, `pid` and `placement`
-        (a sequence of indices) on one job."""
+        """Set some of `state`, `restarts`, `checkpoint`, `iteration`, `pid`, `placement` (a
+        sequence of indices), `agent_secret` and `total_iterations` on one job."""
         allowed = {
             "state", "restarts", "checkpoint", "iteration", "pid", "placement", "agent_secret",
+            "total_iterations",
         }  # fmt: skip
         unknown = set(fields) - allowed
         if unknown:
@@ -501,4 +508,5 @@ def _job(row: sqlite3.Row) -> JobRecord:
         iteration=row["iteration"],
         placement=tuple(json.loads(row["placement"])),
         agent_secret=row["agent_secret"],
+        total_iterations=row["total_iterations"],
     )

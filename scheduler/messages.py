@@ -27,7 +27,7 @@ class JobRequest:
     id: str
     gpus: int
     batch_size: int  # global batch B
-    iterations: int
+    iterations: int | None  # None: a command that did not say (its script may, `Heartbeat`)
     model_params: float
     flops: float = 0.0  # forward FLOPs per sample; needed unless step_time_s is given
     pipeline: str = DEFAULT_PIPELINE  # preprocessing pipeline id in the TPM
@@ -108,8 +108,8 @@ class Heartbeat:
     # The script is exiting without finishing: `iteration` counts the steps it completed, and
     # nothing else here is a measurement (`last_word`).
     last: bool = False
-    # The iteration the script says it ends at, when its request does not (0: unsaid): its
-    # remaining work is counted to it.
+    # The iteration the script says it ends at (0: unsaid): where a request gives no
+    # length, its remaining work is counted to it.
     total_iterations: int = 0
 
     @classmethod

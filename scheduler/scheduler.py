@@ -75,6 +75,9 @@ HARD_BEND = 8.0
 # heartbeats, so that the loads the jobs ran at a while ago still count.
 TIMINGS_KEPT = 5000
 PAUSES_KEPT = 20  # measured pauses of each kind, for the jobs not paused yet
+# A job that gives no length (a command whose job file has no `iterations`, before its
+# script says where it ends) is planned as a long one; its heartbeats tell the rest.
+UNKNOWN_ITERATIONS = 1_000_000
 
 
 @dataclass
@@ -107,7 +110,7 @@ class _Job:
     failed_at: int | None = None  # the iteration of its last failure
     unmanaged: bool = False  # a command running without the SDK: no hello, no heartbeats
     fixed: bool = False  # its workers cannot change (unmanaged, or not resizable): no pauses
-    total_iterations: int | None = None  # where its script says it ends (`Heartbeat`)
+    said_iterations: int | None = None  # where its script says it ends (`Heartbeat`)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,9 @@ class JobStatus:
     unmanaged: bool = False  # runs without the SDK: no hello, heartbeats or pauses
     curve: JobSpec | None = None  # what plans take it for: its prior and what it measured
     exiting: bool = False  # it ended, and keeps its GPUs until its processes exit
-    total_iterations: int | None = None  # where its script says it ends; None: unsaid
+    # Where it ends: its request's length, else what its script says (`_length`); None:
+    # neither has said.
+    total_iterations: int | None = None
 
 
 @dataclass
@@ -215,7 +220,7 @@ class Scheduler:
             unmanaged=job.unmanaged,
             curve=job.spec,
             exiting=job_id in self._exiting,
-            total_iterations=job.total_iterations,
+            total_iterations=_length(job),
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
@@ -537,7 +542,7 @@ class Scheduler:
         job.iteration = max(job.iteration, event.iteration)
         job.reported = event.iteration
         if event.total_iterations:
-            job.total_iterations = event.total_iterations
+            job.said_iterations = event.total_iterations
         if event.last:
             return  # how far it got, as it exits: no rate to take from it
         job.measured_samples_per_s = event.samples_per_s
@@ -1061,9 +1066,15 @@ def _plannable(job: _Job) -> bool:
     return job.state in (JobState.RUNNING, JobState.PENDING) and not job.fixed
 
 
+def _length(job: _Job) -> int | None:
+    """Where the job ends: its request's length (a zoo job stops there, inside an epoch),
+    else where its script says; None: neither has said."""
+    return job.request.iterations if job.request.iterations is not None else job.said_iterations
+
+
 def _remaining_samples(job: _Job) -> int:
-    """Its samples left: to the iteration its script says it ends at, else its request's."""
-    total = job.total_iterations or job.request.iterations
+    """Its samples left, to where it ends (a long job where nothing has said)."""
+    total = _length(job) or UNKNOWN_ITERATIONS
     return max(0, total - job.iteration) * job.request.batch_size
 
 

@@ -615,12 +615,29 @@ def test_a_scripts_length_counts_unless_its_job_file_gives_one(tmp_path: Path) -
             "a": 300,
             "z": 500,
         }
-        assert driver.service.scheduler.status("z").total_iterations is None
         left = {job: live and live.seconds_left for job, live in shown.items()}
         assert left == {"a": pytest.approx(20.0), "z": pytest.approx(40.0)}
+        driver.at(13.0).agent(FinishedMessage(job="a", gen=1, iteration=300))
+        driver.launcher.exit("a", 0)
+        driver.at(14.0).tick()
         await driver.close()
 
     asyncio.run(scenario())
+
+    async def next_daemon() -> None:  # "a" ended before it: its length is the stored one
+        driver = Driver(tmp_path, NOW)
+        driver.service.restorer.restore()
+        service = driver.service
+        lengths = {}
+        for job in ("a", "z"):
+            record = service.store.job(job)
+            assert record is not None
+            lengths[job] = service.length(record, service.live_job(job))
+        assert driver.state("a") == "completed"
+        assert lengths == {"a": 300, "z": 500}
+        await driver.close()
+
+    asyncio.run(next_daemon())
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ def job(
     *,
     gpus: int = 1,
     batch_size: int = 100,
-    iterations: int = 10_000,
+    iterations: int | None = 10_000,
     step_time_s: float = 0.1,
     sample_cost_s: float = 0.01,
 ) -> JobRequest:
