@@ -653,6 +653,7 @@ class Service:
         counts no restart for it); close the store."""
         self.accepting = False
         (self.state_dir / URL_FILE).unlink(missing_ok=True)  # no daemon listens there now
+        self._keep_queued_metrics()
         paused = await self.actions.pause_all(self.config.shutdown_grace_s)
         await self.actions.let_go(paused, LEAVE_WAIT_S)
         # A command without the SDK has no checkpoint to go on from: stopped, it would
@@ -663,6 +664,15 @@ class Service:
         self.link.close()
         self.store.close()
         self._lock.release()
+
+    def _keep_queued_metrics(self) -> None:
+        """Keep what agents reported that the writer had not reached when it was stopped
+        (the metrics a pause's checkpoint flushes come just before a stop). The rest of the
+        queue is left to the next daemon: it reads each job's markers and re-attaches."""
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if isinstance(item, FromAgent) and isinstance(item.message, MetricsMessage):
+                self.keep_metrics(item.message)
 
 
 def _resolve(done: asyncio.Future[None]) -> None:

@@ -19,6 +19,8 @@ from agents.protocol import (
     FinishedMessage,
     HeartbeatMessage,
     Hello,
+    MetricPoint,
+    MetricsMessage,
     PausedMessage,
     write_finished_marker,
     write_last_step_marker,
@@ -30,6 +32,7 @@ from daemon.dashboard import gpu_idle
 from daemon.items import FromAgent, IdTaken
 from daemon.restore import Restorer
 from daemon.service import new_job_id
+from daemon.store import Store
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
 
@@ -700,3 +703,20 @@ def test_a_command_without_the_sdk_that_ended_unseen_is_not_run_again(
         await driver.close()
 
     asyncio.run(second_daemon())
+
+
+def test_metrics_still_queued_when_the_daemon_stops_are_kept(tmp_path: Path) -> None:
+    # A pause's checkpoint flushes the script's metrics just before a stop: the link may
+    # have queued them when the writer is stopped.
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("a")
+        driver.at(1.5).agent(Hello(job="a", gen=1, pid=40_001))
+        point = MetricPoint(step=7, values={"loss": 0.5})
+        secret = driver.service.agent_secrets["a"]
+        await driver.service.deliver(MetricsMessage(job="a", points=[point], secret=secret))
+        await driver.close()  # the writer never took it from its queue
+
+    asyncio.run(scenario())
+    kept = Store(tmp_path / "state" / "stoker.db").reported.series("a")
+    assert kept["loss"].points == [(7, 0.5)]
