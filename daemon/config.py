@@ -6,12 +6,13 @@ then these defaults. pydantic-settings reads the environment and the file; a bad
 value fails start-up with a message naming it (`load_config`).
 """
 
+import dataclasses
 import difflib
 import os
 import pwd
 import shutil
+import typing
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -23,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -252,6 +254,8 @@ class DaemonConfig(BaseSettings):
 
 # `STOKER_` variables that are not settings: the CLI's, and those a job's launch gives the
 # SDK (docs/sdk.md). Any other is a setting, or a misspelt one.
+# How pydantic says a key names no setting: of a model's, and of a dataclass's.
+_UNKNOWN_KEY = frozenset({"extra_forbidden", "unexpected_keyword_argument"})
 # fmt: off
 NOT_SETTINGS = frozenset(f"STOKER_{name}" for name in (
     "URL", "TOKEN", "CACHE",  # the CLI's, and the model features' cache
@@ -276,14 +280,7 @@ def load_config(path: Path | None = None, **overrides: object) -> DaemonConfig:
     try:
         return DaemonConfig.model_validate(FromFile(**given).model_dump())  # type: ignore[arg-type]
     except ValidationError as error:
-        first = error.errors()[0]
-        loc = tuple(str(part) for part in first["loc"])
-        message = first["msg"].removeprefix("Value error, ")  # ours name their key
-        if first["type"] == "extra_forbidden":
-            message = _unknown_key(loc, environ)
-        source = f" (in {path})" if path else ""
-        where = ".".join(loc)
-        raise ConfigError(f"{where}{source}: {message}" if where else message + source) from None
+        raise ConfigError(_explain(error.errors()[0], environ, path)) from None
     except ValueError as error:  # a TOML file that does not parse
         raise ConfigError(f"--config {path}: {error}") from None
 
@@ -302,24 +299,52 @@ def _refuse_unknown_variables(environ: Mapping[str, str]) -> None:
             raise ConfigError(f"{name}: no daemon setting {key!r} (docs/daemon.md){hint}")
 
 
-def _unknown_key(loc: tuple[str, ...], environ: Mapping[str, str]) -> str:
-    """What to say of a key no setting has: the one it may have meant, and the variable it
-    came from when the environment set it."""
-    model: type[BaseModel] = DaemonConfig
+def _explain(error: ErrorDetails, environ: Mapping[str, str], path: Path | None) -> str:
+    """A setting's error, named as the operator set it: the variable when the environment
+    did (`STOKER_NODE__CPU_WORKERS`), else the key and the file; for a key that names no
+    setting, the one it may have meant."""
+    loc = tuple(str(part) for part in error["loc"])
+    joined = "STOKER_" + "__".join(part.upper() for part in loc)
+    variable = next((name for name in environ if name.upper() == joined), None)
+    message = error["msg"].removeprefix("Value error, ")  # ours name their key
+    if error["type"] in _UNKNOWN_KEY:
+        close = _close_key(loc)
+        meant = "STOKER_" + "__".join(p.upper() for p in (*loc[:-1], close)) if close else ""
+        message = "not a setting"
+        if close:
+            message += f"; did you mean {meant if variable else repr(close)}?"
+    if variable is not None:
+        return f"{variable}: {message}"
+    source = f" (in {path})" if path else ""
+    where = ".".join(loc)
+    return f"{where}{source}: {message}" if where else message + source
+
+
+def _close_key(loc: tuple[str, ...]) -> str | None:
+    """The setting the last part of `loc` may have meant, among its section's (a pydantic
+    model's fields, or a dataclass's: `scheduler` is the core's `SchedulerConfig`)."""
+    section: object = DaemonConfig
     for part in loc[:-1]:
-        field = model.model_fields.get(part)
-        annotation = field.annotation if field is not None else None
-        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
-            return "not a setting"
-        model = annotation
-    close = difflib.get_close_matches(loc[-1], sorted(model.model_fields), n=1)
-    message = "not a setting" + (f"; did you mean {close[0]!r}?" if close else "")
-    variable = "STOKER_" + "__".join(part.upper() for part in loc)
-    return message + (f" (from {variable})" if variable in environ else "")
+        known = _fields(section)
+        section = known.get(part) if known is not None else None
+    known = _fields(section)
+    if not known:
+        return None
+    close = difflib.get_close_matches(loc[-1], sorted(known), n=1)
+    return close[0] if close else None
+
+
+def _fields(section: object) -> dict[str, object] | None:
+    """A config section's fields and their types; None for a value that has none."""
+    if isinstance(section, type) and issubclass(section, BaseModel):
+        return {name: field.annotation for name, field in section.model_fields.items()}
+    if isinstance(section, type) and dataclasses.is_dataclass(section):
+        return dict(typing.get_type_hints(section))
+    return None
 
 
 def with_scheduler(config: DaemonConfig, **changes: object) -> DaemonConfig:
     """`config` with some scheduler settings changed (`stoker serve --policy`); a bad value
     raises InvalidRequest naming it."""
-    scheduler = replace(config.scheduler, **changes)  # type: ignore[arg-type]
+    scheduler = dataclasses.replace(config.scheduler, **changes)  # type: ignore[arg-type]
     return config.model_copy(update={"scheduler": scheduler})
