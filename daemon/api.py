@@ -585,9 +585,10 @@ def _view(
 
 
 def _reason(service: Service, record: JobRecord) -> str:
-    """Why the job is in its state: for one submitted and not launched yet, what it waits
-    for (a newcomer's job otherwise sat 30 s in `submitted` with no word)."""
-    if record.state == "submitted":
+    """Why the job is in its state: for one submitted and not running yet, what it waits
+    for (a newcomer's job otherwise sat 30 s in `submitted`, and a command without the SDK
+    30 s in `starting`, with no word)."""
+    if record.state in ("submitted", "starting"):
         waiting = service.scheduler.waiting(record.id, service.now())
         if waiting is not None:
             return waiting

@@ -232,9 +232,13 @@ class Scheduler:
         return self._admission.waiting if self._admission is not None else ()
 
     def waiting(self, job_id: str, now: float) -> str | None:
-        """Why a job that was submitted has not been launched, in words that name the
-        setting: GPUs, the arrival window, or a round's pauses (its window closed while a
-        round was open); None for a job waiting for none of these."""
+        """Why a job has not started running, in words that name the setting: GPUs, the
+        arrival window, or a round's pauses (its window closed while a round was open) for
+        one not launched; its agent's hello for one launched; None for a job waiting for
+        none of these."""
+        job = self._jobs.get(job_id)
+        if job is not None and job.state is JobState.STARTING and job_id in self._watched:
+            return self._starting(job, now)
         queue = self.waiting_for_gpus
         if job_id in queue:
             ahead = queue.index(job_id)
@@ -327,6 +331,22 @@ class Scheduler:
             times = [self._round.deadline]
         times.extend(job.last_heard + self._silence_allowed(job) for job in self._watched.values())
         return min(times, default=None)
+
+    def _starting(self, job: _Job, now: float) -> str:
+        """What a launched job waits for: its SDK's hello, and, for a command, how soon it
+        is taken to run without the SDK (it then runs on with the workers it has)."""
+        left = max(0.0, job.last_heard + self._silence_allowed(job) - now)
+        unmanaged = self._config.unmanaged_after_s
+        if job.request.command and unmanaged < self._config.launch_timeout_s:
+            return (
+                f"launched; waiting for the SDK's hello (stoker.init()): a command that does not"
+                f" call it is taken to run without it in {left:.0f} s"
+                f" (scheduler.unmanaged_after_s = {unmanaged:g} s)"
+            )
+        return (
+            f"launched; waiting for its agent's hello, at most {left:.0f} s more"
+            f" (scheduler.launch_timeout_s = {self._config.launch_timeout_s:g} s)"
+        )
 
     def _silence_allowed(self, job: _Job) -> float:
         """How long a watched job may be silent before the core acts."""

@@ -164,7 +164,9 @@ def test_a_waiting_job_says_what_it_waits_for() -> None:
     said = scheduler.waiting("c", 10.0)
     assert said is not None and "1 job(s) ahead of it in the queue" in said
     scheduler.handle(Tick(), 30.0)  # the window closes: `a` launches
-    assert scheduler.waiting("a", 30.0) is None
+    assert (scheduler.waiting("a", 30.0) or "").startswith("launched; waiting for its agent's")
+    scheduler.handle(AgentHello("a", scheduler.generation, 0), 31.0)
+    assert scheduler.waiting("a", 31.0) is None
 
 
 def test_a_job_whose_window_closed_during_a_round_says_it_waits_for_the_round() -> None:

@@ -327,11 +327,16 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_is_planned_around() -> Non
     plain = replace(job("plain"), command=True, max_restarts=3)
     (launch,) = only(core.handle(JobSubmitted(plain), 0.0), Launch)
     assert core.next_deadline() == 5.0, "a command's hello is awaited unmanaged_after_s"
+    assert core.waiting("plain", 2.0) == (
+        "launched; waiting for the SDK's hello (stoker.init()): a command that does not call"
+        " it is taken to run without it in 3 s (scheduler.unmanaged_after_s = 5 s)"
+    )
     out = core.handle(Tick(), 5.0)
     (moved,) = only(out, StateChanged)
     assert moved.new is JobState.RUNNING and "unmanaged" in moved.why
     assert only(out, RanUnmanaged) == [RanUnmanaged("plain")], "kept for a restarted daemon"
     assert core.status("plain").unmanaged
+    assert core.waiting("plain", 5.0) is None
     assert core.next_deadline() is None, "no heartbeat is awaited from it"
     out = core.handle(Tick(), 60.0)
     assert core.status("plain").state is JobState.RUNNING, "silence is not its death"
@@ -339,6 +344,10 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_is_planned_around() -> Non
     out = core.handle(JobSubmitted(job("b")), 61.0)
     assert not only(out, Pause)
     (second,) = only(out, Launch)
+    assert core.waiting("b", 61.0) == (  # a job of the SDK's: its hello is all it waits for
+        "launched; waiting for its agent's hello, at most 120 s more"
+        " (scheduler.launch_timeout_s = 120 s)"
+    )
     held = launch.allocation.workers_per_gpu
     assert held + second.allocation.workers_per_gpu <= 12
     assert core.loader_processes() == held + second.allocation.workers_per_gpu
