@@ -211,6 +211,15 @@ class ResizableLoader:
         order.cursor = 0
         return now + (epochs - position.epoch - 1) * order.batch_count(size, world, self.drop_last)
 
+    def saved_position(self) -> Position:
+        """Its position as a checkpoint keeps it: an epoch whose every batch has gone to
+        the script is kept as the next one's start (the pass ends with the script's next
+        request for a batch, which a checkpoint taken meanwhile has not seen)."""
+        position = self.position
+        if self.batches_until(position.epoch + 1) == 0:
+            return Position(position.epoch + 1, 0, position.seed)
+        return Position(position.epoch, position.consumed, position.seed)
+
     def _global_batches(self) -> list[list[int]]:
         order = EpochOrder(
             samples=len(self.dataset),  # type: ignore[arg-type]

@@ -587,12 +587,17 @@ class Job:
         return [flag > 0 for flag in flags.tolist()]
 
     def _checkpoint_state(self) -> dict[str, Any]:
+        positions = [loader.saved_position() for loader in self._loaders]
+        # A checkpoint of the script's own between its first loader's last batch and the
+        # next epoch (its end-of-epoch code): a resumed run starts the next epoch, under its
+        # number, as one stopped at that boundary does.
+        epoch = max(self._epoch, positions[0].epoch) if positions else self._epoch
         return {
             "format": FORMAT,
             "version": 1,
             "step": self.step,
-            "epoch": self._epoch,
-            "loaders": [loader.position.to_state() for loader in self._loaders],
+            "epoch": epoch,
+            "loaders": [position.to_state() for position in positions],
             "tracked": {
                 name: value.state_dict() if hasattr(value, "state_dict") else value
                 for name, value in self._tracked.items()

@@ -363,6 +363,34 @@ def test_a_stop_during_an_epochs_last_batch_waits_for_the_scripts_end_of_epoch(
     assert epochs == [(1, [[0, 1, 2, 3], [4, 5, 6, 7]]), (2, [[0, 1, 2, 3], [4, 5, 6, 7]])]
 
 
+class Crash(Exception):
+    """The script dies right after its own checkpoint."""
+
+
+@pytest.mark.parametrize("where", ["after the last batch", "after the epoch's loop"])
+def test_a_scripts_own_checkpoint_at_an_epochs_end_resumes_with_the_next_epoch(
+    tmp_path: Path, where: str
+) -> None:
+    sdk = job(tmp_path)
+    loader = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
+    with pytest.raises(Crash):
+        for _ in sdk.epochs(3):
+            for step, _ in enumerate(loader):
+                if where == "after the last batch" and step == 1:
+                    sdk.checkpoint()
+                    raise Crash
+            if where == "after the epoch's loop":
+                sdk.checkpoint()
+                raise Crash
+    again = job(tmp_path)
+    rest = again.loader(Numbers(8), batch_size=4, shuffle=False)
+    epochs = [(epoch, [batch.tolist() for _, batch in rest]) for epoch in again.epochs(3)]
+    # Epoch 0's samples were all consumed: no empty epoch 0 (whose loop-end code would find
+    # no `loss`), nor epoch 1's data under epoch 0's number.
+    assert epochs == [(1, [[0, 1, 2, 3], [4, 5, 6, 7]]), (2, [[0, 1, 2, 3], [4, 5, 6, 7]])]
+    assert again.step == 6
+
+
 def test_reports_keep_tensors_until_a_flush_and_write_numbers(tmp_path: Path) -> None:
     sdk = job(tmp_path)
     for step in range(3):
