@@ -625,6 +625,14 @@ def init(*, output_dir: str | Path | None = None, checkpoint_every_s: float | No
             timeout=_PAUSE_ALLOWED,
         )
     job = Job(environment)
+    if output_dir is not None and Path(output_dir) != environment.output_dir:
+        # The daemon gives each job its own folder (`stoker show` names it): a script run
+        # twice at once must not write over itself, and its files are found by its id.
+        job._say(
+            f"under the daemon, job.output_dir is {environment.output_dir}, not"
+            f" {output_dir} (stoker.init(output_dir=...) is for runs without it)",
+            afresh=False,
+        )
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, job.on_signal)
     return job

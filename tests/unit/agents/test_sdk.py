@@ -23,6 +23,7 @@ import zmq
 from torch import nn
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+import stoker
 from agents import checkpoints
 from agents.control import Allocation
 from agents.loader import Position, ResizableLoader
@@ -516,6 +517,24 @@ def test_the_launch_gives_the_allocation_and_alone_there_is_none(tmp_path: Path)
         job(tmp_path, STOKER_DECODE_MODE="gpu")
     with pytest.raises(ValueError, match="STOKER_RESIZE"):
         job(tmp_path, STOKER_RESIZE="warm")
+
+
+def test_under_the_daemon_a_scripts_own_output_dir_is_replaced_and_it_is_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = tmp_path / "job-1" / "output"
+    monkeypatch.setenv("STOKER_OUTPUT_DIR", str(given))
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        sdk = stoker.init(output_dir="runs/exp1", checkpoint_every_s=3600.0)
+        alone = stoker.init(output_dir=given)  # the daemon's own: nothing to say
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    assert sdk.output_dir == given == alone.output_dir
+    said = capsys.readouterr().err
+    assert said.count("stoker: under the daemon") == 1
+    assert f"job.output_dir is {given}, not runs/exp1" in said
 
 
 class Decoded(Numbers):
