@@ -7,14 +7,14 @@ lists and dicts, nothing that could run code.
 """
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from agents.protocol import CHECKPOINT_NAME as _NAME
+
 KEEP = 2
-_NAME = re.compile(r"^checkpoint-(\d{8})\.pt$")
 
 
 def checkpoint_files(directory: Path) -> list[Path]:

@@ -23,6 +23,7 @@ its `job.epochs(n)` and first loader count it.
 
 import json
 import os
+import re
 import secrets
 import stat
 from collections.abc import Mapping
@@ -342,6 +343,25 @@ def _decode(adapter: TypeAdapter[M], data: bytes) -> M:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "message"
         raise ProtocolError(f"{where}: {first['msg']}") from None
+
+
+# ---- the job's checkpoints ----------------------------------------------------------------
+
+CHECKPOINTS = "checkpoints"  # the folder in a job's directory the SDK writes them to
+# The SDK's checkpoint names, numbered in order (`agents/checkpoints.py`): the daemon finds
+# the newest a job left by them (`stoker resume`).
+CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{8})\.pt$")
+
+
+def newest_checkpoint(directory: Path) -> Path | None:
+    """The newest checkpoint in `directory` that is a plain file (not a link: the daemon
+    reads a folder a job may own), or None."""
+    if not directory.is_dir():
+        return None
+    for path in sorted(directory.iterdir(), key=lambda path: path.name, reverse=True):
+        if CHECKPOINT_NAME.match(path.name) and stat.S_ISREG(path.lstat().st_mode):
+            return path
+    return None
 
 
 # ---- the finished marker ------------------------------------------------------------------

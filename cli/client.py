@@ -42,6 +42,11 @@ DEFAULT_STATE_DIR = ".stoker"
 JOB_DID_NOT_COMPLETE = 1
 
 
+Follow = typer.Option(
+    "--follow", "-f", help="then print its logs until it ends; exit 1 unless it completed"
+)
+
+
 def register_client(app: typer.Typer) -> None:
     # `stoker submit -- python train.py --lr 0.1`: the command's own options pass through,
     # as after the command's first word even without `--`; a misspelt option of ours is
@@ -52,6 +57,7 @@ def register_client(app: typer.Typer) -> None:
     app.command("jobs")(jobs)
     app.command("logs")(logs)
     app.command("cancel")(cancel)
+    app.command("resume")(resume)
     app.command("dashboard")(dashboard)
 
 
@@ -216,12 +222,15 @@ def submit(
     env: Annotated[
         list[str] | None, typer.Option(metavar="K=V", help="a variable for the job; repeat")
     ] = None,
-    follow: Annotated[
-        bool,
+    continue_from: Annotated[
+        str | None,
         typer.Option(
-            "--follow", "-f", help="then print its logs until it ends; exit 1 unless it completed"
+            metavar="ID",
+            help="start from this ended job's newest checkpoint, not from scratch (`stoker"
+            " resume ID` runs it again with its own settings)",
         ),
-    ] = False,
+    ] = None,
+    follow: Annotated[bool, Follow] = False,
     url: Url = None,
     token: Token = None,
     state_dir: StateDir = None,
@@ -247,8 +256,34 @@ def submit(
         for field, value in (("gpus", gpus), ("batch_size", batch_size)):
             if value is not None:  # else the daemon's default
                 body[field] = value
+    if continue_from is not None:
+        body["continue_from"] = continue_from
     daemon = Daemon(url, token, state_dir)
-    job = daemon.call("POST", "/v1/jobs", body)
+    _submitted(daemon, daemon.call("POST", "/v1/jobs", body), follow)
+
+
+def resume(
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    *,
+    follow: Annotated[bool, Follow] = False,
+    url: Url = None,
+    token: Token = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Submit an ended job (cancelled, failed or completed) again from its newest
+    checkpoint: a new job of the same settings that goes on where it stopped (its model,
+    optimizer, epoch and data position). Prints it as JSON (with --follow instead: its id,
+    then its logs until it ends). To change a setting on the way (more epochs, say), submit
+    the job anew with `--continue-from ID`."""
+    daemon = Daemon(url, token, state_dir)
+    job = daemon.call("POST", f"/v1/jobs/{job_id}/resume")
+    if follow:
+        typer.echo(f"{job['id']} goes on from {job_id}'s newest checkpoint", err=True)
+    _submitted(daemon, job, follow)
+
+
+def _submitted(daemon: Daemon, job: dict[str, Any], follow: bool) -> None:
+    """Print a job just submitted as JSON; or, `follow`, its id and its logs until it ends."""
     if not follow:
         print_json(job)
         return

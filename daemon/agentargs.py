@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agents.protocol import PROTOCOL_VARIABLE, SECRET_VARIABLE, VERSION
+from agents.protocol import CHECKPOINTS, PROTOCOL_VARIABLE, SECRET_VARIABLE, VERSION
 from allocator import JobSpec
 from daemon.config import TASKSET, DaemonConfig
 from daemon.jobspec import JobSettings
@@ -84,7 +84,7 @@ def command_ranks(
         PROTOCOL_VARIABLE: str(VERSION),  # the SDK speaks it, and no newer
         "STOKER_JOB_DIR": str(job_dir),
         "STOKER_OUTPUT_DIR": str(job_dir / "output"),
-        "STOKER_CHECKPOINT_DIR": str(job_dir / "checkpoints"),
+        "STOKER_CHECKPOINT_DIR": str(job_dir / CHECKPOINTS),
         "WORLD_SIZE": str(settings.gpus),
         "LOCAL_WORLD_SIZE": str(settings.gpus),
         "MASTER_ADDR": "127.0.0.1",

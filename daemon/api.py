@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import ValidationError
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
 from daemon import apidocs
@@ -96,15 +97,29 @@ async def submit(
         first = service.store.idempotent(who, idempotency_key)
         if first is not None:
             return _replay(service, response, Replayed(*first), idempotency[1])
-    if not service.accepting:
-        raise HTTPException(503, "the daemon is shutting down")
-    lost = service.state_lost()
-    if lost is not None:  # acknowledged now, it would be gone at the next start
-        raise HTTPException(503, lost)
+    return await _submit(service, _new_record(body, who), response, idempotency)
+
+
+@v1.post("/jobs/{job_id}/resume", status_code=201)
+async def resume(job_id: str, who: Who, service: Daemon, response: Response) -> JobView:
+    """Submit an ended job again from its newest checkpoint: a new job of the same settings,
+    name and tenant that goes on where it stopped (its `continue_from` names the ended
+    one). 422, naming `continue_from`, for a job that has not ended or left no checkpoint."""
+    earlier = visible_job(service, who, job_id)
+    try:
+        body = JobSubmission.model_validate({**earlier.spec, "continue_from": earlier.id})
+    except ValidationError as error:  # settings this daemon no longer takes
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise _unprocessable(where, f"job {job_id}'s settings: {first['msg']}") from None
+    return await _submit(service, _new_record(body, earlier.tenant), response, None)
+
+
+def _new_record(body: JobSubmission, tenant: str) -> JobRecord:
     now = time.time()
-    record = JobRecord(
+    return JobRecord(
         id=new_job_id(body.name),
-        tenant=who,
+        tenant=tenant,
         name=body.name,
         spec=body.model_dump(),
         state="submitted",
@@ -114,6 +129,20 @@ async def submit(
         checkpoint="",
         pid=None,
     )
+
+
+async def _submit(
+    service: Service,
+    record: JobRecord,
+    response: Response,
+    idempotency: tuple[str, str] | None,
+) -> JobView:
+    """Submit `record`; its view, or the HTTP error that names what to change."""
+    if not service.accepting:
+        raise HTTPException(503, "the daemon is shutting down")
+    lost = service.state_lost()
+    if lost is not None:  # acknowledged now, it would be gone at the next start
+        raise HTTPException(503, lost)
     try:
         record = await submit_under_a_free_id(service, record, idempotency)
     except Replayed as replayed:  # a retry that raced its first submit

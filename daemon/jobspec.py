@@ -39,6 +39,7 @@ class JobSettings:
     max_restarts: int | None = None  # None: the daemon's default
     resize: Resize = "hot"
     audit_samples: bool = False
+    continue_from: str | None = None  # an ended job whose newest checkpoint it starts from
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> "JobSettings":
@@ -62,6 +63,7 @@ class JobSettings:
             max_restarts=spec.get("max_restarts"),
             resize=spec.get("resize", "hot"),
             audit_samples=bool(spec.get("audit_samples", False)),
+            continue_from=spec.get("continue_from"),
         )
 
     @property

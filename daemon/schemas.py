@@ -107,6 +107,13 @@ class JobSubmission(BaseModel):
     audit_samples: bool = Field(
         False, description="write every trained sample to <state>/jobs/<id>/audit/rank<k>.txt"
     )
+    continue_from: str | None = Field(
+        None,
+        pattern=NAME_PATTERN,
+        description="the id of an ended job of yours (cancelled, failed or completed): this "
+        "one starts from its newest checkpoint (model, optimizer, epoch and data position) "
+        "instead of from scratch",
+    )
 
     @field_validator("model")
     @classmethod

@@ -29,7 +29,7 @@ from agents.protocol import (
     ResumedMessage,
 )
 from allocator import InvalidRequest, ThroughputModel
-from daemon import private
+from daemon import continuing, private
 from daemon.actions import Actions
 from daemon.agentargs import unstartable
 from daemon.agentlink import AgentLink
@@ -209,6 +209,7 @@ class Service:
         # Only the zoo trainer reads a dataset folder; a command job brings its own data.
         if self.config.agent_mode == "process" and not settings.is_command:
             check_dataset(self.dataset(settings), settings.batch_size)
+        continuing.check(self.store, self.launcher.jobs_dir, record, self.simulated(settings))
         await self._put(lambda done: SubmitCall(record, done, idempotency))
 
     async def cancel(self, job_id: str, by: str) -> None:

@@ -492,6 +492,53 @@ def test_after_kill_9_a_script_resumes_from_its_newest_checkpoint(
     assert "Traceback" not in hello_again
 
 
+def seen(daemon: Daemon, job_id: str) -> list[str]:
+    """The (epoch, sample) lines count_train.py wrote for the job, one per sample trained."""
+    path = daemon.state_dir / "jobs" / job_id / "output" / "seen.txt"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_cancelled_script_goes_on_from_its_checkpoint_as_a_new_job(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    body = command_job("on", "count_train.py", "3", "0.1", checkpoint_every_s=3600.0)
+    with daemon.client() as client:
+        first = client.post("/v1/jobs", json=body).json()["id"]
+        wait_for("steps", lambda: client.get(f"/v1/jobs/{first}").json()["iteration"] >= 5)
+        refused = stoker("resume", first, *where)
+        assert refused.code == 2 and "continue_from" in refused.stderr, refused.stderr
+        assert f"job {first} is running; it can be continued once it has ended" in refused.stderr
+        client.delete(f"/v1/jobs/{first}")
+        stopped = wait_for("the cancel", partial(ended, client, first))
+        assert stopped["state"] == "cancelled" and 5 <= stopped["iteration"] < 36
+        resumed = stoker("resume", first, *where)
+        assert resumed.code == 0, resumed.stderr
+        second = str(resumed.json()["id"])
+        assert resumed.json()["name"] == "on" and second != first
+        done = wait_for("the second job", partial(ended, client, second), timeout_s=120)
+        events = client.get(f"/v1/jobs/{second}/events").json()
+        losses = client.get(f"/v1/jobs/{second}/metrics").json()["series"]["loss"]
+    assert done["state"] == "completed" and done["iteration"] == 36, done
+    (continues,) = [event for event in events if event["kind"] == "continues"]
+    assert continues["data"]["job"] == first
+    # It went on from the cancel's checkpoint, at or after the last step the daemon heard of.
+    assert losses[0][0] > stopped["iteration"] >= 5
+    # Every sample of every epoch once, over both jobs: none trained twice, none skipped.
+    trained = seen(daemon, first) + seen(daemon, second)
+    assert sorted(trained) == sorted(f"{epoch} {i}" for epoch in range(3) for i in range(96))
+    # A job with no checkpoint cannot go on: it is told why, and nothing is submitted.
+    crashed = command_job("bug", "count_train.py", "3", "0", "0", "96", "1", max_restarts=0)
+    with daemon.client() as client:
+        crashed_id = client.post("/v1/jobs", json=crashed).json()["id"]
+        assert failed_for(client, crashed_id).startswith("exited with code 1")
+        answer = client.post(f"/v1/jobs/{crashed_id}/resume")
+        assert answer.status_code == 422, answer.text
+        assert f"job {crashed_id} left no checkpoint" in answer.text
+        assert len(client.get("/v1/jobs").json()) == 3
+
+
 def test_a_clean_stop_of_the_daemon_leaves_no_crash_in_a_scripts_log_nor_a_gap_in_its_metrics(
     serve: Callable[..., Daemon],
 ) -> None:
