@@ -285,7 +285,11 @@ class Job:
         scheduler says otherwise; `batch_size` is per rank, as DataLoader's."""
         for owned in ("sampler", "batch_sampler"):
             if owned in dataloader_kwargs:
-                raise TypeError(f"{owned}: the job's loader owns the order of the data")
+                raise TypeError(
+                    f"{owned}: the job's loader owns the order of the data; leave it out:"
+                    " job.loader shuffles (shuffle=, seed=) and splits each batch across the"
+                    " ranks itself, as a DistributedSampler would"
+                )
         _check_batch(dataset, batch_size, self.world_size)
         kwargs = tuple(sorted(dataloader_kwargs))
         asked = (batch_size, shuffle, seed, drop_last, num_workers, kwargs)

@@ -16,6 +16,7 @@ import sys
 import textwrap
 import threading
 import tomllib
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -23,18 +24,27 @@ from urllib.parse import urlencode
 
 import typer
 
-from cli.common import fail, print_json, read_text, span
+from cli.common import fail, print_json, read_text, signed_percent, span
 
 if TYPE_CHECKING:  # imported when a command runs: `stoker serve` does not load it
     import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8470"
 
-Url = Annotated[str | None, typer.Option(help=f"daemon URL [$STOKER_URL or {DEFAULT_URL}]")]
+Url = Annotated[
+    str | None,
+    typer.Option(
+        help="daemon URL [$STOKER_URL, else where the state dir's daemon said it listens,"
+        f" else {DEFAULT_URL}]"
+    ),
+]
 Token = Annotated[str | None, typer.Option(help="bearer token [$STOKER_TOKEN or admin.token]")]
 StateDir = Annotated[
     Path | None,
-    typer.Option(help="read admin.token here [$STOKER_STATE_DIR or the nearest .stoker up]"),
+    typer.Option(
+        help="the daemon's state dir: its admin.token and the URL it listens on are read"
+        " there [$STOKER_STATE_DIR or the nearest .stoker up]"
+    ),
 ]
 DEFAULT_STATE_DIR = ".stoker"
 # Exit status of `submit --follow` and `logs -f` when the job they followed failed or was
@@ -152,7 +162,8 @@ def _url_of_running(state_dir: Path) -> str | None:
     if holds is False:
         fail(
             f"the daemon of {state_dir} is not running; start it with `stoker serve "
-            f"--state-dir {state_dir}`, or say where a daemon listens with --url or STOKER_URL"
+            f"--state-dir {state_dir}{_where_it_listened(state_dir)}`, or say where a daemon"
+            " listens with --url or STOKER_URL"
         )
     written = _written_url(state_dir)
     if holds and written is None:
@@ -161,6 +172,23 @@ def _url_of_running(state_dir: Path) -> str | None:
             "stopping); try again, or give --url or STOKER_URL"
         )
     return written
+
+
+def _where_it_listened(state_dir: Path) -> str:
+    """`stoker serve`'s options for the address a daemon of `state_dir` that did not stop
+    cleanly (a kill -9 leaves its `daemon.url`) listened on, where not the default: its
+    jobs' agents and the CLI's users expect it there."""
+    written = _written_url(state_dir)
+    if written is None:
+        return ""
+    address = urllib.parse.urlsplit(written)
+    default = urllib.parse.urlsplit(DEFAULT_URL)
+    options = ""
+    if address.hostname not in (None, default.hostname):
+        options += f" --host {address.hostname}"
+    if address.port not in (None, default.port):
+        options += f" --port {address.port}"
+    return options
 
 
 def _state_dir(state_dir: Path | None) -> Path | None:
@@ -509,7 +537,7 @@ def jobs(
                 progress,
                 "-" if left is None else span(left),
                 "-" if rate is None else f"{rate:,.0f}",
-                "-" if error is None else f"{error:+.0%}",
+                "-" if error is None else signed_percent(error),
             )
         )
     typer.echo(table(rows, right=6), nl=False)

@@ -71,6 +71,13 @@ def write_atomically(path: Path, text: str, what: str) -> None:
         raise
 
 
+def signed_percent(fraction: float) -> str:
+    """A relative difference in whole percent with its sign: +4%, -12%, and 0% for what
+    rounds to nothing (not "-0%")."""
+    rounded = round(100 * fraction)
+    return f"{rounded:+d}%" if rounded else "0%"
+
+
 def span(seconds: float) -> str:
     """A length of time as one reads it: 45 s, 12 min, 3.5 h."""
     seconds = max(0.0, seconds)

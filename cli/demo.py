@@ -25,7 +25,7 @@ import tomli_w
 import typer
 
 from cli.client import Daemon, dashboard_link
-from cli.common import fail
+from cli.common import fail, signed_percent
 from cli.workload_commands import submit_on_schedule
 from scheduler.config import DEFAULT_POLICY
 from workloads.live import (
@@ -339,7 +339,7 @@ def _summary(daemon: Daemon, ids: dict[str, str], seen: _Seen, where: Path) -> N
         rate = samples / (ended[-1] - running[0]) if running and ended else 0.0
         gap = f"{statistics.median(gaps):.2f} s" if gaps else "-"
         errors = seen.errors.get(job_id)
-        error = f"{statistics.median(errors):+.0%}" if errors else "-"
+        error = signed_percent(statistics.median(errors)) if errors else "-"
         typer.echo(
             f"  {name:<{wide}}{job['state']:<11}{rate:>10.0f}{pauses:>8}{gap:>11}{error:>23}"
         )

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from cli.client import FINAL_STATES, Daemon, StateDir, Token, Url, table
-from cli.common import print_json, span
+from cli.common import print_json, signed_percent, span
 
 JobId = Annotated[str, typer.Argument(metavar="ID")]
 
@@ -114,7 +114,7 @@ def _rates(job: dict[str, Any]) -> str:
         return "no heartbeat yet"
     text = f"{measured:,.0f} measured"
     if predicted:
-        text += f", {predicted:,.0f} predicted ({measured / predicted - 1:+.0%})"
+        text += f", {predicted:,.0f} predicted ({signed_percent(measured / predicted - 1)})"
     return text
 
 

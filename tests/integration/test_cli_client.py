@@ -134,6 +134,8 @@ def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
     assert (daemon.state_dir / "daemon.url").exists()
     killed = stoker("jobs", cwd=deep)
     assert killed.code == 2 and f"the daemon of {daemon.state_dir} is not running" in killed.stderr
+    port = daemon.url.rsplit(":", 1)[1]  # started again where its jobs and users expect it
+    assert f"stoker serve --state-dir {daemon.state_dir} --port {port}`" in killed.stderr
     elsewhere = stoker("jobs", "--url", "http://127.0.0.1:9", cwd=deep)
     assert elsewhere.code == 2 and "no daemon at http://127.0.0.1:9" in elsewhere.stderr
 

@@ -256,7 +256,9 @@ function number(value) {
 }
 
 function signedPercent(value) {  // measured against predicted: +12 % is faster than predicted
-  return value == null ? "" : `${value >= 0 ? "+" : "-"}${Math.abs(100 * value).toFixed(0)} %`;
+  if (value == null) return "";
+  const rounded = Math.round(100 * value);
+  return rounded === 0 ? "0 %" : `${rounded > 0 ? "+" : "-"}${Math.abs(rounded)} %`;
 }
 
 function span(seconds) {  // as `stoker show` says it
