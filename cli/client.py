@@ -248,7 +248,10 @@ def submit(
         typer.Option(min=1, help="global batch, for the planner \\[the daemon's: 64]"),
     ] = None,
     env: Annotated[
-        list[str] | None, typer.Option(metavar="K=V", help="a variable for the job; repeat")
+        list[str] | None,
+        typer.Option(
+            metavar="K=V", help="a variable for the job (it gets none of this shell's); repeat"
+        ),
     ] = None,
     continue_from: Annotated[
         str | None,

@@ -25,7 +25,14 @@ from agents.protocol import (
     read_stop_signal,
 )
 from daemon import continuing
-from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks, job_path
+from daemon.agentargs import (
+    PASSED_ON,
+    AgentLaunch,
+    agent_argv,
+    agent_env,
+    command_ranks,
+    job_path,
+)
 from daemon.exitreason import exit_reason, launch_failure
 from daemon.launcher import Exit
 from scheduler.errors import UnknownJob
@@ -488,7 +495,17 @@ class Actions:
         """`exit_reason` of a job's processes, told the command and the PATH it ran with."""
         job_dir = self._service.launcher.job_dir(ended.job_id)
         command, search_path = self._command_run(ended.job_id) or ((), None)
-        return exit_reason(ended.code, job_dir, ended.failures, command, search_path)
+        record = self._service.records.get(ended.job_id)
+        given = {name for name, _ in record.settings.env} if record is not None else set()
+        variables = given | set(PASSED_ON)  # and stoker's own, which no script misses
+        return exit_reason(
+            ended.code,
+            job_dir,
+            ended.failures,
+            command=command,
+            search_path=search_path,
+            variables=variables,
+        )
 
     def _workdir(self, job_id: str) -> str:
         """The folder a command job runs in: its `workdir`, else its job folder (as

@@ -5,7 +5,7 @@ import os
 import re
 import shutil
 import signal
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from agents.protocol import read_stop_signal
@@ -17,22 +17,28 @@ from daemon.launcher import AGAIN_MARK, log_file
 _TRACEBACK = "Traceback (most recent call last):"
 _TRACEBACK_LINES = 30  # a longer one is cut to its last `lines`, where the error is
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+# A script reading a variable its environment lacks: `os.environ["DATA_DIR"]`.
+_MISSING_VARIABLE = re.compile(r"KeyError: '([A-Za-z_][A-Za-z0-9_]*)'")
 
 
 def exit_reason(
     code: int | None,
     job_dir: Path,
     failures: Sequence[tuple[int, int]] = (),
+    *,
     command: Sequence[str] = (),
     search_path: str | None = None,
+    variables: Collection[str] = (),
 ) -> str:
     """Why a job's processes ended, for its `reason`: the exit code or the signal, and the
     last lines of stderr (an exception's traceback ends there); of each rank that failed by
     itself (`failures`, (rank, code)) when a rank other than 0 did, else of rank 0. A
     command job run by a bare `python...` name (`command`, looked up on `search_path`, the
     PATH it ran with) whose stderr ends on an import that found nothing is told which
-    interpreter that name finds and how to choose another. An exit 0 says the stop signal
-    the script had caught, as its SDK's last-step marker tells."""
+    interpreter that name finds and how to choose another; one whose stderr ends on a
+    `KeyError` of `os.environ` for a name not among its `variables` is told that a job
+    gets no variable of the submitting shell's. An exit 0 says the stop signal the script
+    had caught, as its SDK's last-step marker tells."""
     if any(rank != 0 for rank, _ in failures):
         ranks = [(f"rank {rank} {_ended(code)}", rank) for rank, code in failures]
     else:
@@ -42,6 +48,9 @@ def exit_reason(
     why = "\n".join(f"{what}; stderr ends:\n{tail}" if tail else what for what, tail in ended)
     missing = [module for _, tail in ended if (module := _missing_module(tail))]
     hint = _interpreter_hint(missing[0], command, search_path) if missing else ""
+    if not hint and command:
+        unset = [name for _, tail in ended if (name := _missing_variable(tail, variables))]
+        hint = _environment_hint(unset[0]) if unset else ""
     return f"{why}\n{hint}" if hint else why
 
 
@@ -137,6 +146,25 @@ def _missing_module(tail: str) -> str | None:
     last = tail.rsplit("\n", 1)[-1]
     matched = _MISSING_MODULE.fullmatch(last.strip())
     return matched.group(1) if matched else None
+
+
+def _missing_variable(tail: str, variables: Collection[str]) -> str | None:
+    """The variable a traceback ends on failing to find in `os.environ`, if it does and the
+    job's environment (`variables`) lacks it."""
+    last = tail.rsplit("\n", 1)[-1]
+    matched = _MISSING_VARIABLE.fullmatch(last.strip())
+    if matched is None or "environ" not in tail or matched.group(1) in variables:
+        return None
+    return matched.group(1)
+
+
+def _environment_hint(name: str) -> str:
+    """A variable set in the shell that submitted the job is not the job's."""
+    return (
+        f"hint: {name!r} is not in the job's environment. A job gets the variables its"
+        " submit gives (`stoker submit --env NAME=VALUE`, or `env` in its job file) and"
+        " stoker's own, none of the submitting shell's"
+    )  # no full stop: the reason may go on after it
 
 
 def _interpreter_hint(module: str, command: Sequence[str], search_path: str | None) -> str:

@@ -57,6 +57,29 @@ def test_no_hint_where_the_interpreter_is_not_the_likely_cause(
     assert "hint" not in failed_with(tmp_path, stderr, command, "/usr/bin:/bin")
 
 
+UNSET = (
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 9, in <module>\n    tag = os.environ["EXPERIMENT_TAG"]\n'
+    '  File "<frozen os>", line 679, in __getitem__\n'
+    "KeyError: 'EXPERIMENT_TAG'\n"
+)
+
+
+def test_a_variable_of_the_submitting_shell_is_said_to_be_no_jobs(tmp_path: Path) -> None:
+    (tmp_path / "stderr.log").write_text(UNSET)
+    command = ["python", "train.py"]
+    why = exit_reason(1, tmp_path, command=command, variables={"PATH", "HOME"})
+    assert why.rsplit("\n", 1)[-1] == (
+        "hint: 'EXPERIMENT_TAG' is not in the job's environment. A job gets the variables its"
+        " submit gives (`stoker submit --env NAME=VALUE`, or `env` in its job file) and"
+        " stoker's own, none of the submitting shell's"
+    )
+    given = exit_reason(1, tmp_path, command=command, variables={"EXPERIMENT_TAG"})
+    assert "hint" not in given, "it was given: the KeyError is another's"
+    (tmp_path / "stderr.log").write_text("Traceback\n  table[key]\nKeyError: 'colour'\n")
+    assert "hint" not in exit_reason(1, tmp_path, command=command), "a dict's, not environ's"
+
+
 def test_a_zoo_job_runs_the_daemons_own_python_and_gets_no_hint(tmp_path: Path) -> None:
     (tmp_path / "stderr.log").write_text(MISSING)
     assert exit_reason(1, tmp_path) == "exited with code 1; stderr ends:\n" + MISSING.strip()
@@ -64,7 +87,7 @@ def test_a_zoo_job_runs_the_daemons_own_python_and_gets_no_hint(tmp_path: Path) 
 
 def test_a_rank_other_than_0_that_failed_on_an_import_is_hinted_too(tmp_path: Path) -> None:
     (tmp_path / "stderr.rank1.log").write_text(MISSING)
-    why = exit_reason(1, tmp_path, ((1, 1),), ["python", "t.py"], "")
+    why = exit_reason(1, tmp_path, ((1, 1),), command=["python", "t.py"], search_path="")
     assert why.startswith("rank 1 exited with code 1; stderr ends:\nTraceback")
     assert why.rsplit("\n", 1)[-1].startswith("hint: 'timm' cannot be imported by `python`.")
 
