@@ -18,7 +18,9 @@ field it does not know. Version 5 added the heartbeat's CPU clocks, `loader_cpu_
 the steps a script completed as it exits without finishing (an exception, most often), sent so
 that the daemon knows how far it got; its interval is too short to measure a rate from.
 Version 8 added the heartbeat's `total_iterations`: the step the script will end at, as
-its `job.epochs(n)` and first loader count it.
+its `job.epochs(n)` and first loader count it. Version 9 added its `batch_samples`: the
+samples a step of the script takes, all ranks (its global batch, which a command job's
+submit gives only as a hint).
 """
 
 import json
@@ -34,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 8
+VERSION = 9
 PROTOCOL_VARIABLE = "STOKER_PROTOCOL"  # the protocol version of the daemon that launched it
 SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
 MAX_METRIC_NAME = 64
@@ -54,7 +56,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1, 2, 3, 4, 5, 6, 7, 8] = 8  # VERSION; 1 to 7 are still understood
+    v: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9] = 9  # VERSION; 1 to 8 are still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -150,6 +152,14 @@ class HeartbeatMessage(_Message):
         description=(
             "since v8: the iteration the script will end at, as its `job.epochs(n)` and first"
             " loader count it; 0 when not known"
+        ),
+    )
+    batch_samples: int = Field(
+        0,
+        ge=0,
+        description=(
+            "since v9: the samples a step of the script takes, all ranks: the largest step"
+            " of this run (an epoch's last may be short); 0 when not known"
         ),
     )
     train_cpu_s: float = Field(
@@ -288,6 +298,7 @@ _SINCE = {
     "refill_s": 6,
     "last": 7,
     "total_iterations": 8,
+    "batch_samples": 9,
 }
 
 

@@ -94,10 +94,14 @@ def _what(job: dict[str, Any]) -> str:
 
 
 def _batch(job: dict[str, Any]) -> str:
-    """A zoo job's global batch; a command's is its script's, the figure only a hint."""
-    if job["command"]:
-        return f"global batch {job['batch_size']} as planned (a hint; the script's own rules)"
-    return f"global batch {job['batch_size']}"
+    """The job's global batch: a command's as its script runs it, once its heartbeats said
+    (its submit's figure is the planner's hint until then)."""
+    said = job.get("script_batch_size")  # absent from an older daemon's reply
+    if not job["command"]:
+        return f"global batch {job['batch_size']}"
+    if said is not None:
+        return f"global batch {said}, as its script runs it"
+    return f"global batch {job['batch_size']} assumed by the planner until its script says"
 
 
 def _workers(per_gpu: int | None) -> str:

@@ -234,6 +234,14 @@ class JobView(BaseModel):
         )
     )
     iteration: int
+    script_batch_size: int | None = Field(
+        None,
+        description=(
+            "the samples a step of its script takes, all ranks, as its heartbeats say (the"
+            " planner counts its work in them); null until they have said. A command's"
+            " `batch_size` is only the planner's hint before that"
+        ),
+    )
     seconds_left: float | None = Field(
         None,
         description=(

@@ -322,6 +322,7 @@ class Service:
             unmanaged=status.unmanaged,
             exiting=status.exiting,
             total_iterations=total,
+            script_batch_size=status.script_batch_size,
             seconds_left=self.pace.seconds_left(status.id, total) if total and running else None,
         )
 
@@ -616,6 +617,7 @@ class Service:
                 train_wait_s=message.train_wait_s,
                 refill_fraction=min(message.refill_s / busy, idle) if busy > 0 else 0.0,
                 total_iterations=message.total_iterations,
+                batch_samples=message.batch_samples,
             )
         )
         if message.total_iterations:

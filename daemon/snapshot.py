@@ -45,6 +45,7 @@ class LiveJob:
     exiting: bool = False  # it ended; its processes run on and keep its GPUs until they exit
     total_iterations: int | None = None  # where it ends: its job file's, else its script's
     seconds_left: float | None = None  # to that end at its last minute's pace; None: unknown
+    script_batch_size: int | None = None  # the samples a step of its script takes; None: unsaid
 
     @property
     def holds_gpus(self) -> bool:

@@ -111,6 +111,9 @@ class Heartbeat:
     # The iteration the script says it ends at (0: unsaid): where a request gives no
     # length, its remaining work is counted to it.
     total_iterations: int = 0
+    # The samples a step of the script takes, all ranks (0: unsaid): its remaining work is
+    # counted in them, not in its request's batch (a command's is a hint).
+    batch_samples: int = 0
 
     @classmethod
     def last_word(cls, job_id: str, gen: int, completed: int) -> "Heartbeat":

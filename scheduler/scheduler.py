@@ -111,6 +111,7 @@ class _Job:
     unmanaged: bool = False  # a command running without the SDK: no hello, no heartbeats
     fixed: bool = False  # its workers cannot change (unmanaged, or not resizable): no pauses
     said_iterations: int | None = None  # where its script says it ends (`Heartbeat`)
+    said_batch: int | None = None  # the samples its script's steps take (`Heartbeat`)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,9 @@ class JobStatus:
     # Where it ends: its request's length, else what its script says (`_length`); None:
     # neither has said.
     total_iterations: int | None = None
+    # The samples a step of its script takes, all ranks, as its heartbeats say; the plans
+    # count its work in them (in its request's batch before); None: unsaid.
+    script_batch_size: int | None = None
 
 
 @dataclass
@@ -221,6 +225,7 @@ class Scheduler:
             curve=job.spec,
             exiting=job_id in self._exiting,
             total_iterations=_length(job),
+            script_batch_size=job.said_batch,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
@@ -563,6 +568,8 @@ class Scheduler:
         job.reported = event.iteration
         if event.total_iterations:
             job.said_iterations = event.total_iterations
+        if event.batch_samples:
+            job.said_batch = event.batch_samples
         if event.last:
             return  # how far it got, as it exits: no rate to take from it
         job.measured_samples_per_s = event.samples_per_s
@@ -1092,10 +1099,15 @@ def _length(job: _Job) -> int | None:
     return job.request.iterations if job.request.iterations is not None else job.said_iterations
 
 
+def _batch(job: _Job) -> int:
+    """The samples a step of the job takes: as its script says, else its request's."""
+    return job.said_batch or job.request.batch_size
+
+
 def _remaining_samples(job: _Job) -> int:
     """Its samples left, to where it ends (a long job where nothing has said)."""
     total = _length(job) or UNKNOWN_ITERATIONS
-    return max(0, total - job.iteration) * job.request.batch_size
+    return max(0, total - job.iteration) * _batch(job)
 
 
 def _holding(job: _Job) -> Allocation | None:

@@ -399,7 +399,7 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
     lines = dict(line.split(None, 1) for line in shown.stdout.splitlines())
     assert lines["state"] == "completed" and lines["progress"] == "iteration 24 of 24 (100%)"
     assert lines["runs"].endswith("count_train.py 2 0") and "workers" not in lines
-    assert lines["gpus"] == "1, global batch 8 as planned (a hint; the script's own rules)"
+    assert lines["gpus"] == "1, global batch 8, as its script runs it"
     final = series["newest"]["final_loss"]
     assert lines["reported"] == f"final_loss {final:.4g}, loss {losses[-1][1]:.4g}"
     assert stoker("show", job["id"], "--json", *where).json()["reported"] == series["newest"]

@@ -48,7 +48,7 @@ def test_metrics_carry_nan_and_infinity_and_refuse_oversized_points() -> None:
     [
         (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
         (b'{"type": "launch", "job": "j"}', "does not match"),
-        (b'{"type": "hello", "job": "j", "pid": 1, "v": 9}', "hello.v"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 10}', "hello.v"),
         (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
         (b"\xff\xfe", "Invalid JSON"),
         (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only
@@ -110,6 +110,7 @@ def test_version_7_adds_the_last_word_of_a_script_and_a_message_of_6_leaves_it_o
         (5, {"loader_cpu_s": 0.006, "loader_wait_s": 0.003, "cpu_s": 0.02}, "loader_s", "cpu_s"),
         (6, {"train_cpu_s": 0.015, "train_wait_s": 0.01, "refill_s": 0.2}, "cpu_s", "refill_s"),
         (8, {"total_iterations": 360}, "cpu_s", "total_iterations"),
+        (9, {"batch_samples": 32}, "cpu_s", "batch_samples"),
     ],
 )
 def test_each_version_adds_heartbeat_fields_that_a_message_of_the_one_before_leaves_out(

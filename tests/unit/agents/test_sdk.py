@@ -306,21 +306,24 @@ def test_an_evaluation_loader_s_steps_count_once_an_epoch_has_run_whole(tmp_path
     assert seen[10:] == [30] * 20, "then what a whole epoch took"
 
 
-def test_a_heartbeat_says_the_step_the_job_ends_at(
+def test_a_heartbeat_says_the_step_the_job_ends_at_and_the_samples_its_steps_take(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(PROTOCOL_VARIABLE, "8")  # as a daemon of this version launches it
+    monkeypatch.setenv(PROTOCOL_VARIABLE, str(VERSION))  # as a daemon of this version launches it
     router = Router(tmp_path / "agents.sock")
     try:
         sdk = job(
             tmp_path, STOKER_JOB_ID="j", STOKER_CONTROL=router.endpoint, STOKER_HEARTBEAT_S="0.1"
         )
-        loader = sdk.loader(Numbers(40), batch_size=4, num_workers=0)
+        loader = sdk.loader(Numbers(42), batch_size=4, num_workers=0)  # 10 steps of 4, one of 2
         for _ in sdk.epochs(2):
             for _ in loader:
                 time.sleep(0.02)
-        beat = router.expect(HeartbeatMessage, timeout_s=10)
-        assert beat.total_iterations == 20 and 0 < beat.iteration < 20, beat
+        beats = [router.expect(HeartbeatMessage, timeout_s=10)]
+        assert beats[0].total_iterations == 22 and 0 < beats[0].iteration < 22, beats[0]
+        while beats[-1].iteration <= 11 and not beats[-1].last:  # past epoch 0's short step
+            beats.append(router.expect(HeartbeatMessage, timeout_s=10))
+        assert {beat.batch_samples for beat in beats} == {4}, "the full step, not the last"
     finally:
         router.close()
 

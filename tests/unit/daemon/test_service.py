@@ -611,7 +611,9 @@ def test_a_scripts_length_counts_unless_its_job_file_gives_one(tmp_path: Path) -
             driver.at(1.5).agent(Hello(job=job, gen=gen, pid=40_001))
         for second in range(2, 13):  # 10 iterations a second
             for job in ("a", "z"):
-                said = beat(job, 1, 10 * (second - 2)).model_copy(update={"total_iterations": 300})
+                said = beat(job, 1, 10 * (second - 2)).model_copy(
+                    update={"total_iterations": 300, "batch_samples": 16}
+                )
                 driver.at(float(second)).agent(said)
         shown = {job: driver.service.live_job(job) for job in ("a", "z")}
         assert {job: live and live.total_iterations for job, live in shown.items()} == {
@@ -620,6 +622,7 @@ def test_a_scripts_length_counts_unless_its_job_file_gives_one(tmp_path: Path) -
         }
         left = {job: live and live.seconds_left for job, live in shown.items()}
         assert left == {"a": pytest.approx(20.0), "z": pytest.approx(40.0)}
+        assert [live and live.script_batch_size for live in shown.values()] == [16, 16]
         driver.at(13.0).agent(FinishedMessage(job="a", gen=1, iteration=300))
         driver.launcher.exit("a", 0)
         driver.at(14.0).tick()

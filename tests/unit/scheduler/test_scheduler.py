@@ -224,6 +224,18 @@ def test_gate_leaves_a_nearly_done_job_alone(requested: int | None, said: int) -
     assert str(gate.verdicts["a"]).startswith("kept")
 
 
+def test_a_scripts_batch_counts_its_remaining_work() -> None:
+    # As above, 10 iterations left; its script's steps take 10,000 times the samples its
+    # request said: they are worth growing it back for.
+    core = scheduler(cpu_workers=24, gate=True)
+    start(core, "a", 0.0, iterations=1_000)
+    start_second(core, "a", "b", 1.0, step_time_s=0.05)
+    core.handle(Heartbeat("a", 2, 990, 100.0, 0.5, 4, batch_samples=1_000_000), now=100.0)
+    assert core.status("a").script_batch_size == 1_000_000
+    (pause,) = only(core.handle(Finished("b"), now=101.0), Pause)
+    assert pause.job_id == "a"
+
+
 def test_gate_still_shrinks_what_capacity_forces() -> None:
     core = scheduler(cpu_workers=12, gate=True)
     start(core, "a", 0.0, iterations=1_000)
