@@ -68,6 +68,11 @@ def _described(
         ("state", state + (running_on if job.get("exiting") else "")),
         ("reason", job["reason"]),
         ("runs", _what(job)),
+        (
+            "env",
+            " ".join(f"{name}={shlex.quote(value)}" for name, value in job.get("env", {}).items()),
+        ),
+        ("continues", _continues(job)),
         ("gpus", f"{gpus}, {_batch(job)}"),
         ("workers", "" if state in FINAL_STATES else _workers(job["workers_per_gpu"])),
         ("progress", progress),
@@ -89,8 +94,14 @@ def _files(job: dict[str, Any]) -> str:
 
 def _what(job: dict[str, Any]) -> str:
     if job["command"]:
-        return shlex.join(job["command"])
+        where = job.get("workdir")  # absent from an older daemon's reply
+        return shlex.join(job["command"]) + (f"  (in {where})" if where else "")
     return f"the built-in trainer on zoo model {job['model']}"
+
+
+def _continues(job: dict[str, Any]) -> str:
+    earlier = job.get("continue_from")
+    return f"{earlier}: it started from that job's newest checkpoint" if earlier else ""
 
 
 def _batch(job: dict[str, Any]) -> str:

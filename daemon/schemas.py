@@ -225,6 +225,13 @@ class JobView(BaseModel):
     state: str
     model: str | None
     command: list[str] | None
+    workdir: str | None = Field(None, description="the folder its command runs in")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="the variables its submit gave its command"
+    )
+    continue_from: str | None = Field(
+        None, description="the ended job whose newest checkpoint it started from"
+    )
     gpus: int
     batch_size: int
     iterations: int | None = Field(

@@ -446,6 +446,9 @@ def test_stoker_submit_runs_a_command_from_here_and_follows_it(
     listed = stoker("jobs", *where)
     assert "fail_first" in listed.stdout and "failed" in listed.stdout
     shown = stoker("show", job["id"], *where).stdout.splitlines()
+    said = dict(line.split(None, 1) for line in shown if line[:1].strip())
+    assert said["runs"] == f"{sys.executable} fail_first.py  (in {SCRIPTS})"
+    assert said["env"] == "NOTE=hi", "what the submit gave it, to check"
     reason = next(i for i, line in enumerate(shown) if line.startswith("reason"))
     stderr_lines = shown[reason + 1 : reason + 3]
     assert stderr_lines and all(line.startswith(" " * 8) for line in stderr_lines), shown
@@ -517,6 +520,7 @@ def test_a_cancelled_script_goes_on_from_its_checkpoint_as_a_new_job(
         assert resumed.code == 0, resumed.stderr
         second = str(resumed.json()["id"])
         assert resumed.json()["name"] == "on" and second != first
+        assert resumed.json()["continue_from"] == first
         done = wait_for("the second job", partial(ended, client, second), timeout_s=120)
         events = client.get(f"/v1/jobs/{second}/events").json()
         losses = client.get(f"/v1/jobs/{second}/metrics").json()["series"]["loss"]
