@@ -24,9 +24,13 @@ class ContinueFailed(Exception):
     """The ended job's checkpoint could not be put in place at launch."""
 
 
-def check(store: Store, jobs_dir: Path, record: JobRecord, simulated: bool) -> None:
+def check(
+    store: Store, jobs_dir: Path, record: JobRecord, *, simulated: bool, exiting: frozenset[str]
+) -> None:
     """Refuse, naming `continue_from`, a job that cannot go on from the one it names: no
-    ended job of its tenant's by that id, or none with a checkpoint of the SDK's."""
+    ended job of its tenant's by that id, one whose processes are still `exiting` (a
+    cancelled script writes its last checkpoint as it leaves), or one with no checkpoint of
+    the SDK's."""
     earlier_id = record.settings.continue_from
     if earlier_id is None:
         return
@@ -40,6 +44,12 @@ def check(store: Store, jobs_dir: Path, record: JobRecord, simulated: bool) -> N
             "continue_from",
             f"job {earlier_id} is {earlier.state}; it can be continued once it has ended"
             f" (`stoker cancel {earlier_id}` stops it with a checkpoint)",
+        )
+    if earlier_id in exiting:
+        raise SubmitError(
+            "continue_from",
+            f"job {earlier_id} has ended but its processes are still exiting (writing their"
+            " last checkpoint, say); submit again once they have, in a few seconds",
         )
     if simulated:
         raise SubmitError(

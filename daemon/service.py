@@ -209,7 +209,13 @@ class Service:
         # Only the zoo trainer reads a dataset folder; a command job brings its own data.
         if self.config.agent_mode == "process" and not settings.is_command:
             check_dataset(self.dataset(settings), settings.batch_size)
-        continuing.check(self.store, self.launcher.jobs_dir, record, self.simulated(settings))
+        continuing.check(
+            self.store,
+            self.launcher.jobs_dir,
+            record,
+            simulated=self.simulated(settings),
+            exiting=self.scheduler.exiting,
+        )
         await self._put(lambda done: SubmitCall(record, done, idempotency))
 
     async def cancel(self, job_id: str, by: str) -> None:

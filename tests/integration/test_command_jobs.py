@@ -516,6 +516,8 @@ def test_a_cancelled_script_goes_on_from_its_checkpoint_as_a_new_job(
         client.delete(f"/v1/jobs/{first}")
         stopped = wait_for("the cancel", partial(ended, client, first))
         assert stopped["state"] == "cancelled" and 5 <= stopped["iteration"] < 36
+        gone = lambda: not client.get(f"/v1/jobs/{first}").json()["exiting"]  # noqa: E731
+        wait_for("its processes to exit, its last checkpoint written", gone)
         resumed = stoker("resume", first, *where)
         assert resumed.code == 0, resumed.stderr
         second = str(resumed.json()["id"])

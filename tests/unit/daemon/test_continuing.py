@@ -56,7 +56,13 @@ def test_a_job_that_cannot_go_on_is_refused_naming_continue_from(
     store: Store, tmp_path: Path, earlier: str, said: str
 ) -> None:
     with pytest.raises(SubmitError) as refused:
-        check(store, tmp_path / "jobs", record("next", continue_from=earlier), simulated=False)
+        check(
+            store,
+            tmp_path / "jobs",
+            record("next", continue_from=earlier),
+            simulated=False,
+            exiting=frozenset(),
+        )
     assert refused.value.field == "continue_from" and said in refused.value.message
 
 
@@ -68,9 +74,11 @@ def test_the_newest_checkpoint_is_put_in_place_once_and_a_planted_link_is_passed
     newest = checkpoint(jobs, "ended", 7)
     (jobs / "ended" / "checkpoints" / "checkpoint-00000009.pt").symlink_to("/etc/shadow")
     settings = record("next", continue_from="ended")
-    check(store, jobs, settings, simulated=False)
+    check(store, jobs, settings, simulated=False, exiting=frozenset())
     with pytest.raises(SubmitError, match="simulated agent"):
-        check(store, jobs, settings, simulated=True)
+        check(store, jobs, settings, simulated=True, exiting=frozenset())
+    with pytest.raises(SubmitError, match="its processes are still exiting"):
+        check(store, jobs, settings, simulated=False, exiting=frozenset({"ended"}))
     placed = seed(jobs, "next", settings.settings)
     assert placed == jobs / "next" / "checkpoints" / "checkpoint-00000007.pt"
     assert placed.read_bytes() == b"model 7" and placed.stat().st_ino == newest.stat().st_ino
