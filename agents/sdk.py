@@ -573,6 +573,9 @@ class Job:
         self._metrics.flush()
         self._stop_workers()
         if self._control is not None:
+            # Where it stopped, at a boundary: a cancelled job's end (`stoker resume` goes on
+            # from there), or a signalled one's progress; the link is closed before the exit.
+            self._control.last_step(self.step, self._samples, self._stop_signal)
             self._control.close()
         if cancelled:
             raise SystemExit(0)

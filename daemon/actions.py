@@ -414,6 +414,8 @@ class Actions:
                 )
             service.link.forget(job_id)  # its next launch connects under a new identity
             status = service.scheduler.jobs().get(job_id)
+            if status is not None and status.state is JobState.CANCELLED:
+                self._stopped_at(job_id)
             if status is None or not status.state.holds_resources:
                 continue  # it ended before: `_free_exited` gives its GPUs back
             if code == 0 and job_id in self._cold_pauses:
@@ -481,6 +483,15 @@ class Actions:
     def _stop_signal(self, job_id: str) -> int | None:
         """The stop signal the job's script caught before it exited, as its marker says."""
         return read_stop_signal(self._service.launcher.job_dir(job_id))
+
+    def _stopped_at(self, job_id: str) -> None:
+        """A cancelled job's processes exited: keep the step its agent stopped at (its
+        checkpoint's, which `stoker resume` goes on from), as its marker says; its last
+        heartbeat may be a second behind."""
+        completed = read_last_step_marker(self._service.launcher.job_dir(job_id))
+        stored = self._service.store.job(job_id)
+        if completed is not None and stored is not None and completed > stored.iteration:
+            self._service.store.update_job(job_id, time.time(), iteration=completed)
 
     def _last_word(self, job_id: str) -> None:
         """The steps a failed agent completed, from the marker it left as it exited: its
