@@ -184,6 +184,7 @@ class Job:
         self._restored = checkpoints.read(newest) if newest is not None else None
         self._epoch = 0
         self._samples = 0  # consumed by all ranks, this run
+        self._restored_names: set[str] = set()  # tracked names restored from the checkpoint
         self._allocation = environment.allocation
         self._on_allocation: list[Callable[[Allocation], None]] = []
         self._control: Control | None = None
@@ -339,11 +340,16 @@ class Job:
     def track(self, **objects: Any) -> None:
         """What a checkpoint keeps: objects with state_dict/load_state_dict (model,
         optimizer, LR scheduler, scaler) or plain values (numbers, strings, lists, dicts,
-        tensors), read back with `job.state[name]`. Restored here when a checkpoint exists."""
+        tensors), read back with `job.state[name]`. Restored from a checkpoint at the first
+        `track` of each name; tracking a name again (a plain value's new value) replaces
+        what the next checkpoint keeps, and restores nothing."""
         for name, value in objects.items():
             self._tracked[name] = value
             if self._restored is None or name not in self._restored["tracked"]:
                 continue
+            if name in self._restored_names:
+                continue  # restored once: this is the script's newer value
+            self._restored_names.add(name)
             saved = self._restored["tracked"][name]
             if hasattr(value, "load_state_dict"):
                 value.load_state_dict(saved)

@@ -232,6 +232,24 @@ def test_a_checkpoint_brings_back_model_optimizer_values_and_the_position(tmp_pa
     assert sorted(first + rest) == list(range(20)), "the epoch goes on where it stopped"
 
 
+def test_a_value_tracked_again_is_what_the_next_checkpoint_keeps(tmp_path: Path) -> None:
+    # A counter a script keeps: restored once, then each `track` of it is its new value.
+    model = nn.Linear(2, 1)
+    for run in range(3):
+        sdk = job(tmp_path)
+        sdk.track(count=0, model=model)
+        count = sdk.state["count"]
+        assert count == 4 * run, f"run {run} goes on from the count the last one saved"
+        weights = model.weight.detach().clone()
+        for step in range(4):
+            count += 1
+            sdk.track(count=count, model=model)  # again: no checkpoint is read back now
+            assert torch.equal(model.weight, weights + step), "the model is not restored again"
+            with torch.no_grad():
+                model.weight += 1.0
+        sdk.checkpoint()
+
+
 def test_only_the_newest_two_checkpoints_stay(tmp_path: Path) -> None:
     sdk = job(tmp_path)
     sdk.track(count=0)
