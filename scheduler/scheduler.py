@@ -557,6 +557,10 @@ class Scheduler:
             out.append(RanUnmanaged(job.request.id, unmanaged=False))
         else:
             out.append(HelloNoted(job.request.id, event.gen, job.state))
+            if job.state.final and job.request.id in self._exiting:
+                # Ended (cancelled while it started) before its agent could be told: told
+                # now, it checkpoints and leaves, rather than be stopped by a signal mid-step.
+                out.append(Cancel(job.request.id))
 
     def _heartbeat(self, event: Heartbeat, now: float, out: list[Command]) -> None:
         job = self._job(event.job_id)

@@ -11,6 +11,7 @@ from scheduler.messages import (
     AgentHello,
     Allocation,
     Cancel,
+    Exited,
     Failed,
     Finished,
     GateChoice,
@@ -429,6 +430,18 @@ def test_cancel_while_pausing_lets_the_round_finish() -> None:
     assert only(out, Cancel) == [Cancel("a")]
     assert [launch.job_id for launch in only(out, Launch)] == ["b"]
     assert core.status("a").state is JobState.CANCELLED
+
+
+def test_a_job_cancelled_before_its_hello_is_told_again_when_it_says_hello() -> None:
+    core = scheduler()
+    (launch,) = only(core.handle(JobSubmitted(job("a")), now=0.0), Launch)
+    assert only(core.handle(JobCancelled("a", exited=False), now=1.0), Cancel) == [Cancel("a")]
+    # That cancel found no agent to tell (none had connected): its hello is the first word.
+    out = core.handle(AgentHello("a", launch.gen, 0), now=2.0)
+    assert only(out, Cancel) == [Cancel("a")], "it checkpoints and leaves"
+    assert core.status("a").state is JobState.CANCELLED
+    core.handle(Exited("a"), now=3.0)
+    assert only(core.handle(AgentHello("a", launch.gen, 0), now=4.0), Cancel) == [], "gone"
 
 
 def test_cancel_before_the_window_closes_drops_the_arrival() -> None:
