@@ -569,19 +569,23 @@ class Actions:
 
     def left_running(self) -> set[str]:
         """The jobs a stopping daemon leaves running: commands without the SDK, which have
-        no checkpoint to go on from. Each is logged, with how to stop it."""
+        no checkpoint to go on from, and commands that have not said hello yet (which may
+        be such). Each is logged, with how to stop it."""
         service = self._service
         kept = {
             job_id
             for job_id, status in service.scheduler.jobs().items()
-            if status.unmanaged
-            and status.state is JobState.RUNNING
+            if (
+                (status.unmanaged and status.state is JobState.RUNNING)
+                or (status.state is JobState.STARTING and self._command_run(job_id) is not None)
+            )
             and service.launcher.running(job_id)
         }
         for job_id in sorted(kept):
             log.info(
-                "job %s: runs without the SDK, so it has no checkpoint; left running for the"
-                " next daemon to adopt (`stoker cancel %s` stops it)",
+                "job %s: runs without the SDK (or has not said hello yet), so it has no"
+                " checkpoint; left running for the next daemon to adopt (`stoker cancel %s`"
+                " stops it)",
                 job_id,
                 job_id,
             )

@@ -23,6 +23,7 @@ from scheduler.restore import (
     RestoreAction,
     StoredJob,
     adopts,
+    after_silence,
     may_relaunch,
     restarts_after_relaunch,
     restore_action,
@@ -78,13 +79,7 @@ class Restorer:
             service.agent_secrets[record.id] = record.agent_secret
         service.tpm.rates.job_spec(service.request(record))  # still plannable?
         finished = service.actions.finished_marker(record.id)
-        facts = StoredJob(
-            state=record.job_state,
-            finished=finished is not None,
-            agent_alive=self._agent_alive(record.id, record.pid),
-            placement_fits=all(index < service.slots for index in record.placement),
-            unmanaged=self._unmanaged(record.id),
-        )
+        facts = self._facts(record, finished)
         action = restore_action(facts, clean_stop=clean)
         if action is RestoreAction.COMPLETE:  # it ended while no daemon listened
             saving = facts.agent_alive  # its script goes on after its final step
@@ -111,6 +106,17 @@ class Restorer:
             return None
         why = "the daemon was stopped" if clean else "the daemon restarted"
         return f"{why} while it was {record.state}"
+
+    def _facts(self, record: JobRecord, finished: int | None) -> StoredJob:
+        service = self._service
+        return StoredJob(
+            state=record.job_state,
+            finished=finished is not None,
+            agent_alive=self._agent_alive(record.id, record.pid),
+            placement_fits=all(index < service.slots for index in record.placement),
+            unmanaged=self._unmanaged(record.id),
+            command=record.settings.is_command,
+        )
 
     def _unmanaged(self, job_id: str) -> bool:
         """Whether the job ran without the SDK when the last daemon left it, as its newest
@@ -186,10 +192,21 @@ class Restorer:
         return True
 
     def expire(self) -> None:
-        """Relaunch restored jobs whose agent did not say hello in time."""
+        """Restored jobs whose agent did not say hello in time: adopted as running without
+        the SDK, or relaunched (`after_silence`)."""
+        service = self._service
         for job_id, deadline in list(self._awaiting.items()):
-            if self._service.now() >= deadline:
-                self.relaunch(job_id, "its agent did not say hello to the restarted daemon")
+            if service.now() < deadline:
+                continue
+            record = service.store.job(job_id)
+            assert record is not None
+            facts = self._facts(record, service.actions.finished_marker(job_id))
+            if after_silence(facts) is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
+                del self._awaiting[job_id]
+                service.scheduler.release(job_id)  # held for its hello: adopted instead
+                self._adopt_unmanaged(record, record.pid)
+                continue
+            self.relaunch(job_id, "its agent did not say hello to the restarted daemon")
 
     def reattach(self, message: AgentMessage) -> None:
         """The first word from a restored running job's agent: adopt it if it runs."""

@@ -5,10 +5,12 @@ A running job whose agent outlived the old daemon keeps running: the daemon wait
 agent's hello and adopts it with the allocation it reports. A command running without the
 SDK is adopted as it runs (it says no hello, and it has no checkpoint to go on from: a
 daemon stopping cleanly leaves it running too); one that ended while no daemon watched is
-not run again. Any other job, and a running one whose
-agent does not say hello in time, has its process stopped and is relaunched from its last
-checkpoint, which counts as one of its restarts unless the daemon was stopped cleanly (it
-paused its jobs and took their checkpoints on the way down).
+not run again. A command that had not said hello yet when the old daemon left may be
+one without the SDK in its first seconds: its hello is awaited, and its silence then taken
+as running unmanaged, not as a reason to start it over. Any other job, and a running one
+whose agent does not say hello in time, has its process stopped and is relaunched from its
+last checkpoint, which counts as one of its restarts unless the daemon was stopped cleanly
+(it paused its jobs and took their checkpoints on the way down).
 """
 
 from dataclasses import dataclass
@@ -34,6 +36,13 @@ class StoredJob:
     agent_alive: bool  # the recorded pid runs this job's agent
     placement_fits: bool  # its GPUs still exist on the node as configured now
     unmanaged: bool = False  # it ran without the SDK (`RanUnmanaged`)
+    command: bool = False  # a user's command, which may not use the SDK
+
+
+def _may_be_unmanaged(job: StoredJob) -> bool:
+    """A command started and still running that never said hello: without the SDK, or
+    slow to start."""
+    return job.command and job.state is JobState.STARTING and job.agent_alive
 
 
 def restore_action(job: StoredJob, clean_stop: bool) -> RestoreAction:
@@ -47,7 +56,16 @@ def restore_action(job: StoredJob, clean_stop: bool) -> RestoreAction:
             return RestoreAction.ADOPT_UNMANAGED
     if job.state is JobState.RUNNING and job.agent_alive and job.placement_fits and not clean_stop:
         return RestoreAction.AWAIT_HELLO
+    if _may_be_unmanaged(job) and job.placement_fits:
+        return RestoreAction.AWAIT_HELLO  # then `after_silence`
     return RestoreAction.RELAUNCH
+
+
+def after_silence(job: StoredJob) -> RestoreAction:
+    """A restored job whose agent said no hello in time: a command that had said none
+    before either and still runs is taken to run without the SDK (started again, it would
+    start over); any other is relaunched from its checkpoint."""
+    return RestoreAction.ADOPT_UNMANAGED if _may_be_unmanaged(job) else RestoreAction.RELAUNCH
 
 
 def restarts_after_relaunch(state: JobState, restarts: int, *, count: bool) -> int:

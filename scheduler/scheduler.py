@@ -397,12 +397,16 @@ class Scheduler:
             fixed=unmanaged,
         )
         self._jobs[request.id] = self._live[request.id] = job
-        if unmanaged:
-            why = "re-attached: it runs without the SDK and outlived the daemon"
-        else:
+        if not unmanaged:
             self._watched[request.id] = job  # its heartbeats come again
             why = "re-attached: its agent outlived the daemon"
-        return [StateChanged(request.id, None, JobState.RUNNING, why, iteration)]
+            return [StateChanged(request.id, None, JobState.RUNNING, why, iteration)]
+        why = "re-attached: it runs without the SDK and outlived the daemon"
+        # Kept for the next restart: one that had said no hello yet is now known unmanaged.
+        return [
+            StateChanged(request.id, None, JobState.RUNNING, why, iteration),
+            RanUnmanaged(request.id),
+        ]
 
     def hold(self, job_id: str, gpu_indices: tuple[int, ...], *, exiting: bool = False) -> None:
         """Keep GPUs for a job this core does not plan: one whose agent may have outlived

@@ -814,6 +814,34 @@ def test_a_command_without_the_sdk_outlives_daemon_restarts_and_keeps_its_work(
     assert "started again" not in log, "one run, never restarted"
 
 
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
+def test_a_command_in_its_first_seconds_outlives_a_daemon_stop_and_is_not_run_twice(
+    serve: Callable[..., Daemon], stop: signal.Signals
+) -> None:
+    # Stopped before the command could be taken for one without the SDK (it said no hello
+    # in `unmanaged_after_s`): the next daemon waits for its hello, then adopts it.
+    scheduler = {**FAST["scheduler"], "unmanaged_after_s": 60.0}  # type: ignore[dict-item]
+    settings = {"scheduler": scheduler, "node": ONE_SLOT, "reattach_timeout_s": 1.0}
+    daemon = serve(**settings)
+    with daemon.client() as client:
+        body = command_job("early", "plain.py", "8", "0", max_restarts=1)
+        job_id = client.post("/v1/jobs", json=body).json()["id"]
+        wait_for(
+            "it to start", lambda: client.get(f"/v1/jobs/{job_id}").json()["state"] == "starting"
+        )
+        pid = wait_for("its process", lambda: stored_pid(daemon.state_dir, job_id))
+    daemon.kill(stop)
+    again = serve(state=daemon.state_dir.name, **settings)
+    with again.client() as client:
+        adopted = lambda: client.get(f"/v1/jobs/{job_id}").json()["unmanaged"]  # noqa: E731
+        wait_for("it to be adopted as it runs", adopted, timeout_s=30)
+        assert os.path.exists(f"/proc/{pid}"), "the same process, not stopped"
+        done = wait_for("it to end", lambda: ended(client, job_id), timeout_s=30)
+    assert done["state"] == "completed" and done["restarts"] == 0, done
+    log = (daemon.state_dir / "jobs" / job_id / "stdout.log").read_text()
+    assert log.count("plain: running") == 1 and "started again" not in log, log
+
+
 def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
     serve: Callable[..., Daemon],
 ) -> None:

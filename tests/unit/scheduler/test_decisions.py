@@ -14,6 +14,7 @@ from scheduler.restore import (
     RestoreAction,
     StoredJob,
     adopts,
+    after_silence,
     may_relaunch,
     restarts_after_relaunch,
     restore_action,
@@ -59,6 +60,23 @@ def test_a_command_without_the_sdk_that_runs_on_is_adopted_after_any_stop() -> N
         assert restore_action(ended, clean_stop=clean) is RestoreAction.ENDED_UNSEEN
     moved = stored(unmanaged=True, placement_fits=False)
     assert restore_action(moved, clean_stop=False) is RestoreAction.RELAUNCH
+
+
+def test_a_command_that_said_no_hello_yet_is_awaited_then_taken_as_unmanaged() -> None:
+    # In its first seconds a command without the SDK is `starting`: stopped and relaunched
+    # it would start over, so its hello is awaited, and its silence taken as no SDK.
+    starting = stored(JobState.STARTING, command=True)
+    for clean in (False, True):
+        assert restore_action(starting, clean_stop=clean) is RestoreAction.AWAIT_HELLO
+    assert after_silence(starting) is RestoreAction.ADOPT_UNMANAGED
+    for other in (
+        stored(JobState.STARTING),  # a zoo job: the daemon's own trainer, on the SDK
+        stored(JobState.STARTING, command=True, agent_alive=False),
+        stored(command=True),  # running on the SDK, now silent: hung, relaunched
+    ):
+        assert after_silence(other) is RestoreAction.RELAUNCH
+    gone = stored(JobState.STARTING, command=True, agent_alive=False)
+    assert restore_action(gone, clean_stop=False) is RestoreAction.RELAUNCH
 
 
 def test_a_relaunch_counts_against_the_restarts_only_when_the_job_had_started() -> None:
