@@ -525,6 +525,8 @@ def jobs(
         state = job["state"] + (" (exiting)" if job.get("exiting") else "")
         length = job["iterations"]
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
+        if job.get("unmanaged") and not job["iteration"]:  # no SDK: nothing says how far
+            progress = "-"
         what = job["model"] or _name_of(job["command"] or ["command"])
         left = job.get("seconds_left")  # absent from an older daemon's reply
         rate, error = job["measured_samples_per_s"], job["prediction_error"]

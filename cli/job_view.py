@@ -57,6 +57,8 @@ def _described(
     if job["gpu_indices"]:
         gpus += f" ({slot} {', '.join(str(index) for index in job['gpu_indices'])})"
     progress = f"iteration {job['iteration']:,}"
+    if job.get("unmanaged") and not job["iteration"]:
+        progress = "not known: it runs without the SDK, which would report it"
     if job["iterations"]:
         done = min(1.0, job["iteration"] / job["iterations"])
         progress += f" of {job['iterations']:,} ({done:.0%})"
@@ -112,6 +114,10 @@ def _batch(job: dict[str, Any]) -> str:
         return f"global batch {job['batch_size']}"
     if said is not None:
         return f"global batch {said}, as its script runs it"
+    if job.get("unmanaged"):
+        return f"global batch {job['batch_size']} as submitted (without the SDK it says none)"
+    if job["state"] in FINAL_STATES:
+        return f"global batch {job['batch_size']} as submitted (its script said none)"
     return f"global batch {job['batch_size']} assumed by the planner until its script says"
 
 

@@ -599,7 +599,7 @@ def _view(
         batch_size=settings.batch_size,
         iterations=service.length(fresh, live),
         iteration=max(fresh.iteration, live.iteration if live is not None else 0),
-        script_batch_size=live.script_batch_size if live is not None else None,
+        script_batch_size=service.script_batch(fresh, live),
         seconds_left=live.seconds_left if live is not None else None,
         gpu_indices=service.gpus_held(fresh, live),
         workers_per_gpu=allocation.workers_per_gpu if allocation is not None else None,

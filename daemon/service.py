@@ -171,7 +171,8 @@ class Service:
         # the jobs whose agent has proved it, after which every message must carry it.
         self.agent_secrets: dict[str, str] = {}
         self._secured: set[str] = set()
-        self._said: dict[str, int] = {}  # job -> where its script last said it ends
+        # job -> where its script last said it ends, and the samples its steps take
+        self._said: dict[str, tuple[int, int]] = {}
 
     # ---- called from REST handlers (same event loop) -------------------------------------
 
@@ -306,6 +307,13 @@ class Service:
         if record.total_iterations is not None:
             return record.total_iterations
         return record.settings.iterations
+
+    def script_batch(self, record: JobRecord, live: LiveJob | None) -> int | None:
+        """The samples a step of the job's script takes: as the core has it now, else as
+        it last had it (stored); None: its script has not said."""
+        if live is not None and live.script_batch_size is not None:
+            return live.script_batch_size
+        return record.script_batch_size
 
     def _live(self, status: JobStatus) -> LiveJob:
         record = self.records.get(status.id)
@@ -626,19 +634,23 @@ class Service:
                 batch_samples=message.batch_samples,
             )
         )
-        if message.total_iterations:
-            self._keep_length(message.job, message.total_iterations)
+        self._keep_said(message.job, (message.total_iterations, message.batch_samples))
 
-    def _keep_length(self, job_id: str, said: int) -> None:
-        """Store where the job ends as the core takes it, whenever its script's word changes:
-        when it first says, and when its first epoch has run whole (a job that ended before
-        the daemon restarted still shows "of N")."""
-        if self._said.get(job_id) == said:
+    def _keep_said(self, job_id: str, said: tuple[int, int]) -> None:
+        """Store where the job ends and the samples its steps take, as the core takes them,
+        whenever its script's word changes: when it first says, and when its first epoch
+        has run whole (a job that ended before the daemon restarted still shows them)."""
+        if self._said.get(job_id) == said or not any(said):
             return
         self._said[job_id] = said
         live = self.live_job(job_id)
-        if live is not None and live.total_iterations is not None:
-            self.store.update_job(job_id, time.time(), total_iterations=live.total_iterations)
+        if live is not None:
+            self.store.update_job(
+                job_id,
+                time.time(),
+                total_iterations=live.total_iterations,
+                script_batch_size=live.script_batch_size,
+            )
 
     def agent_version(self, job_id: str, default: int) -> int:
         return self._agent_versions.get(job_id, default)

@@ -20,7 +20,7 @@ from daemon.jobspec import JobSettings
 from daemon.statelock import StoreError
 from scheduler.states import JobState, check_transition
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # Submits' Idempotency-Keys, per tenant: the job each made and a digest of its body.
 _IDEMPOTENCY = """
 CREATE TABLE IF NOT EXISTS idempotency (
@@ -36,10 +36,14 @@ _AGENT_SECRETS = "ALTER TABLE jobs ADD COLUMN agent_secret TEXT NOT NULL DEFAULT
 # Where each job ends as the core last said (its job file's length, else its script's), so
 # that a job that ended before a restart still shows "of N".
 _LENGTHS = "ALTER TABLE jobs ADD COLUMN total_iterations INTEGER;"
+# The samples a step of each job's script takes, as its heartbeats last said.
+_BATCHES = "ALTER TABLE jobs ADD COLUMN script_batch_size INTEGER;"
 # What each version added to the one before (1 is the first): run in order to migrate.
-_MIGRATIONS = {2: reported.SCHEMA, 3: _IDEMPOTENCY, 4: _AGENT_SECRETS, 5: _LENGTHS}
+_MIGRATIONS = {
+    2: reported.SCHEMA, 3: _IDEMPOTENCY, 4: _AGENT_SECRETS, 5: _LENGTHS, 6: _BATCHES,
+}  # fmt: skip
 # The column each ALTER adds: a file that has it already skips the ALTER (not idempotent).
-_ADDS = {4: "agent_secret", 5: "total_iterations"}
+_ADDS = {4: "agent_secret", 5: "total_iterations", 6: "script_batch_size"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -124,6 +128,7 @@ class JobRecord:
     placement: tuple[int, ...] = ()
     agent_secret: str = field(default="", repr=False)  # its launch's; never shown
     total_iterations: int | None = None  # where it ends, as the core last said; None: unsaid
+    script_batch_size: int | None = None  # the samples its script's steps take; None: unsaid
 
     @property
     def settings(self) -> JobSettings:
@@ -290,10 +295,11 @@ class Store:
 
     def update_job(self, job_id: str, at: float, **fields: object) -> None:
         """Set some of `state`, `restarts`, `checkpoint`, `iteration`, `pid`, `placement` (a
-        sequence of indices), `agent_secret` and `total_iterations` on one job."""
+        sequence of indices), `agent_secret`, `total_iterations` and `script_batch_size` on
+        one job."""
         allowed = {
             "state", "restarts", "checkpoint", "iteration", "pid", "placement", "agent_secret",
-            "total_iterations",
+            "total_iterations", "script_batch_size",
         }  # fmt: skip
         unknown = set(fields) - allowed
         if unknown:
@@ -509,4 +515,5 @@ def _job(row: sqlite3.Row) -> JobRecord:
         placement=tuple(json.loads(row["placement"])),
         agent_secret=row["agent_secret"],
         total_iterations=row["total_iterations"],
+        script_batch_size=row["script_batch_size"],
     )

@@ -855,6 +855,11 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
         wait_for("plain's output while it runs", lambda: "plain: running" in logs().text)
         assert ended(client, plain["id"]) is None, "printed, not flushed: out as it ran"
         assert client.get(f"/v1/jobs/{plain['id']}").json()["unmanaged"] is True
+        where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+        shown = stoker("show", plain["id"], *where).stdout.splitlines()
+        said = dict(line.split(None, 1) for line in shown if line[:1].strip())
+        assert said["progress"] == "not known: it runs without the SDK, which would report it"
+        assert said["gpus"].endswith(", global batch 8 as submitted (without the SDK it says none)")
         sdk = client.post("/v1/jobs", json=command_job("sdk", "count_train.py", "1", "0")).json()
         quick = client.post("/v1/jobs", json=command_job("quick", "plain.py", "0", "0")).json()
         broken = client.post("/v1/jobs", json=command_job("broken", "plain.py", "0.5", "3"))

@@ -634,13 +634,15 @@ def test_a_scripts_length_counts_unless_its_job_file_gives_one(tmp_path: Path) -
         driver = Driver(tmp_path, NOW)
         driver.service.restorer.restore()
         service = driver.service
-        lengths = {}
+        lengths, batches = {}, {}
         for job in ("a", "z"):
             record = service.store.job(job)
             assert record is not None
             lengths[job] = service.length(record, service.live_job(job))
+            batches[job] = service.script_batch(record, service.live_job(job))
         assert driver.state("a") == "completed"
         assert lengths == {"a": 300, "z": 500}
+        assert batches == {"a": 16, "z": 16}, "what its script said, kept"
         await driver.close()
 
     asyncio.run(next_daemon())

@@ -98,14 +98,15 @@ def test_a_file_of_an_older_version_is_brought_up_to_date_with_its_jobs(tmp_path
     old.close()
     with sqlite3.connect(path) as db:  # as version 4 wrote it: no job lengths yet
         db.execute("ALTER TABLE jobs DROP COLUMN total_iterations")
+        db.execute("ALTER TABLE jobs DROP COLUMN script_batch_size")
         db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     store = Store(path)
     found = store.job("a")
-    assert found is not None and found.total_iterations is None
-    store.update_job("a", 2.0, total_iterations=6_400)
+    assert found is not None and (found.total_iterations, found.script_batch_size) == (None, None)
+    store.update_job("a", 2.0, total_iterations=6_400, script_batch_size=32)
     store.close()
     again = Store(path).job("a")  # and it stays
-    assert again is not None and again.total_iterations == 6_400
+    assert again is not None and (again.total_iterations, again.script_batch_size) == (6_400, 32)
     with sqlite3.connect(path) as db:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert row == (str(SCHEMA_VERSION),)
