@@ -103,7 +103,10 @@ class Daemon:
         """`reply`, unless its status is an error: then the command fails, saying it (and
         for a 401, where the token came from)."""
         if reply.status_code == 401:
-            fail(f"{method} {path}: 401 {detail(reply)} (token from {self.token_from})")
+            hint = ""
+            if self.token_from not in ("--token", "STOKER_TOKEN"):  # the state dir's file
+                hint = "; a daemon with tokens configured takes one: --token or STOKER_TOKEN"
+            fail(f"{method} {path}: 401 {detail(reply)} (token from {self.token_from}){hint}")
         if reply.status_code >= 400:
             fail(f"{method} {path}: {reply.status_code} {detail(reply)}")
         return reply

@@ -5,7 +5,7 @@ carries it in the HttpOnly cookie `stoker_token` instead, which it got by exchan
 `/?token=...` link (`daemon/dashboard.py`); the cookie is accepted for reads only (GET and
 HEAD), so a page on another site cannot make a browser cancel or submit jobs with it.
 Tokens map to tenants in the config; with none configured, the first start writes an admin
-token to `<state dir>/admin.token` (mode 0600).
+token to `<state dir>/admin.token` (mode 0600), which a later start with tokens removes.
 
 A token in a query string (the link's `?token=`) never reaches a log: the access log's
 lines carry `token=[redacted]` instead (`RedactTokens`).
@@ -96,10 +96,18 @@ def admin_only(who: str) -> None:
 
 def load_tokens(config: DaemonConfig) -> dict[str, str]:
     """tenant -> token; with none configured, the admin token in the state dir."""
+    path = admin_token_path(config.state_dir)
     if config.tokens:
+        if path.exists():  # a start without tokens wrote it: it grants nothing now
+            path.unlink()
+            log.warning(
+                "tokens are configured: %s, from a start without them, grants nothing now"
+                " and was removed; the CLI takes a configured token with --token or"
+                " STOKER_TOKEN",
+                path,
+            )
         return dict(config.tokens)
     config.state_dir.mkdir(parents=True, exist_ok=True)
-    path = admin_token_path(config.state_dir)
     if not path.exists():
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as handle:

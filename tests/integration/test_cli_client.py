@@ -122,6 +122,7 @@ def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
     wrong = stoker("jobs", "--url", daemon.url, cwd=deep)
     assert wrong.code == 2 and "401" in wrong.stderr
     assert f"token from {daemon.state_dir / 'admin.token'}" in wrong.stderr
+    assert "takes one: --token or STOKER_TOKEN" in wrong.stderr
     # Stopped, it no longer says where it listens: the CLI says it is not running, rather
     # than send this state dir's token to whatever listens on the default port.
     daemon.stop()
