@@ -103,7 +103,7 @@ def _what(job: dict[str, Any]) -> str:
 
 def _continues(job: dict[str, Any]) -> str:
     earlier = job.get("continue_from")
-    return f"{earlier}: it started from that job's newest checkpoint" if earlier else ""
+    return f"{earlier}, from that job's newest checkpoint" if earlier else ""
 
 
 def _batch(job: dict[str, Any]) -> str:

@@ -30,7 +30,6 @@ from pydantic import ValidationError
 from allocator import InvalidRequest, JobSpec, ThroughputModel
 from daemon import apidocs
 from daemon.auth import (
-    ADMIN,
     Daemon,
     Who,
     admin_only,
@@ -51,6 +50,7 @@ from daemon.snapshot import NodeSnapshot
 from daemon.stopping import streaming
 from daemon.store import JobRecord
 from daemon.summary import node_summary
+from daemon.tenants import ADMIN
 from tpm import FittedTPM, SampleError, TpmError, UnknownModel
 
 log = logging.getLogger(__name__)

@@ -24,10 +24,10 @@ from fastapi import Depends, HTTPException, Request
 from daemon.config import DaemonConfig
 from daemon.service import Service
 from daemon.store import JobRecord
+from daemon.tenants import ADMIN
 
 log = logging.getLogger(__name__)
 
-ADMIN = "admin"
 COOKIE = "stoker_token"
 _READS = frozenset({"GET", "HEAD"})
 ACCESS_LOG = "uvicorn.access"

@@ -16,6 +16,7 @@ from agents.protocol import CHECKPOINTS, newest_checkpoint
 from daemon.items import SubmitError
 from daemon.jobspec import JobSettings
 from daemon.store import JobRecord, Store
+from daemon.tenants import ADMIN
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,12 @@ def check(
     if earlier_id is None:
         return
     earlier = store.job(earlier_id)
+    if earlier is not None and earlier.tenant != record.tenant and record.tenant == ADMIN:
+        raise SubmitError(
+            "continue_from",
+            f"job {earlier_id} is {earlier.tenant}'s, and a job goes on only as its tenant's:"
+            f" `stoker resume {earlier_id}` submits it again as {earlier.tenant}'s",
+        )
     if earlier is None or earlier.tenant != record.tenant:
         raise SubmitError(
             "continue_from", f"no job {earlier_id!r} of yours; `stoker jobs` lists them"
@@ -43,7 +50,8 @@ def check(
         raise SubmitError(
             "continue_from",
             f"job {earlier_id} is {earlier.state}; it can be continued once it has ended"
-            f" (`stoker cancel {earlier_id}` stops it with a checkpoint)",
+            f" (`stoker cancel {earlier_id}` stops it, with a checkpoint if its script uses"
+            " the stoker SDK)",
         )
     if earlier_id in exiting:
         raise SubmitError(

@@ -21,11 +21,12 @@ import numpy as np
 from fastapi import APIRouter, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 
-from daemon.auth import ADMIN, COOKIE, Daemon, Who, tenant_of
+from daemon.auth import COOKIE, Daemon, Who, tenant_of
 from daemon.service import Service
 from daemon.snapshot import NodeSnapshot
 from daemon.store import EventRecord, JobRecord
 from daemon.summary import node_summary
+from daemon.tenants import ADMIN
 from tpm.validation import r_squared
 
 ASSETS = Path(str(files("daemon") / "assets" / "dashboard"))

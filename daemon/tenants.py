@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from daemon.config import DaemonConfig
 
+ADMIN = "admin"  # the tenant that sees every job, and alone may refit and scrape /metrics
+
 
 @dataclass(frozen=True)
 class UnixUser:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from daemon.auth import ADMIN, load_tokens
+from daemon.auth import load_tokens
 from daemon.config import DaemonConfig
+from daemon.tenants import ADMIN
 
 
 def test_a_token_file_from_a_start_without_tokens_is_removed_once_they_are_configured(

@@ -49,17 +49,19 @@ def store(tmp_path: Path) -> Store:
         ("nobody", "no job 'nobody' of yours"),
         ("bobs", "no job 'bobs' of yours"),  # another tenant's is not named as such
         ("live", "job live is submitted; it can be continued once it has ended"),
+        ("bobs@admin", "job bobs is bob's, and a job goes on only as its tenant's"),
         ("ended", "job ended left no checkpoint"),
     ],
 )
 def test_a_job_that_cannot_go_on_is_refused_naming_continue_from(
     store: Store, tmp_path: Path, earlier: str, said: str
 ) -> None:
+    earlier, _, tenant = earlier.partition("@")
     with pytest.raises(SubmitError) as refused:
         check(
             store,
             tmp_path / "jobs",
-            record("next", continue_from=earlier),
+            record("next", tenant=tenant or "alice", continue_from=earlier),
             simulated=False,
             exiting=frozenset(),
         )
