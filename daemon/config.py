@@ -279,8 +279,9 @@ def load_config(path: Path | None = None, **overrides: object) -> DaemonConfig:
 
     try:
         return DaemonConfig.model_validate(FromFile(**given).model_dump())  # type: ignore[arg-type]
-    except ValidationError as error:
-        raise ConfigError(_explain(error.errors()[0], environ, path)) from None
+    except ValidationError as error:  # each one, so that one start names every mistake
+        said = dict.fromkeys(_explain(each, environ, path) for each in error.errors())
+        raise ConfigError("\n".join(said)) from None
     except ValueError as error:  # a TOML file that does not parse
         raise ConfigError(f"--config {path}: {error}") from None
 
@@ -294,9 +295,24 @@ def _refuse_unknown_variables(environ: Mapping[str, str]) -> None:
             continue
         key = name[len("STOKER_") :].lower().split("__", 1)[0]
         if key not in settings:
+            nested = _nested(key)
             close = difflib.get_close_matches(key, settings, n=1)
-            hint = f"; did you mean STOKER_{close[0].upper()}?" if close else ""
+            if nested is not None:  # STOKER_NODE_CPU_WORKERS
+                hint = f"; did you mean STOKER_{nested.upper()}? (a section's setting takes __)"
+            else:
+                hint = f"; did you mean STOKER_{close[0].upper()}?" if close else ""
             raise ConfigError(f"{name}: no daemon setting {key!r} (docs/daemon.md){hint}")
+
+
+def _nested(key: str) -> str | None:
+    """`section__setting` for a `key` that joins a section and one of its settings with a
+    single underscore (`node_cpu_workers`); None when it does not."""
+    for section, field in DaemonConfig.model_fields.items():
+        inner = _fields(field.annotation)
+        rest = key.removeprefix(section + "_")
+        if inner and rest != key and rest in inner:
+            return f"{section}__{rest}"
+    return None
 
 
 def _explain(error: ErrorDetails, environ: Mapping[str, str], path: Path | None) -> str:

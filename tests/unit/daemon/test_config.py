@@ -49,6 +49,11 @@ def test_bad_settings_name_the_key(tmp_path: Path, text: str, named: str) -> Non
             "STOKER_NODE__CPU_WORKER",
             "STOKER_NODE__CPU_WORKER: not a setting; did you mean STOKER_NODE__CPU_WORKERS?",
         ),
+        (  # a section and its setting joined by one underscore
+            "STOKER_NODE_CPU_WORKERS",
+            "STOKER_NODE_CPU_WORKERS: no daemon setting 'node_cpu_workers' (docs/daemon.md);"
+            " did you mean STOKER_NODE__CPU_WORKERS? (a section's setting takes __)",
+        ),
         (  # a section of the core's own, a dataclass
             "stoker_scheduler__arival_window_s",
             "stoker_scheduler__arival_window_s: not a setting; "
@@ -101,6 +106,17 @@ def test_a_bad_value_from_the_environment_names_its_variable(
     assert str(raised.value) == (
         f"scheduler.arival_window_s (in {path}): not a setting; did you mean 'arrival_window_s'?"
     )
+
+
+def test_every_mistake_of_a_file_is_named_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "stoker.toml"
+    path.write_text("[node]\ncpu_worker = 3\n[scheduler]\narival_window_s = 3\n")
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    assert str(raised.value).splitlines() == [
+        f"node.cpu_worker (in {path}): not a setting; did you mean 'cpu_workers'?",
+        f"scheduler.arival_window_s (in {path}): not a setting; did you mean 'arrival_window_s'?",
+    ]
 
 
 def test_a_missing_file_is_named(tmp_path: Path) -> None:
