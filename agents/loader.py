@@ -63,13 +63,21 @@ class Position:
     epoch: int = 0
     consumed: int = 0  # samples of this epoch consumed by all ranks together
     seed: int = 0
+    samples: int = 0  # the dataset's length when saved: its order's; 0: not known
 
     def to_state(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "consumed": self.consumed, "seed": self.seed}
+        return {
+            "epoch": self.epoch,
+            "consumed": self.consumed,
+            "seed": self.seed,
+            "samples": self.samples,
+        }
 
     @classmethod
     def from_state(cls, state: dict[str, int]) -> "Position":
-        return cls(int(state["epoch"]), int(state["consumed"]), int(state["seed"]))
+        """From a checkpoint's (one of an older SDK has no `samples`)."""
+        samples = int(state.get("samples", 0))
+        return cls(int(state["epoch"]), int(state["consumed"]), int(state["seed"]), samples)
 
 
 class ResizableLoader:
@@ -216,9 +224,10 @@ class ResizableLoader:
         the script is kept as the next one's start (the pass ends with the script's next
         request for a batch, which a checkpoint taken meanwhile has not seen)."""
         position = self.position
+        samples = len(self.dataset) if self.resizable else 0  # type: ignore[arg-type]
         if self.batches_until(position.epoch + 1) == 0:
-            return Position(position.epoch + 1, 0, position.seed)
-        return Position(position.epoch, position.consumed, position.seed)
+            return Position(position.epoch + 1, 0, position.seed, samples)
+        return Position(position.epoch, position.consumed, position.seed, samples)
 
     def _global_batches(self) -> list[list[int]]:
         order = EpochOrder(

@@ -310,7 +310,7 @@ class Job:
         index = len(self._loaders)
         position = Position(seed=seed)
         if self._restored is not None and index < len(self._restored["loaders"]):
-            position = Position.from_state(self._restored["loaders"][index])
+            position = self._carried(Position.from_state(self._restored["loaders"][index]), dataset)
         workers, audit_dir = self.environment.workers, self.environment.audit_dir
         audit = None
         if audit_dir is not None and index == 0:  # the job's first loader is audited
@@ -336,6 +336,21 @@ class Job:
         if not made.resizable and self._control is not None:
             self._control.fix_workers(self.step)
         return made
+
+    def _carried(self, saved: Position, dataset: Dataset[Any]) -> Position:
+        """A checkpoint's loader position over `dataset`: as saved, unless the dataset's
+        length is not the one the saved epoch's order was drawn for (a job continued on
+        other data): then that epoch starts again from its first sample, as said."""
+        length = len(dataset) if isinstance(dataset, Sized) else None
+        if not saved.samples or length is None or length == saved.samples or not saved.consumed:
+            return saved
+        self._say(
+            f"the checkpoint's loader had {saved.samples:,} samples and this dataset has"
+            f" {length:,}: its place in epoch {saved.epoch} ({saved.consumed:,} consumed) does"
+            f" not carry over, so epoch {saved.epoch} starts again from its first sample",
+            afresh=False,
+        )
+        return Position(saved.epoch, 0, saved.seed, length)
 
     def track(self, **objects: Any) -> None:
         """What a checkpoint keeps: objects with state_dict/load_state_dict (model,

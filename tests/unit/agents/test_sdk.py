@@ -232,6 +232,25 @@ def test_a_checkpoint_brings_back_model_optimizer_values_and_the_position(tmp_pa
     assert sorted(first + rest) == list(range(20)), "the epoch goes on where it stopped"
 
 
+def test_a_checkpoint_over_a_dataset_of_another_length_starts_its_epoch_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sdk = job(tmp_path)
+    loader = sdk.loader(Numbers(20), batch_size=4, seed=1)
+    for step, _ in enumerate(loader):
+        if step == 1:
+            sdk.checkpoint()  # 8 of epoch 0's 20 consumed
+            break
+    again = job(tmp_path)  # continued on other data: 12 samples, not 20
+    rest = [
+        i for _, batch in again.loader(Numbers(12), batch_size=4, seed=1) for i in batch.tolist()
+    ]
+    assert sorted(rest) == list(range(12)), "every sample of the new data once"
+    said = capsys.readouterr().err
+    assert "the checkpoint's loader had 20 samples and this dataset has 12" in said
+    assert "epoch 0 starts again from its first sample" in said
+
+
 def test_a_value_tracked_again_is_what_the_next_checkpoint_keeps(tmp_path: Path) -> None:
     # A counter a script keeps: restored once, then each `track` of it is its new value.
     model = nn.Linear(2, 1)
