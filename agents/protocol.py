@@ -365,14 +365,26 @@ CHECKPOINT_NAME = re.compile(r"^checkpoint-(\d{8})\.pt$")
 
 
 def newest_checkpoint(directory: Path) -> Path | None:
-    """The newest checkpoint in `directory` that is a plain file (not a link: the daemon
-    reads a folder a job may own), or None."""
-    if not directory.is_dir():
+    """The newest checkpoint in `directory` that is a plain file, or None. Neither the
+    folder nor the file is followed if it is a link: the daemon looks into a folder its
+    job's user owns, who could point it at another's."""
+    try:
+        folder = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # absent, not a folder, or a link
         return None
-    for path in sorted(directory.iterdir(), key=lambda path: path.name, reverse=True):
-        if CHECKPOINT_NAME.match(path.name) and stat.S_ISREG(path.lstat().st_mode):
-            return path
-    return None
+    try:
+        for name in sorted(os.listdir(folder), reverse=True):
+            if not CHECKPOINT_NAME.match(name):
+                continue
+            try:
+                found = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            except FileNotFoundError:  # removed meanwhile
+                continue
+            if stat.S_ISREG(found.st_mode):
+                return directory / name
+        return None
+    finally:
+        os.close(folder)
 
 
 # ---- the finished marker ------------------------------------------------------------------

@@ -76,6 +76,9 @@ class JobEnvironment:
     decoder_endpoint: str | None = None  # the node's decoder service; None: none
     cold_resize: bool = False  # leave after a pause's checkpoint; the daemon starts it again
     paused_at: float | None = None  # a cold resize's relaunch: when the pause came (epoch s)
+    # The checkpoints of the ended job this one continues (`stoker resume`): its start,
+    # until it has checkpoints of its own.
+    continue_from: Path | None = None
 
     @classmethod
     def read(
@@ -116,6 +119,11 @@ class JobEnvironment:
             decoder_endpoint=environ.get("STOKER_DECODER") or None,
             cold_resize=_choice(environ, "STOKER_RESIZE", ("hot", "cold")) == "cold",
             paused_at=_number(environ, "STOKER_PAUSED_AT"),
+            continue_from=(
+                Path(environ["STOKER_CONTINUE_FROM"])
+                if environ.get("STOKER_CONTINUE_FROM")
+                else None
+            ),
         )
 
     @property
@@ -181,6 +189,15 @@ class Job:
         self._trained = False  # epochs() ended: no boundary will come to stop at
         self._last_checkpoint = time.monotonic()
         newest = checkpoints.latest(environment.checkpoint_dir)
+        if newest is None and environment.continue_from is not None:
+            # A job that goes on from an ended one's checkpoint, read as this job's user:
+            # its own checkpoints, once it has any, come first (a relaunch goes on from them).
+            newest = checkpoints.latest(environment.continue_from)
+            if newest is None:
+                raise FileNotFoundError(
+                    f"STOKER_CONTINUE_FROM: no checkpoint in {environment.continue_from} to"
+                    " go on from (removed since the submit?); submit the job afresh"
+                )
         self._restored = checkpoints.read(newest) if newest is not None else None
         self._epoch = 0
         self._samples = 0  # consumed by all ranks, this run

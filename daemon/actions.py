@@ -24,7 +24,6 @@ from agents.protocol import (
     read_last_step_marker,
     read_stop_signal,
 )
-from daemon import continuing
 from daemon.agentargs import (
     PASSED_ON,
     AgentLaunch,
@@ -158,10 +157,7 @@ class Actions:
         executed is the user's to fix, said in its reason; anything else is the daemon's,
         logged with its traceback."""
         run = self._command_run(job_id)
-        if isinstance(error, continuing.ContinueFailed):
-            why = str(error)
-            log.warning("job %s: %s", job_id, why)
-        elif isinstance(error, OSError) and run is not None:
+        if isinstance(error, OSError) and run is not None:
             why = launch_failure(error, *run, self._workdir(job_id))
             log.warning("job %s: %s", job_id, why)
         else:
@@ -362,14 +358,6 @@ class Actions:
             own[SECRET_VARIABLE] = launch.secret
             pid = service.launcher.launch(job_id, argv, agent_env(os.environ, own))
         else:  # a command, or a zoo job's command: the built-in trainer on the SDK
-            placed_checkpoint = continuing.seed(service.launcher.jobs_dir, job_id, settings)
-            if placed_checkpoint is not None:
-                service.store.add_event(
-                    job_id,
-                    time.time(),
-                    "continues",
-                    {"job": settings.continue_from, "checkpoint": str(placed_checkpoint)},
-                )
             endpoint = service.link.endpoint_for(service.job_user_name(job_id))
             decoder = service.decoder_endpoint
             ranks = command_ranks(service.config, launch, endpoint, os.environ, decoder)

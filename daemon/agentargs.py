@@ -104,6 +104,8 @@ def command_ranks(
         common["PYTHONPATH"] = str(SOURCE_ROOT)
     if settings.audit_samples:  # the SDK writes it (agents/audit.py)
         common["STOKER_AUDIT_DIR"] = str(job_dir / "audit")
+    if settings.continue_from is not None:  # read by the job, as its user: never by the daemon
+        common["STOKER_CONTINUE_FROM"] = str(job_dir.parent / settings.continue_from / CHECKPOINTS)
     workdir = Path(settings.workdir) if settings.workdir else job_dir
     return [
         RankProcess(

@@ -261,7 +261,7 @@ NOT_SETTINGS = frozenset(f"STOKER_{name}" for name in (
     "URL", "TOKEN", "CACHE",  # the CLI's, and the model features' cache
     "JOB_ID", "JOB_DIR", "OUTPUT_DIR", "CHECKPOINT_DIR", "CHECKPOINT_EVERY_S", "ATTEMPT",
     "CONTROL", "GEN", "WORKERS", "HEARTBEAT_S", "AUDIT_DIR", "RESIZE", "PAUSED_AT", "DECODER",
-    "DECODE_MODE", "DECODER_SHARE", "CPU_SLOTS", "PROTOCOL", "AGENT_SECRET",
+    "DECODE_MODE", "DECODER_SHARE", "CPU_SLOTS", "PROTOCOL", "AGENT_SECRET", "CONTINUE_FROM",
 ))
 # fmt: on
 

@@ -2,27 +2,22 @@
 checkpoint (its model, optimizer, epoch and data position) instead of from scratch
 (`continue_from`; `stoker resume ID` submits the ended job's own settings so).
 
-The checkpoint is checked at submit, so that a job that cannot go on is refused at once, and
-put in the new job's own checkpoint folder at its first launch (a hard link: a checkpoint of
-gigabytes is not copied by the daemon's one writer). The SDK then finds it there as it finds
-its own after a restart; the ended job's folder is left as it was.
+The ended job's checkpoints are looked for at submit, so that a job that cannot go on is
+refused at once; the job itself reads them (`STOKER_CONTINUE_FROM`), as its tenant's user,
+until it has checkpoints of its own. The daemon never opens, links or copies a checkpoint in
+a folder a tenant owns: a root daemon following a link planted there could reach another
+tenant's files. The ended job's folder is left as it was.
 """
 
-import logging
-import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from agents.protocol import CHECKPOINTS, newest_checkpoint
 from daemon.items import SubmitError
-from daemon.jobspec import JobSettings
 from daemon.store import JobRecord, Store
 from daemon.tenants import ADMIN
-
-log = logging.getLogger(__name__)
-
-
-class ContinueFailed(Exception):
-    """The ended job's checkpoint could not be put in place at launch."""
+from scheduler.states import JobState
 
 
 def check(
@@ -53,6 +48,13 @@ def check(
             f" (`stoker cancel {earlier_id}` stops it, with a checkpoint if its script uses"
             " the stoker SDK)",
         )
+    if earlier.job_state is JobState.COMPLETED and _same(earlier.spec, record.spec):
+        raise SubmitError(
+            "continue_from",
+            f"job {earlier_id} completed: with the same settings there is nothing left to"
+            " train; to train on, submit it with more epochs (or iterations) and"
+            f" `--continue-from {earlier_id}`",
+        )
     if earlier_id in exiting:
         raise SubmitError(
             "continue_from",
@@ -71,27 +73,10 @@ def check(
         )
 
 
-def seed(jobs_dir: Path, job_id: str, settings: JobSettings) -> Path | None:
-    """Before a launch: put the newest checkpoint of the job `settings` continues in the
-    job's own checkpoint folder, unless the job has one of its own already (a relaunch);
-    the checkpoint put there, or None. ContinueFailed says why it could not be."""
-    earlier_id = settings.continue_from
-    if earlier_id is None:
-        return None
-    folder = jobs_dir / job_id / CHECKPOINTS
-    if newest_checkpoint(folder) is not None:
-        return None
-    found = newest_checkpoint(jobs_dir / earlier_id / CHECKPOINTS)
-    if found is None:
-        raise ContinueFailed(
-            f"job {earlier_id}'s checkpoints are gone from {jobs_dir / earlier_id / CHECKPOINTS};"
-            " submit it afresh"
-        )
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    placed = folder / found.name
-    try:
-        os.link(found, placed, follow_symlinks=False)
-    except OSError as error:
-        raise ContinueFailed(f"could not take job {earlier_id}'s {found.name}: {error}") from None
-    log.info("job %s: starts from job %s's %s", job_id, earlier_id, found.name)
-    return placed
+def _same(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> bool:
+    """Whether two jobs' settings run the same training (their names and what each
+    continues aside)."""
+    aside = ("name", "continue_from")
+    return {k: v for k, v in earlier.items() if k not in aside} == {
+        k: v for k, v in later.items() if k not in aside
+    }

@@ -251,6 +251,28 @@ def test_a_checkpoint_over_a_dataset_of_another_length_starts_its_epoch_again(
     assert "epoch 0 starts again from its first sample" in said
 
 
+def test_a_job_that_continues_another_starts_from_its_checkpoint_until_it_has_its_own(
+    tmp_path: Path,
+) -> None:
+    ended = Job(JobEnvironment.read({}, tmp_path / "ended", checkpoint_every_s=3600.0))
+    loader = ended.loader(Numbers(8), batch_size=4, shuffle=False)
+    for _ in ended.epochs(1):
+        for _ in loader:
+            pass
+    assert ended.step == 2
+    given = {"STOKER_CONTINUE_FROM": str(tmp_path / "ended" / "checkpoints")}
+    later = Job(JobEnvironment.read(given, tmp_path / "later", checkpoint_every_s=3600.0))
+    rest = later.loader(Numbers(8), batch_size=4, shuffle=False)
+    assert later.resumed and later.step == 2
+    epochs = [(epoch, [batch.tolist() for _, batch in rest]) for epoch in later.epochs(2)]
+    assert epochs == [(1, [[0, 1, 2, 3], [4, 5, 6, 7]])], "it goes on with the ended one's next"
+    relaunched = Job(JobEnvironment.read(given, tmp_path / "later", checkpoint_every_s=3600.0))
+    assert relaunched.step == 4, "its own checkpoint, once it has one, comes first"
+    gone = {"STOKER_CONTINUE_FROM": str(tmp_path / "removed")}
+    with pytest.raises(FileNotFoundError, match="STOKER_CONTINUE_FROM: no checkpoint in"):
+        Job(JobEnvironment.read(gone, tmp_path / "third", checkpoint_every_s=3600.0))
+
+
 def test_a_value_tracked_again_is_what_the_next_checkpoint_keeps(tmp_path: Path) -> None:
     # A counter a script keeps: restored once, then each `track` of it is its new value.
     model = nn.Linear(2, 1)

@@ -1,15 +1,16 @@
-"""A job that goes on from an ended job's checkpoint: who may, and what is put in place."""
+"""A job that goes on from an ended job's checkpoint: who may, and where it reads it."""
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from daemon.continuing import ContinueFailed, check, seed
+from daemon.continuing import check
 from daemon.items import SubmitError
 from daemon.store import JobRecord, Store
 
 
-def record(job_id: str, tenant: str = "alice", state: str = "submitted", **spec: str) -> JobRecord:
+def record(job_id: str, tenant: str = "alice", state: str = "submitted", **spec: Any) -> JobRecord:
     return JobRecord(
         id=job_id,
         tenant=tenant,
@@ -68,25 +69,41 @@ def test_a_job_that_cannot_go_on_is_refused_naming_continue_from(
     assert refused.value.field == "continue_from" and said in refused.value.message
 
 
-def test_the_newest_checkpoint_is_put_in_place_once_and_a_planted_link_is_passed_over(
+def test_an_ended_jobs_checkpoint_is_found_and_a_planted_link_is_never_followed(
     store: Store, tmp_path: Path
 ) -> None:
     jobs = tmp_path / "jobs"
     checkpoint(jobs, "ended", 6)
-    newest = checkpoint(jobs, "ended", 7)
-    (jobs / "ended" / "checkpoints" / "checkpoint-00000009.pt").symlink_to("/etc/shadow")
-    settings = record("next", continue_from="ended")
-    check(store, jobs, settings, simulated=False, exiting=frozenset())
+    checkpoint(jobs, "bobs", 3)  # another tenant's
+    later = record("next", continue_from="ended")
+    check(store, jobs, later, simulated=False, exiting=frozenset())
     with pytest.raises(SubmitError, match="simulated agent"):
-        check(store, jobs, settings, simulated=True, exiting=frozenset())
+        check(store, jobs, later, simulated=True, exiting=frozenset())
     with pytest.raises(SubmitError, match="its processes are still exiting"):
-        check(store, jobs, settings, simulated=False, exiting=frozenset({"ended"}))
-    placed = seed(jobs, "next", settings.settings)
-    assert placed == jobs / "next" / "checkpoints" / "checkpoint-00000007.pt"
-    assert placed.read_bytes() == b"model 7" and placed.stat().st_ino == newest.stat().st_ino
-    assert seed(jobs, "next", settings.settings) is None, "a relaunch goes on from its own"
+        check(store, jobs, later, simulated=False, exiting=frozenset({"ended"}))
+    # Its owner swaps its checkpoints folder for a link to another tenant's: not followed.
+    folder = jobs / "ended" / "checkpoints"
+    folder.rename(jobs / "ended" / "mine")
+    folder.symlink_to(jobs / "bobs" / "checkpoints")
+    with pytest.raises(SubmitError, match="job ended left no checkpoint"):
+        check(store, jobs, later, simulated=False, exiting=frozenset())
+    # A link named as a checkpoint is not one either.
+    folder.unlink()
+    folder.mkdir()
+    (folder / "checkpoint-00000009.pt").symlink_to(jobs / "bobs" / "checkpoints" / "x.pt")
+    with pytest.raises(SubmitError, match="job ended left no checkpoint"):
+        check(store, jobs, later, simulated=False, exiting=frozenset())
 
 
-def test_a_checkpoint_gone_by_the_launch_fails_it_saying_so(tmp_path: Path) -> None:
-    with pytest.raises(ContinueFailed, match="job ended's checkpoints are gone"):
-        seed(tmp_path / "jobs", "next", record("next", continue_from="ended").settings)
+def test_a_completed_job_goes_on_only_with_other_settings(store: Store, tmp_path: Path) -> None:
+    store.add_job(record("done"))
+    store.update_job("done", 2.0, state="pending")
+    store.update_job("done", 2.0, state="starting")
+    store.update_job("done", 2.0, state="running")
+    store.update_job("done", 3.0, state="completed")
+    checkpoint(tmp_path / "jobs", "done", 4)
+    again = record("again", command=["python", "train.py"], continue_from="done")
+    with pytest.raises(SubmitError, match="nothing left to train; to train on, submit it"):
+        check(store, tmp_path / "jobs", again, simulated=False, exiting=frozenset())
+    longer = record("longer", command=["python", "train.py", "--epochs", "9"], continue_from="done")
+    check(store, tmp_path / "jobs", longer, simulated=False, exiting=frozenset())
