@@ -59,6 +59,7 @@ from scheduler.messages import (
     StaleMessage,
     StateChanged,
 )
+from scheduler.restore import stop_leaves_running
 from scheduler.states import JobState
 
 if TYPE_CHECKING:
@@ -481,6 +482,11 @@ class Actions:
         if completed is not None and stored is not None and completed > stored.iteration:
             self._service.store.update_job(job_id, time.time(), iteration=completed)
 
+    def last_step_marker(self, job_id: str) -> int | None:
+        """The steps the job's last agent said it completed as it exited unfinished (the
+        SDK's marker), or None: none exited so since its launch, or it ran without the SDK."""
+        return read_last_step_marker(self._service.launcher.job_dir(job_id))
+
     def _last_word(self, job_id: str) -> None:
         """The steps a failed agent completed, from the marker it left as it exited: its
         last heartbeat, which says the same, may not have been read yet (a later one is
@@ -563,9 +569,10 @@ class Actions:
         kept = {
             job_id
             for job_id, status in service.scheduler.jobs().items()
-            if (
-                (status.unmanaged and status.state is JobState.RUNNING)
-                or (status.state is JobState.STARTING and self._command_run(job_id) is not None)
+            if stop_leaves_running(
+                status.state,
+                command=self._command_run(job_id) is not None,
+                unmanaged=status.unmanaged,
             )
             and service.launcher.running(job_id)
         }

@@ -40,13 +40,14 @@ class Restorer:
     def __init__(self, service: "Service") -> None:
         self._service = service
         self._awaiting: dict[str, float] = {}  # restored running job -> hello deadline
+        self._clean = False  # the last daemon stopped cleanly: its relaunches count none
 
     def restore(self) -> None:
         """Bring back every job a previous daemon left unfinished. A job that cannot come
         back (its model left the zoo, the new model cannot predict it) is marked failed
         with the reason; the others come back regardless."""
         store = self._service.store
-        clean = store.take_clean_stop()
+        clean = self._clean = store.take_clean_stop()
         relaunches: list[tuple[str, str]] = []
         for record in store.jobs():
             if record.job_state.final:
@@ -116,6 +117,7 @@ class Restorer:
             placement_fits=all(index < service.slots for index in record.placement),
             unmanaged=self._unmanaged(record.id),
             command=record.settings.is_command,
+            left_last_step=service.actions.last_step_marker(record.id) is not None,
         )
 
     def _unmanaged(self, job_id: str) -> bool:
@@ -201,12 +203,19 @@ class Restorer:
             record = service.store.job(job_id)
             assert record is not None
             facts = self._facts(record, service.actions.finished_marker(job_id))
-            if after_silence(facts) is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
+            action = after_silence(facts)
+            if action is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
                 del self._awaiting[job_id]
                 service.scheduler.release(job_id)  # held for its hello: adopted instead
                 self._adopt_unmanaged(record, record.pid)
                 continue
-            self.relaunch(job_id, "its agent did not say hello to the restarted daemon")
+            if action is RestoreAction.ENDED_UNSEEN:
+                del self._awaiting[job_id]
+                service.scheduler.release(job_id)
+                service.actions.set_state(job_id, JobState.COMPLETED, ENDED_UNSEEN)
+                continue
+            why = "its agent did not say hello to the restarted daemon"
+            self.relaunch(job_id, why, count=not self._clean)
 
     def reattach(self, message: AgentMessage) -> None:
         """The first word from a restored running job's agent: adopt it if it runs."""
@@ -218,7 +227,7 @@ class Restorer:
         del self._awaiting[job_id]
         report = AgentReport(message.state, message.workers, message.pid)
         if not adopts(report, record.pid):
-            self.relaunch(job_id, f"its agent came back {message.state}")
+            self.relaunch(job_id, f"its agent came back {message.state}", count=not self._clean)
             return
         service.launcher.adopt(job_id, message.pid)
         allocation = Allocation(message.workers, message.share)

@@ -37,12 +37,34 @@ class StoredJob:
     placement_fits: bool  # its GPUs still exist on the node as configured now
     unmanaged: bool = False  # it ran without the SDK (`RanUnmanaged`)
     command: bool = False  # a user's command, which may not use the SDK
+    # Its agent left the SDK's last-step marker: it ran on the SDK and exited unfinished.
+    left_last_step: bool = False
+
+
+def stop_leaves_running(state: JobState, *, command: bool, unmanaged: bool) -> bool:
+    """Whether a daemon stopping cleanly leaves a job's processes running for the next one
+    to adopt: a command without the SDK (no checkpoint to go on from: stopped, it would
+    start over), and a command that has not said hello yet (it may be one)."""
+    if unmanaged:
+        return state is JobState.RUNNING
+    return command and state is JobState.STARTING
 
 
 def _may_be_unmanaged(job: StoredJob) -> bool:
     """A command started and still running that never said hello: without the SDK, or
     slow to start."""
     return job.command and job.state is JobState.STARTING and job.agent_alive
+
+
+def _ended_unseen_before_hello(job: StoredJob) -> bool:
+    """A command that had said no hello and is gone, leaving no SDK marker: one without the
+    SDK that ran and ended while no daemon watched (run again, it would run twice)."""
+    return (
+        job.command
+        and job.state is JobState.STARTING
+        and not job.agent_alive
+        and not job.left_last_step
+    )
 
 
 def restore_action(job: StoredJob, clean_stop: bool) -> RestoreAction:
@@ -54,10 +76,11 @@ def restore_action(job: StoredJob, clean_stop: bool) -> RestoreAction:
             return RestoreAction.ENDED_UNSEEN
         if job.placement_fits:
             return RestoreAction.ADOPT_UNMANAGED
-    if job.state is JobState.RUNNING and job.agent_alive and job.placement_fits and not clean_stop:
-        return RestoreAction.AWAIT_HELLO
-    if _may_be_unmanaged(job) and job.placement_fits:
-        return RestoreAction.AWAIT_HELLO  # then `after_silence`
+    running = job.state is JobState.RUNNING and job.agent_alive and not clean_stop
+    if (running or _may_be_unmanaged(job)) and job.placement_fits:
+        return RestoreAction.AWAIT_HELLO  # a command never heard from: then `after_silence`
+    if _ended_unseen_before_hello(job):
+        return RestoreAction.ENDED_UNSEEN
     return RestoreAction.RELAUNCH
 
 
@@ -65,7 +88,11 @@ def after_silence(job: StoredJob) -> RestoreAction:
     """A restored job whose agent said no hello in time: a command that had said none
     before either and still runs is taken to run without the SDK (started again, it would
     start over); any other is relaunched from its checkpoint."""
-    return RestoreAction.ADOPT_UNMANAGED if _may_be_unmanaged(job) else RestoreAction.RELAUNCH
+    if _may_be_unmanaged(job):
+        return RestoreAction.ADOPT_UNMANAGED
+    if _ended_unseen_before_hello(job):  # it ended while the daemon waited for its hello
+        return RestoreAction.ENDED_UNSEEN
+    return RestoreAction.RELAUNCH
 
 
 def restarts_after_relaunch(state: JobState, restarts: int, *, count: bool) -> int:

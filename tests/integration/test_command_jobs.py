@@ -841,6 +841,28 @@ def test_a_command_in_its_first_seconds_outlives_a_daemon_stop_and_is_not_run_tw
     assert log.count("plain: running") == 1 and "started again" not in log, log
 
 
+def test_a_command_in_its_first_seconds_that_ends_while_no_daemon_runs_is_not_run_again(
+    serve: Callable[..., Daemon],
+) -> None:
+    scheduler = {**FAST["scheduler"], "unmanaged_after_s": 60.0}  # type: ignore[dict-item]
+    settings = {"scheduler": scheduler, "node": ONE_SLOT, "reattach_timeout_s": 1.0}
+    daemon = serve(**settings)
+    with daemon.client() as client:
+        body = command_job("brief", "plain.py", "2", "0", max_restarts=1)
+        job_id = client.post("/v1/jobs", json=body).json()["id"]
+        wait_for("it to start", lambda: stored_pid(daemon.state_dir, job_id))
+    daemon.kill(signal.SIGTERM)  # a clean stop leaves it running; it ends meanwhile
+    log = daemon.state_dir / "jobs" / job_id / "stdout.log"
+    wait_for("it to end", lambda: "plain: running" in log.read_text(), timeout_s=30)
+    time.sleep(2.5)
+    again = serve(state=daemon.state_dir.name, **settings)
+    with again.client() as client:
+        done = wait_for("its end to be taken", lambda: ended(client, job_id), timeout_s=30)
+    assert done["state"] == "completed" and done["restarts"] == 0, done
+    assert "not run again" in done["reason"], done
+    assert log.read_text().count("plain: running") == 1, "one run"
+
+
 def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
     serve: Callable[..., Daemon],
 ) -> None:

@@ -18,6 +18,7 @@ from scheduler.restore import (
     may_relaunch,
     restarts_after_relaunch,
     restore_action,
+    stop_leaves_running,
 )
 from scheduler.scheduler import Scheduler
 from scheduler.states import JobState
@@ -71,12 +72,33 @@ def test_a_command_that_said_no_hello_yet_is_awaited_then_taken_as_unmanaged() -
     assert after_silence(starting) is RestoreAction.ADOPT_UNMANAGED
     for other in (
         stored(JobState.STARTING),  # a zoo job: the daemon's own trainer, on the SDK
-        stored(JobState.STARTING, command=True, agent_alive=False),
+        stored(JobState.STARTING, command=True, agent_alive=False, left_last_step=True),
         stored(command=True),  # running on the SDK, now silent: hung, relaunched
     ):
         assert after_silence(other) is RestoreAction.RELAUNCH
+    # Gone with no word of the SDK's: it ran without it, and ended while no daemon watched
+    # (or while this one waited for its hello). Run again, it would run twice.
     gone = stored(JobState.STARTING, command=True, agent_alive=False)
-    assert restore_action(gone, clean_stop=False) is RestoreAction.RELAUNCH
+    assert after_silence(gone) is RestoreAction.ENDED_UNSEEN
+    for clean in (False, True):
+        assert restore_action(gone, clean_stop=clean) is RestoreAction.ENDED_UNSEEN
+    crashed = stored(JobState.STARTING, command=True, agent_alive=False, left_last_step=True)
+    assert restore_action(crashed, clean_stop=False) is RestoreAction.RELAUNCH, "on the SDK"
+
+
+def test_a_clean_stop_leaves_running_what_the_next_daemon_would_not_start_over() -> None:
+    leaves = [
+        (state, command, unmanaged)
+        for state in JobState
+        for command in (False, True)
+        for unmanaged in (False, True)
+        if stop_leaves_running(state, command=command, unmanaged=unmanaged)
+    ]
+    assert leaves == [
+        (JobState.STARTING, True, False),
+        (JobState.RUNNING, False, True),
+        (JobState.RUNNING, True, True),
+    ]
 
 
 def test_a_relaunch_counts_against_the_restarts_only_when_the_job_had_started() -> None:
