@@ -219,13 +219,15 @@ class ResizableLoader:
         order.cursor = 0
         return now + (epochs - position.epoch - 1) * order.batch_count(size, world, self.drop_last)
 
-    def saved_position(self) -> Position:
-        """Its position as a checkpoint keeps it: an epoch whose every batch has gone to
-        the script is kept as the next one's start (the pass ends with the script's next
-        request for a batch, which a checkpoint taken meanwhile has not seen)."""
+    def saved_position(self, *, advance: bool) -> Position:
+        """Its position as a checkpoint keeps it. With `advance` (`job.epochs` counts the
+        epochs), an epoch whose every batch has gone to the script is kept as the next one's
+        start: the pass ends with the script's next request for a batch, which a checkpoint
+        taken meanwhile has not seen. A script counting its own epochs meets that request
+        as an empty pass, and then the next epoch, as its own count expects."""
         position = self.position
         samples = len(self.dataset) if self.resizable else 0  # type: ignore[arg-type]
-        if self.batches_until(position.epoch + 1) == 0:
+        if advance and self.batches_until(position.epoch + 1) == 0:
             return Position(position.epoch + 1, 0, position.seed, samples)
         return Position(position.epoch, position.consumed, position.seed, samples)
 

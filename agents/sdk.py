@@ -632,11 +632,12 @@ class Job:
         return [flag > 0 for flag in flags.tolist()]
 
     def _checkpoint_state(self) -> dict[str, Any]:
-        positions = [loader.saved_position() for loader in self._loaders]
         # A checkpoint of the script's own between its first loader's last batch and the
-        # next epoch (its end-of-epoch code): a resumed run starts the next epoch, under its
-        # number, as one stopped at that boundary does.
-        epoch = max(self._epoch, positions[0].epoch) if positions else self._epoch
+        # next epoch (its end-of-epoch code), inside `job.epochs`: a resumed run starts the
+        # next epoch, under its number, as one stopped at that boundary does.
+        driving = bool(self._epochs_asked) and not self._trained
+        positions = [loader.saved_position(advance=driving) for loader in self._loaders]
+        epoch = max(self._epoch, positions[0].epoch) if positions and driving else self._epoch
         return {
             "format": FORMAT,
             "version": 1,

@@ -3,6 +3,7 @@ loader's position across worker changes and restarts, tracked state, checkpoints
 the job's allocation and its callbacks. Real torch on a tiny model."""
 
 import atexit
+import contextlib
 import datetime
 import gc
 import json
@@ -452,6 +453,27 @@ def test_a_scripts_own_checkpoint_at_an_epochs_end_resumes_with_the_next_epoch(
     # no `loss`), nor epoch 1's data under epoch 0's number.
     assert epochs == [(1, [[0, 1, 2, 3], [4, 5, 6, 7]]), (2, [[0, 1, 2, 3], [4, 5, 6, 7]])]
     assert again.step == 6
+
+
+def test_a_script_counting_its_own_epochs_trains_each_once_across_its_own_checkpoint(
+    tmp_path: Path,
+) -> None:
+    # Its own loop and its own count, checkpointed on an epoch's last batch: the resumed
+    # run's count goes on from that epoch, and so must the data (no epoch of data extra).
+    trained = []
+    for run in range(2):
+        sdk = job(tmp_path)
+        sdk.track(epoch=0)
+        loader = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
+        with contextlib.suppress(Crash):
+            for epoch in range(sdk.state["epoch"], 3):
+                sdk.track(epoch=epoch)
+                for step, (_, batch) in enumerate(loader):
+                    trained.append((epoch, batch.tolist()))
+                    if (run, epoch, step) == (0, 0, 1):
+                        sdk.checkpoint()
+                        raise Crash
+    assert [epoch for epoch, _ in trained] == [0, 0, 1, 1, 2, 2], "three epochs of data"
 
 
 def test_reports_keep_tensors_until_a_flush_and_write_numbers(tmp_path: Path) -> None:
