@@ -70,10 +70,7 @@ def _described(
         ("state", state + (running_on if job.get("exiting") else "")),
         ("reason", job["reason"]),
         ("runs", _what(job)),
-        (
-            "env",
-            " ".join(f"{name}={shlex.quote(value)}" for name, value in job.get("env", {}).items()),
-        ),
+        ("env", ", ".join(job.get("env_names", []))),
         ("continues", _continues(job)),
         ("gpus", f"{gpus}, {_batch(job)}"),
         ("workers", "" if state in FINAL_STATES else _workers(job["workers_per_gpu"])),

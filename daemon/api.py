@@ -593,7 +593,7 @@ def _view(
         model=settings.model,
         command=list(settings.command) if settings.command is not None else None,
         workdir=settings.workdir,
-        env=dict(settings.env),
+        env_names=[name for name, _ in settings.env],
         continue_from=settings.continue_from,
         gpus=settings.gpus,
         batch_size=settings.batch_size,

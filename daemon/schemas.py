@@ -226,8 +226,10 @@ class JobView(BaseModel):
     model: str | None
     command: list[str] | None
     workdir: str | None = Field(None, description="the folder its command runs in")
-    env: dict[str, str] = Field(
-        default_factory=dict, description="the variables its submit gave its command"
+    env_names: list[str] = Field(
+        default_factory=list,
+        description="the names of the variables its submit gave its command (their values,"
+        " which may be secrets, stay with the job)",
     )
     continue_from: str | None = Field(
         None, description="the ended job whose newest checkpoint it started from"

@@ -689,7 +689,8 @@ class Service:
     def _keep_queued_metrics(self) -> None:
         """Keep what agents reported that the writer had not reached when it was stopped
         (the metrics a pause's checkpoint flushes come just before a stop). The rest of the
-        queue is left to the next daemon: it reads each job's markers and re-attaches."""
+        queue is dropped: the next daemon learns what it said from each job's folder (its
+        markers and newest checkpoint) and from the agents that say hello again."""
         while not self._queue.empty():
             item = self._queue.get_nowait()
             if isinstance(item, FromAgent) and isinstance(item.message, MetricsMessage):
