@@ -154,7 +154,9 @@ class Control:
         self.allocation = allocation
         self._meter = _Meter()
         self._handed_out = time.monotonic()
-        self._batch_samples = 0  # the largest step this run took, all ranks: its global batch
+        # The samples a step of the job's first loader takes, all ranks: its global batch
+        # (`Job.loader` sets it; an evaluation loader's steps may be larger).
+        self.batch_samples = 0
         self._paused_at = paused_at  # a cold resize's relaunch: when its predecessor paused
         self.resizable = True
         # The job's first loader's worker time so far, and at the last heartbeat
@@ -207,7 +209,6 @@ class Control:
         if refill:
             meter.refill_s += now - self._handed_out
         meter.samples += samples
-        self._batch_samples = max(self._batch_samples, samples)  # a last batch may be short
         self._handed_out = now
 
     def at_boundary(self, iteration: int, samples: int) -> Decision:
@@ -399,7 +400,7 @@ class Control:
             train_wait_s=train_wait_s,
             refill_s=meter.refill_s,
             total_iterations=self.planned_iterations() if self.planned_iterations else 0,
-            batch_samples=self._batch_samples,
+            batch_samples=self.batch_samples,
         )
         self.link.send_built(lambda: [heartbeat()])  # validated on the link's thread
         self._meter = _Meter()

@@ -158,8 +158,8 @@ class HeartbeatMessage(_Message):
         0,
         ge=0,
         description=(
-            "since v9: the samples a step of the script takes, all ranks: the largest step"
-            " of this run (an epoch's last may be short); 0 when not known"
+            "since v9: the samples a step of the script's first loader takes, all ranks (its"
+            " batch_size times the ranks); 0 when not known"
         ),
     )
     train_cpu_s: float = Field(

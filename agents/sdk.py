@@ -350,6 +350,7 @@ class Job:
         if index == 0 and self._control is not None:  # its workers' cost: the job's loading
             self._control.loader_clock = made.clock.totals
             self._control.loader_workers = lambda: made.workers
+            self._control.batch_samples = batch_size * self.world_size
         if not made.resizable and self._control is not None:
             self._control.fix_workers(self.step)
         return made
