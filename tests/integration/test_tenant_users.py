@@ -125,6 +125,16 @@ def test_an_sdk_job_runs_as_its_unix_user_over_that_users_agent_socket(shared_di
             out = alice.get(f"/v1/jobs/{job_id}/logs", params={"stream": "stdout"}).text
             assert done["state"] == "completed", (done, out)
             losses = alice.get(f"/v1/jobs/{job_id}/metrics").json()["series"]["loss"]
+            gone = lambda: not alice.get(f"/v1/jobs/{job_id}").json()["exiting"]  # noqa: E731
+            wait_for("its processes to exit", gone)
+            # A third epoch, going on from its checkpoint: read by the job itself, as nobody.
+            longer = [python, "count_train.py", "3", "0.02"]
+            body = {**job("sdk", longer, shared_dir), "env": python_env, "continue_from": job_id}
+            more = alice.post("/v1/jobs", json=body)
+            assert more.status_code == 201, more.text
+            more_id = more.json()["id"]
+            went_on = wait_for("the job that goes on", lambda: ended(alice, more_id), timeout_s=120)
+            assert went_on["state"] == "completed", went_on
         socket = (daemon.state_dir / "agents-nobody.sock").stat()
     finally:
         next(factory, None)
@@ -138,6 +148,10 @@ def test_an_sdk_job_runs_as_its_unix_user_over_that_users_agent_socket(shared_di
     ), "every sample once an epoch"
     checkpoints = list((job_dir / "checkpoints").iterdir())
     assert checkpoints and all(path.stat().st_uid == NOBODY.pw_uid for path in checkpoints)
+    third = (daemon.state_dir / "jobs" / more_id / "output" / "seen.txt").read_text().split()
+    assert sorted(zip(third[::2], third[1::2], strict=True)) == sorted(
+        ("2", str(index)) for index in range(96)
+    ), "only the third epoch, from the first job's checkpoint"
 
 
 def job(name: str, command: list[str], workdir: Path) -> dict[str, object]:
