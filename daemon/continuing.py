@@ -55,7 +55,9 @@ def check(
             " train; to train on, submit it with more epochs (or iterations) and"
             f" `--continue-from {earlier_id}`",
         )
-    if earlier_id in exiting:
+    # A completed job wrote its final checkpoint before its `finished` (work after it is
+    # the script's own); a cancelled or failed one may still be writing its last.
+    if earlier_id in exiting and earlier.job_state is not JobState.COMPLETED:
         raise SubmitError(
             "continue_from",
             f"job {earlier_id} has ended but its processes are still exiting (writing their"

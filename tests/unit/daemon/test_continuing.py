@@ -107,3 +107,5 @@ def test_a_completed_job_goes_on_only_with_other_settings(store: Store, tmp_path
         check(store, tmp_path / "jobs", again, simulated=False, exiting=frozenset())
     longer = record("longer", command=["python", "train.py", "--epochs", "9"], continue_from="done")
     check(store, tmp_path / "jobs", longer, simulated=False, exiting=frozenset())
+    # Its script still saves after its final step: its final checkpoint is written already.
+    check(store, tmp_path / "jobs", longer, simulated=False, exiting=frozenset({"done"}))
