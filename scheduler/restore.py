@@ -7,7 +7,8 @@ SDK is adopted as it runs (it says no hello, and it has no checkpoint to go on f
 daemon stopping cleanly leaves it running too); one that ended while no daemon watched is
 not run again. A command that had not said hello yet when the old daemon left may be
 one without the SDK in its first seconds: its hello is awaited, and its silence then taken
-as running unmanaged, not as a reason to start it over. Any other job, and a running one
+as running unmanaged, not as a reason to start it over (gone with no word of the SDK's, it
+ran once and ended). Any other job, and a running one
 whose agent does not say hello in time, has its process stopped and is relaunched from its
 last checkpoint, which counts as one of its restarts unless the daemon was stopped cleanly
 (it paused its jobs and took their checkpoints on the way down).
@@ -87,7 +88,8 @@ def restore_action(job: StoredJob, clean_stop: bool) -> RestoreAction:
 def after_silence(job: StoredJob) -> RestoreAction:
     """A restored job whose agent said no hello in time: a command that had said none
     before either and still runs is taken to run without the SDK (started again, it would
-    start over); any other is relaunched from its checkpoint."""
+    start over); one that is gone without the SDK's marker ran once and ended; any other is
+    relaunched from its checkpoint."""
     if _may_be_unmanaged(job):
         return RestoreAction.ADOPT_UNMANAGED
     if _ended_unseen_before_hello(job):  # it ended while the daemon waited for its hello
