@@ -243,6 +243,7 @@ class Actions:
         if state.final:
             service.measured.pop(job_id, None)
             service.pace.forget(job_id)
+            service.forget_said(job_id)
             service.tpm.sampler.forget(job_id)
             if not launcher.running(job_id) or job_id in self._cancelled_at:
                 return

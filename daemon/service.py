@@ -636,21 +636,26 @@ class Service:
         )
         self._keep_said(message.job, (message.total_iterations, message.batch_samples))
 
+    def forget_said(self, job_id: str) -> None:
+        """A job that ended says nothing more: what its script last said is stored."""
+        self._said.pop(job_id, None)
+
     def _keep_said(self, job_id: str, said: tuple[int, int]) -> None:
         """Store where the job ends and the samples its steps take, as the core takes them,
         whenever its script's word changes: when it first says, and when its first epoch
         has run whole (a job that ended before the daemon restarted still shows them)."""
         if self._said.get(job_id) == said or not any(said):
             return
-        self._said[job_id] = said
         live = self.live_job(job_id)
-        if live is not None:
-            self.store.update_job(
-                job_id,
-                time.time(),
-                total_iterations=live.total_iterations,
-                script_batch_size=live.script_batch_size,
-            )
+        if live is None or live.state.final:  # a late one: what it said is stored
+            return
+        self._said[job_id] = said
+        self.store.update_job(
+            job_id,
+            time.time(),
+            total_iterations=live.total_iterations,
+            script_batch_size=live.script_batch_size,
+        )
 
     def agent_version(self, job_id: str, default: int) -> int:
         return self._agent_versions.get(job_id, default)
