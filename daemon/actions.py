@@ -478,7 +478,7 @@ class Actions:
         """A cancelled job's processes exited: keep the step its agent stopped at (its
         checkpoint's, which `stoker resume` goes on from), as its marker says; its last
         heartbeat may be a second behind."""
-        completed = read_last_step_marker(self._service.launcher.job_dir(job_id))
+        completed = self.last_step_marker(job_id)
         stored = self._service.store.job(job_id)
         if completed is not None and stored is not None and completed > stored.iteration:
             self._service.store.update_job(job_id, time.time(), iteration=completed)
@@ -492,7 +492,7 @@ class Actions:
         """The steps a failed agent completed, from the marker it left as it exited: its
         last heartbeat, which says the same, may not have been read yet (a later one is
         then stale), and without it a crash in the first second reads as no progress."""
-        completed = read_last_step_marker(self._service.launcher.job_dir(job_id))
+        completed = self.last_step_marker(job_id)
         if completed is not None:
             gen = self._service.scheduler.generation
             self._service.feed(Heartbeat.last_word(job_id, gen, completed))
