@@ -252,10 +252,10 @@ class DaemonConfig(BaseSettings):
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
 
-# `STOKER_` variables that are not settings: the CLI's, and those a job's launch gives the
-# SDK (docs/sdk.md). Any other is a setting, or a misspelt one.
 # How pydantic says a key names no setting: of a model's, and of a dataclass's.
 _UNKNOWN_KEY = frozenset({"extra_forbidden", "unexpected_keyword_argument"})
+# `STOKER_` variables that are not settings: the CLI's, and those a job's launch gives the
+# SDK (docs/sdk.md). Any other is a setting, or a misspelt one.
 # fmt: off
 NOT_SETTINGS = frozenset(f"STOKER_{name}" for name in (
     "URL", "TOKEN", "CACHE",  # the CLI's, and the model features' cache
@@ -296,10 +296,10 @@ def _refuse_unknown_variables(environ: Mapping[str, str]) -> None:
         key = name[len("STOKER_") :].lower().split("__", 1)[0]
         if key not in settings:
             nested = _nested(key)
-            close = difflib.get_close_matches(key, settings, n=1)
             if nested is not None:  # STOKER_NODE_CPU_WORKERS
                 hint = f"; did you mean STOKER_{nested.upper()}? (a section's setting takes __)"
             else:
+                close = difflib.get_close_matches(key, settings, n=1)
                 hint = f"; did you mean STOKER_{close[0].upper()}?" if close else ""
             raise ConfigError(f"{name}: no daemon setting {key!r} (docs/daemon.md){hint}")
 
