@@ -813,15 +813,22 @@ def test_a_command_without_the_sdk_outlives_daemon_restarts_and_keeps_its_work(
     assert "started again" not in log, "one run, never restarted"
 
 
+# A command reads as `starting` for a minute before it is taken for one without the SDK;
+# a restarted daemon waits a second for a hello.
+FIRST_SECONDS = {
+    "scheduler": {**FAST["scheduler"], "unmanaged_after_s": 60.0},  # type: ignore[dict-item]
+    "node": ONE_SLOT,
+    "reattach_timeout_s": 1.0,
+}
+
+
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
 def test_a_command_in_its_first_seconds_outlives_a_daemon_stop_and_is_not_run_twice(
     serve: Callable[..., Daemon], stop: signal.Signals
 ) -> None:
     # Stopped before the command could be taken for one without the SDK (it said no hello
     # in `unmanaged_after_s`): the next daemon waits for its hello, then adopts it.
-    scheduler = {**FAST["scheduler"], "unmanaged_after_s": 60.0}  # type: ignore[dict-item]
-    settings = {"scheduler": scheduler, "node": ONE_SLOT, "reattach_timeout_s": 1.0}
-    daemon = serve(**settings)
+    daemon = serve(**FIRST_SECONDS)
     with daemon.client() as client:
         body = command_job("early", "plain.py", "8", "0", max_restarts=1)
         job_id = client.post("/v1/jobs", json=body).json()["id"]
@@ -830,7 +837,7 @@ def test_a_command_in_its_first_seconds_outlives_a_daemon_stop_and_is_not_run_tw
         )
         pid = wait_for("its process", lambda: stored_pid(daemon.state_dir, job_id))
     daemon.kill(stop)
-    again = serve(state=daemon.state_dir.name, **settings)
+    again = serve(state=daemon.state_dir.name, **FIRST_SECONDS)
     with again.client() as client:
         adopted = lambda: client.get(f"/v1/jobs/{job_id}").json()["unmanaged"]  # noqa: E731
         wait_for("it to be adopted as it runs", adopted, timeout_s=30)
@@ -844,9 +851,7 @@ def test_a_command_in_its_first_seconds_outlives_a_daemon_stop_and_is_not_run_tw
 def test_a_command_in_its_first_seconds_that_ends_while_no_daemon_runs_is_not_run_again(
     serve: Callable[..., Daemon],
 ) -> None:
-    scheduler = {**FAST["scheduler"], "unmanaged_after_s": 60.0}  # type: ignore[dict-item]
-    settings = {"scheduler": scheduler, "node": ONE_SLOT, "reattach_timeout_s": 1.0}
-    daemon = serve(**settings)
+    daemon = serve(**FIRST_SECONDS)
     with daemon.client() as client:
         body = command_job("brief", "plain.py", "2", "0", max_restarts=1)
         job_id = client.post("/v1/jobs", json=body).json()["id"]
@@ -855,7 +860,7 @@ def test_a_command_in_its_first_seconds_that_ends_while_no_daemon_runs_is_not_ru
     log = daemon.state_dir / "jobs" / job_id / "stdout.log"
     wait_for("it to end", lambda: "plain: running" in log.read_text(), timeout_s=30)
     time.sleep(2.5)
-    again = serve(state=daemon.state_dir.name, **settings)
+    again = serve(state=daemon.state_dir.name, **FIRST_SECONDS)
     with again.client() as client:
         done = wait_for("its end to be taken", lambda: ended(client, job_id), timeout_s=30)
     assert done["state"] == "completed" and done["restarts"] == 0, done
