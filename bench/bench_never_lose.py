@@ -1,7 +1,7 @@
 """Does the default policy ever lose to `balance` or `static`? (issue 16, item 5)
 
 Run: .venv/bin/python -m bench.bench_never_lose [--workloads 100] [--skip-trace] [--window S]
-     [--tie X] [--knee-gain X]
+     [--tie X] [--knee-gain X] [--policy NAME] [--noiseless]
 Simulates paper-dynamic, the Gavel trace replayed onto the paper's node, and generated
 workloads of 12 jobs (seeds 1..N) under the default policy, `optimal`, `balance` and
 `static`, with the simulator's pause costs (drawn around 9 s pause and 7 s resume; the core
@@ -12,7 +12,13 @@ minute, most of it the trace. `--window S` sets both the arrival and the complet
 (paper: 30 s, the default) on every workload, and saves never_lose_windowS.json. `--tie`
 and `--knee-gain` set `lookahead`'s tie margin and knee gain (allocator/lookahead.py,
 `_TIE` and `KNEE_GAIN`, 0.01 each) for the run, to see how the losing set moves with them
-(docs/results.md, item 5); they add _tieX and _kneeX to the file's name.
+(docs/results.md, item 5); they add _tieX and _kneeX to the file's name. `--policy NAME`
+holds another policy against the baselines in the default's place: `oracle:lookahead`, the
+default told every running job's true curve, shows what is left when the plan's predictions
+are right (it adds _NAME to the file's name). `--noiseless` runs every generated workload in
+a world without noise (no measurement noise, fixed costs, every job exactly as the truth
+says; adds _noiseless): with `--policy oracle:lookahead`, what is left is what the plan
+could not know, the jobs still to come.
 """
 
 import argparse
@@ -29,18 +35,18 @@ from workloads.spec import Workload, load_workload
 from workloads.trace import ReplayOptions, replay_trace
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "workloads"
-POLICIES = (DEFAULT_POLICY, "optimal", "balance", "static")
 BASELINES = ("balance", "static")
 TIE = 0.005  # the issue's allowance for ties
+NOISELESS = {"rate_noise": 0.0, "cost_jitter": 0.0, "step_noise": 0.0}  # `[truth]` keys
 
 
 def geometric_mean(values: list[float]) -> float:
     return math.exp(statistics.mean(math.log(value) for value in values))
 
 
-def losses(row: dict[str, list[float]]) -> list[str]:
-    """What the default loses on this workload, beyond the tie allowance."""
-    ours = row[DEFAULT_POLICY]
+def losses(row: dict[str, list[float]], policy: str) -> list[str]:
+    """What `policy` loses on this workload, beyond the tie allowance."""
+    ours = row[policy]
     found = []
     for baseline in BASELINES:
         for index, metric in enumerate(("makespan", "average JCT")):
@@ -57,7 +63,12 @@ def main() -> None:
     parser.add_argument("--window", type=float, help="arrival and completion windows, s")
     parser.add_argument("--tie", type=float, help="lookahead's tie margin (_TIE)")
     parser.add_argument("--knee-gain", type=float, help="lookahead's KNEE_GAIN")
+    parser.add_argument("--policy", default=DEFAULT_POLICY, help="held against the baselines")
+    parser.add_argument("--noiseless", action="store_true", help="generated workloads, no noise")
     args = parser.parse_args()
+    held: str = args.policy
+    seeds = range(1, args.workloads + 1)
+    policies = (held, "optimal", "balance", "static")
     if args.tie is not None:
         lookahead._TIE = args.tie
     if args.knee_gain is not None:
@@ -67,10 +78,10 @@ def main() -> None:
     ]
     if not args.skip_trace:
         workloads.append(("gavel-trace", replay_trace(options=ReplayOptions())))
-    workloads += [
-        (f"generated-seed{seed}", generate_workload(GeneratorOptions(jobs=12, seed=seed)))
-        for seed in range(1, args.workloads + 1)
-    ]
+    drawn = [generate_workload(GeneratorOptions(jobs=12, seed=seed)) for seed in seeds]
+    if args.noiseless:
+        drawn = [w.model_copy(update={"truth": {**w.truth, **NOISELESS}}) for w in drawn]
+    workloads += [(f"generated-seed{seed}", w) for seed, w in zip(seeds, drawn, strict=True)]
     if args.window is not None:
         windows = {"arrival_window_s": args.window, "completion_window_s": args.window}
         workloads = [
@@ -80,9 +91,9 @@ def main() -> None:
     rows: dict[str, dict[str, list[float]]] = {}
     lost: dict[str, list[str]] = {}
     for name, workload in workloads:
-        results = {policy: simulate(workload, policy) for policy in POLICIES}
+        results = {policy: simulate(workload, policy) for policy in policies}
         rows[name] = {p: [r.makespan_s, r.avg_jct_s] for p, r in results.items()}
-        if found := losses(rows[name]):
+        if found := losses(rows[name], held):
             lost[name] = found
             print(f"{name:<22} {'; '.join(found)}", flush=True)
     generated = [name for name in rows if name.startswith("generated")]
@@ -90,9 +101,9 @@ def main() -> None:
         policy: [
             geometric_mean([rows[name][policy][index] for name in generated]) for index in (0, 1)
         ]
-        for policy in POLICIES
+        for policy in policies
     }
-    print(f"\n{DEFAULT_POLICY} loses on {len(lost)} of {len(rows)} workloads (beyond {TIE:.1%})")
+    print(f"\n{held} loses on {len(lost)} of {len(rows)} workloads (beyond {TIE:.1%})")
     # The two fixed splits against each other, on the same draws: the spread a policy that
     # were either of them would show.
     spread = {
@@ -112,10 +123,14 @@ def main() -> None:
     suffix = "" if args.window is None else f"_window{args.window:g}"
     suffix += "" if args.tie is None else f"_tie{args.tie:g}"
     suffix += "" if args.knee_gain is None else f"_knee{args.knee_gain:g}"
+    suffix += "" if held == DEFAULT_POLICY else "_" + held.replace(":", "-")
+    suffix += "_noiseless" if args.noiseless else ""
     path = save(
         f"never_lose{suffix}",
         {
             "default_policy": DEFAULT_POLICY,
+            "policy": held,
+            "noiseless": args.noiseless,
             "tie": TIE,
             "window_s": args.window,
             "lookahead_tie": lookahead._TIE,

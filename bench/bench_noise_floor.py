@@ -20,7 +20,7 @@ Saves bench/out/noise_floor.json. About two minutes for 100 workloads and 5 draw
 import argparse
 import statistics
 
-from bench.bench_never_lose import BASELINES, TIE
+from bench.bench_never_lose import BASELINES, NOISELESS, TIE
 from bench.common import save
 from scheduler.config import DEFAULT_POLICY
 from workloads.generator import GeneratorOptions, generate_workload
@@ -28,7 +28,6 @@ from workloads.simulator import simulate
 from workloads.spec import Workload
 
 POLICIES = (DEFAULT_POLICY, *BASELINES)
-NOISELESS = {"rate_noise": 0.0, "cost_jitter": 0.0, "step_noise": 0.0}
 Outcome = tuple[float, float]  # makespan, average JCT
 
 
