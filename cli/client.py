@@ -17,6 +17,7 @@ import textwrap
 import threading
 import tomllib
 import urllib.parse
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -394,6 +395,7 @@ def logs(
 
 
 _STREAMS = ("stdout", "stderr")
+_SHOWN_LINES = 100  # more than a reason quotes of a stderr (daemon/exitreason.py)
 FINAL_STATES = ("completed", "failed", "cancelled")
 
 
@@ -410,6 +412,9 @@ def _follow(
     (a thread each); with `until_end`, then say how the job ended, and exit 1 unless it
     completed."""
     failures: list[str] = []
+    # The last lines of rank `rank`'s stderr as copied here, which a failure's reason need
+    # not show again.
+    shown: deque[str] = deque(maxlen=_SHOWN_LINES)
 
     # A relaunch's "started again" line is in each log that holds output: said once, by
     # whichever stream copies it first.
@@ -424,8 +429,10 @@ def _follow(
 
     def copy(stream: str) -> None:
         once = first_time if len(streams) > 1 else None
+        kept = shown if stream == "stderr" else None
         try:
-            _copy_log(daemon, job_id, stream, rank=rank, tail=tail, follow=until_end, once=once)
+            _copy_log(daemon, job_id, stream, rank=rank, tail=tail, follow=until_end, once=once,
+                      shown=kept)  # fmt: skip
         except _LogUnreadable as error:  # said once, by the main thread
             failures.append(str(error))
 
@@ -446,10 +453,30 @@ def _follow(
         job = daemon.call("GET", f"/v1/jobs/{job_id}")
         ended_badly = job["state"] != "completed"
         if ended_badly and job.get("reason"):  # its exit code, and the daemon's hint if any
-            typer.echo(textwrap.indent(f"why: {job['reason']}", "  "), err=True)
+            why = _unrepeated(job["reason"], list(shown))
+            typer.echo(textwrap.indent(f"why: {why}", "  "), err=True)
         typer.echo(f"{job_id}: {job['state']}", err=True)  # the last line, for scripts
         if ended_badly:  # a script may go on only after a job that did its work
             raise typer.Exit(JOB_DID_NOT_COMPLETE)
+
+
+def _unrepeated(reason: str, shown: Sequence[str]) -> str:
+    """A failure's `reason` without the stderr tail it quotes when that tail is the last of
+    what was `shown` (its lines as the job wrote them): the traceback just printed is not
+    printed again. Anything else, a hint or why it is not relaunched, stays."""
+    from daemon.exitreason import STDERR_ENDS  # noqa: PLC0415
+
+    ended, found, quoted = reason.partition(STDERR_ENDS + "\n")
+    if not found or reason.count(STDERR_ENDS) > 1 or ended.startswith("rank "):
+        return reason  # no tail, or another rank's: what was shown is rank 0's
+    lines = quoted.splitlines()
+    said = [line for line in shown if line.strip()]  # a reason quotes no blank line
+    for count in range(min(len(lines), len(said)), 0, -1):
+        last = said[-count:]  # the quote's first line may be cut at its start
+        if lines[1:count] == last[1:] and last[0].endswith(lines[0]):
+            rest = "".join(f"\n{line}" for line in lines[count:])
+            return f"{ended}; its stderr ends as shown above{rest}"
+    return reason
 
 
 def _copy_log(
@@ -461,9 +488,11 @@ def _copy_log(
     tail: int,
     follow: bool,
     once: Callable[[str], bool] | None = None,
+    shown: deque[str] | None = None,
 ) -> None:
     """Copy one log to our stream of its name; with `once`, each of the launcher's marks
-    (the line a relaunch starts with) only where `once(line)` says it is new."""
+    (the line a relaunch starts with) only where `once(line)` says it is new; with `shown`,
+    keep the lines copied there too, as the job wrote them."""
     import httpx  # noqa: PLC0415
 
     params: dict[str, str | int | bool] = {
@@ -482,21 +511,26 @@ def _copy_log(
                 raise _LogUnreadable(
                     f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {detail(reply)}"
                 )
-            for text in reply.iter_text() if once is None else _marks_once(reply, once):
+            lines = reply.iter_text() if once is None and shown is None else _lines(reply, once)
+            prefix = f"[rank {rank}] "
+            for text in lines:
                 out.write(text)
                 out.flush()
+                if shown is not None:
+                    shown.append(text.rstrip("\n").removeprefix(prefix))
     except httpx.TransportError as error:
         raise _LogUnreadable(
             f"no daemon at {daemon.url} ({error}); start one with `stoker serve`"
         ) from None
 
 
-def _marks_once(reply: "httpx.Response", once: Callable[[str], bool]) -> Iterator[str]:
-    """The reply's lines, each with its newline, a launcher's mark only if `once` says so."""
+def _lines(reply: "httpx.Response", once: Callable[[str], bool] | None) -> Iterator[str]:
+    """The reply's lines, each with its newline; with `once`, a launcher's mark only if
+    `once` says so."""
     from daemon.launcher import AGAIN_MARK  # noqa: PLC0415
 
     for line in reply.iter_lines():
-        if AGAIN_MARK not in line or once(line):
+        if once is None or AGAIN_MARK not in line or once(line):
             yield line + "\n"
 
 

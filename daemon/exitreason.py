@@ -17,6 +17,9 @@ from daemon.launcher import AGAIN_MARK, log_file
 _TRACEBACK = "Traceback (most recent call last):"
 _TRACEBACK_LINES = 30  # a longer one is cut to its last `lines`, where the error is
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+# What comes before a rank's stderr tail in a reason: a client that has just shown that
+# stderr may leave the tail out (`stoker submit --follow`).
+STDERR_ENDS = "; stderr ends:"
 # A script reading a variable its environment lacks: `os.environ["DATA_DIR"]`.
 _MISSING_VARIABLE = re.compile(r"KeyError: '([A-Za-z_][A-Za-z0-9_]*)'")
 
@@ -45,7 +48,7 @@ def exit_reason(
         caught = read_stop_signal(job_dir) if code == 0 else None
         ranks = [(_ended(code, caught), 0)]
     ended = [(what, _tail(log_file(job_dir, "stderr", rank))) for what, rank in ranks]
-    why = "\n".join(f"{what}; stderr ends:\n{tail}" if tail else what for what, tail in ended)
+    why = "\n".join(f"{what}{STDERR_ENDS}\n{tail}" if tail else what for what, tail in ended)
     missing = [module for _, tail in ended if (module := _missing_module(tail))]
     hint = _interpreter_hint(missing[0], command, search_path) if missing else ""
     if not hint and command:

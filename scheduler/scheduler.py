@@ -736,7 +736,9 @@ class Scheduler:
             if refused is None:
                 self._restart(job, now, out, why)
                 return
-            why = f"{why}; {refused}" if refused else why
+            if refused:  # below a stderr tail on a line of its own, not in its last line
+                glue = "\n" if "\n" in why else "; "
+                why = f"{why}{glue}{refused}"
         if held and not exited:
             self._exiting.add(job_id)
         self._move(job, state, out, why)

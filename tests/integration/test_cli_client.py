@@ -179,11 +179,15 @@ def test_follow_exits_1_unless_the_job_completed(
     )  # fmt: skip
     job_id = failed.stderr.split()[1]  # `submitted ID`
     assert failed.code == 1 and failed.stderr.rstrip().endswith(f"\n{job_id}: failed")
-    assert "\n  why: exited with code 1; stderr ends:\n" in failed.stderr, "why, before it"
-    assert "; not relaunched: it failed before its first step\n" in failed.stderr
+    # The traceback was just copied from its stderr: the reason says so, not it again.
+    assert failed.stderr.count("ValueError: shapes do not match") == 1, failed.stderr
+    why = "\n  why: exited with code 1; its stderr ends as shown above\n"
+    assert why + "  not relaunched: it failed before its first step\n" in failed.stderr
     again = stoker("logs", job_id, "-f", *where)
     assert again.code == 1 and again.stderr.rstrip().endswith(": failed")
-    assert "\n  why: exited with code 1" in again.stderr
+    assert "\n  why: exited with code 1; its stderr ends as shown above\n" in again.stderr
+    stdout_only = stoker("logs", job_id, "-f", "--stdout", *where)  # the traceback not shown
+    assert stdout_only.stderr.startswith("  why: exited with code 1; stderr ends:\n  Traceback")
     assert "starting" in again.stdout and "ValueError" in again.stderr, (
         "both streams, each on its own"
     )
