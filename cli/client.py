@@ -301,6 +301,12 @@ def resume(
     job_id: Annotated[str, typer.Argument(metavar="ID")],
     *,
     follow: Annotated[bool, Follow] = False,
+    again: Annotated[
+        bool,
+        typer.Option(
+            "--again", help="though a job went on from it already: a second from its checkpoint"
+        ),
+    ] = False,
     url: Url = None,
     token: Token = None,
     state_dir: StateDir = None,
@@ -308,10 +314,12 @@ def resume(
     """Submit an ended job (cancelled, failed or completed) again from its newest
     checkpoint: a new job of the same settings that goes on where it stopped (its model,
     optimizer, epoch and data position). Prints it as JSON (with --follow instead: its id,
-    then its logs until it ends). To change a setting on the way (more epochs, say), submit
-    the job anew with `--continue-from ID`."""
+    then its logs until it ends). A job resumed already is refused, pointing to the job
+    that went on from it, unless --again. To change a setting on the way (more epochs,
+    say), submit the job anew with `--continue-from ID`."""
     daemon = Daemon(url, token, state_dir)
-    job = daemon.call("POST", f"/v1/jobs/{job_id}/resume")
+    query = "?again=true" if again else ""
+    job = daemon.call("POST", f"/v1/jobs/{job_id}/resume{query}")
     if follow:
         typer.echo(f"{job['id']} goes on from {job_id}'s newest checkpoint", err=True)
     _submitted(daemon, job, follow)

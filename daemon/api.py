@@ -38,6 +38,7 @@ from daemon.auth import (
     visible_job,
 )
 from daemon.config import DaemonConfig
+from daemon.continuing import resumed_already
 from daemon.dashboard import data_router, page_router
 from daemon.host import host_summary
 from daemon.items import IdTaken, QuotaExceeded, Replayed, SubmitError
@@ -101,11 +102,20 @@ async def submit(
 
 
 @v1.post("/jobs/{job_id}/resume", status_code=201)
-async def resume(job_id: str, who: Who, service: Daemon, response: Response) -> JobView:
+async def resume(
+    job_id: str, who: Who, service: Daemon, response: Response, again: bool = False
+) -> JobView:
     """Submit an ended job again from its newest checkpoint: a new job of the same settings,
     name and tenant that goes on where it stopped (its `continue_from` names the ended
-    one). 422, naming `continue_from`, for a job that has not ended or left no checkpoint."""
+    one). 422, naming `continue_from`, for a job that has not ended or left no checkpoint,
+    or (unless `again`) that was resumed already by a job still running or with
+    checkpoints of its own."""
     earlier = visible_job(service, who, job_id)
+    if not again:
+        try:
+            resumed_already(service.store, service.launcher.jobs_dir, earlier)
+        except SubmitError as error:
+            raise _unprocessable(error.field, error.message) from None
     try:
         body = JobSubmission.model_validate({**earlier.spec, "continue_from": earlier.id})
     except ValidationError as error:  # settings this daemon no longer takes

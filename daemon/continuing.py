@@ -75,6 +75,33 @@ def check(
         )
 
 
+def resumed_already(store: Store, jobs_dir: Path, earlier: JobRecord) -> None:
+    """Refuse, naming `continue_from`, to resume `earlier` a second time with its own
+    settings when a job of its tenant's that went on from it is still queued or running, or
+    has a checkpoint of its own: the user most likely meant to go on from that job. A job
+    that went on and failed before its first checkpoint does not count (resuming again,
+    after a fix, is what it asks for)."""
+    later = [
+        job
+        for job in store.continued_by(earlier.id)
+        if job.tenant == earlier.tenant and _same(job.spec, earlier.spec)
+    ]
+    for job in later:
+        if not job.job_state.final:
+            raise SubmitError(
+                "continue_from",
+                f"job {earlier.id} is being resumed already, as {job.id} ({job.state});"
+                f" `stoker resume {earlier.id} --again` starts another from its checkpoint",
+            )
+        if newest_checkpoint(jobs_dir / job.id / CHECKPOINTS) is not None:
+            raise SubmitError(
+                "continue_from",
+                f"job {earlier.id} was resumed already, as {job.id} ({job.state}, with"
+                f" checkpoints of its own): `stoker resume {job.id}` goes on from there;"
+                f" `stoker resume {earlier.id} --again` starts again from {earlier.id}'s",
+            )
+
+
 def _same(earlier: Mapping[str, Any], later: Mapping[str, Any]) -> bool:
     """Whether two jobs' settings run the same training (their names and what each
     continues aside)."""

@@ -362,6 +362,15 @@ class Store:
         ).fetchall()
         return [str(row[0]) for row in rows]
 
+    def continued_by(self, job_id: str) -> list[JobRecord]:
+        """The jobs submitted to go on from `job_id` (`continue_from`), newest first."""
+        rows = self._db.execute(
+            "SELECT * FROM jobs WHERE json_extract(spec, '$.continue_from') = ?"
+            " ORDER BY submitted_at DESC, id DESC",
+            (job_id,),
+        )
+        return [_job(row) for row in rows]
+
     # ---- events and plans ------------------------------------------------------------------
 
     def add_event(self, job_id: str | None, at: float, kind: str, data: Mapping[str, Any]) -> int:

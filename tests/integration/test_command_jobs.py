@@ -534,6 +534,10 @@ def test_a_cancelled_script_goes_on_from_its_checkpoint_as_a_new_job(
     # Every sample of every epoch once, over both jobs: none trained twice, none skipped.
     trained = seen(daemon, first) + seen(daemon, second)
     assert sorted(trained) == sorted(f"{epoch} {i}" for epoch in range(3) for i in range(96))
+    # Resumed a second time, it is pointed to the job that went on from it.
+    twice = stoker("resume", first, *where)
+    assert twice.code == 2 and f"job {first} was resumed already, as {second}" in twice.stderr
+    assert f"`stoker resume {second}` goes on from there" in twice.stderr, twice.stderr
     # A job with no checkpoint cannot go on: it is told why, and nothing is submitted.
     crashed = command_job("bug", "count_train.py", "3", "0", "0", "96", "1", max_restarts=0)
     with daemon.client() as client:
@@ -543,6 +547,9 @@ def test_a_cancelled_script_goes_on_from_its_checkpoint_as_a_new_job(
         assert answer.status_code == 422, answer.text
         assert f"job {crashed_id} left no checkpoint" in answer.text
         assert len(client.get("/v1/jobs").json()) == 3
+        branch = client.post(f"/v1/jobs/{first}/resume", params={"again": True})  # on purpose
+        assert branch.status_code == 201 and branch.json()["continue_from"] == first
+        client.delete(f"/v1/jobs/{branch.json()['id']}")
 
 
 def test_a_clean_stop_of_the_daemon_leaves_no_crash_in_a_scripts_log_nor_a_gap_in_its_metrics(

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from daemon.continuing import check
+from daemon.continuing import check, resumed_already
 from daemon.items import SubmitError
 from daemon.store import JobRecord, Store
 
@@ -109,3 +109,27 @@ def test_a_completed_job_goes_on_only_with_other_settings(store: Store, tmp_path
     check(store, tmp_path / "jobs", longer, simulated=False, exiting=frozenset())
     # Its script still saves after its final step: its final checkpoint is written already.
     check(store, tmp_path / "jobs", longer, simulated=False, exiting=frozenset({"done"}))
+
+
+def test_a_job_resumed_already_points_to_the_job_that_went_on(store: Store, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs"
+    ended = store.job("ended")
+    assert ended is not None
+    resumed_already(store, jobs, ended)  # never resumed
+    store.add_job(
+        record("branch", command=["python", "train.py", "--lr", "1"], continue_from="ended")
+    )
+    store.add_job(record("bobs-too", tenant="bob", continue_from="ended"))
+    resumed_already(store, jobs, ended)  # a branch of other settings, another tenant's: not
+    store.add_job(record("second", continue_from="ended"))
+    with pytest.raises(SubmitError) as refused:
+        resumed_already(store, jobs, ended)
+    assert refused.value.field == "continue_from"
+    assert "job ended is being resumed already, as second (submitted)" in refused.value.message
+    assert "`stoker resume ended --again`" in refused.value.message
+    # It failed before its first checkpoint (a bug, fixed since): resuming again is fine.
+    store.update_job("second", 2.0, state="failed")
+    resumed_already(store, jobs, ended)
+    checkpoint(jobs, "second", 1)  # it had trained on: go on from it instead
+    with pytest.raises(SubmitError, match="`stoker resume second` goes on from there"):
+        resumed_already(store, jobs, ended)
