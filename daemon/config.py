@@ -220,6 +220,39 @@ class DaemonConfig(BaseSettings):
             raise ValueError("jobs run as other users only when the daemon runs as root")
         return users
 
+    @field_validator("tokens")
+    @classmethod
+    def _tokens_are_distinct(cls, tokens: dict[str, str]) -> dict[str, str]:
+        """Each tenant's token is its own and not empty: a token two tenants share is the
+        first's (the admin's, say) to whoever holds it."""
+        for tenant, token in tokens.items():
+            if not token.strip():
+                raise ValueError(f"{tenant}: an empty token; give it a secret of its own")
+        holders: dict[str, list[str]] = {}
+        for tenant, token in tokens.items():
+            holders.setdefault(token, []).append(tenant)
+        shared = [names for names in holders.values() if len(names) > 1]
+        if shared:
+            names = " and ".join(shared[0])
+            raise ValueError(
+                f"{names} have the same token; each tenant needs its own (`python -c 'import"
+                " secrets; print(secrets.token_urlsafe(32))'` makes one)"
+            )
+        return tokens
+
+    @model_validator(mode="after")
+    def _heartbeats_come_before_the_timeout(self) -> "DaemonConfig":
+        """A job is lost after `scheduler.heartbeat_timeout_s` without a heartbeat: agents
+        that beat less often would all be lost."""
+        timeout = self.scheduler.heartbeat_timeout_s
+        if timeout <= 2 * self.heartbeat_s:
+            raise ValueError(
+                f"scheduler.heartbeat_timeout_s ({timeout:g} s) must be more than twice"
+                f" heartbeat_s ({self.heartbeat_s:g} s), else every job is taken as lost;"
+                " raise the one or lower the other"
+            )
+        return self
+
     @model_validator(mode="after")
     def _tenants_have_tokens(self) -> "DaemonConfig":
         """A tenant named in `unix_users` or `tenants` has a token: a misspelt name would

@@ -31,6 +31,14 @@ def test_flags_beat_the_environment_which_beats_the_file(
         ("colour = 1\n", "colour"),
         ("[node]\ncpu_workers = 0\n", "node.cpu_workers"),
         ("port = [\n", "--config"),
+        # A token two tenants share, or none, is whoever holds it: alice would be the admin.
+        ('[tokens]\nadmin = "secret"\nalice = "secret"\n', "admin and alice have the same token"),
+        ('[tokens]\nadmin = "secret"\nbob = " "\n', "bob: an empty token"),
+        # Agents beating less often than the timeout allows would all be taken as lost.
+        (
+            "heartbeat_s = 5.0\n[scheduler]\nheartbeat_timeout_s = 2.0\n",
+            "scheduler.heartbeat_timeout_s (2 s) must be more than twice heartbeat_s (5 s)",
+        ),
     ],
 )
 def test_bad_settings_name_the_key(tmp_path: Path, text: str, named: str) -> None:
