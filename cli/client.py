@@ -8,10 +8,12 @@ nearest `.stoker` (where `stoker serve` keeps its state by default) in this fold
 above it, so a command run from a project's subfolder finds the daemon started at its top.
 Where the daemon is: `--url`, else `STOKER_URL`, else the URL the daemon wrote into that
 state dir (`daemon.url`, read only if it is this user's file: a daemon on another port is
-found too), else http://127.0.0.1:8470.
+found too; one this user cannot read stops the command, which asks for `--url`), else
+http://127.0.0.1:8470.
 """
 
 import os
+import pwd
 import sys
 import textwrap
 import threading
@@ -154,6 +156,26 @@ def _written_url(state_dir: Path) -> str | None:
         return None
 
 
+def _url_file_closed(state_dir: Path) -> str | None:
+    """Why this user may not read the `daemon.url` in `state_dir` (whose it is, or that its
+    folder is closed); None when it is absent or this user's to read."""
+    from daemon.statelock import URL_FILE  # noqa: PLC0415
+
+    path = state_dir / URL_FILE
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "its folder is closed to this user"
+    if found.st_uid == os.getuid() and os.access(path, os.R_OK):
+        return None
+    try:
+        return f"it is {pwd.getpwuid(found.st_uid).pw_name}'s"
+    except KeyError:
+        return f"it is uid {found.st_uid}'s"
+
+
 def _url_of_running(state_dir: Path) -> str | None:
     """The URL the daemon holding `state_dir` wrote there; None when there is none and
     whether a daemon holds it cannot be told (a lock file this user cannot read: the
@@ -170,6 +192,11 @@ def _url_of_running(state_dir: Path) -> str | None:
             " listens with --url or STOKER_URL"
         )
     written = _written_url(state_dir)
+    if written is None and (why := _url_file_closed(state_dir)) is not None:
+        fail(  # the default URL may be anyone's listener: the token must not go there
+            f"this user cannot read {state_dir}/daemon.url ({why}), where its daemon says"
+            " where it listens; give the daemon's address with --url or STOKER_URL"
+        )
     if holds and written is None:
         fail(
             f"the daemon of {state_dir} has not said where it listens yet (starting or "
