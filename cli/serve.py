@@ -5,13 +5,16 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from allocator import POLICIES
 from cli.common import fail, print_json
 from scheduler.config import DEFAULT_POLICY
+
+if TYPE_CHECKING:
+    from daemon.config import DaemonConfig
 
 
 def register_serve(app: typer.Typer) -> None:
@@ -78,10 +81,10 @@ def serve(
     # taken; a new state dir is made only once the port is free.
     existing = settings.state_dir.is_dir()
     if existing:
-        _check_state(settings.state_dir)
+        _check_state(settings)
     _check_port(settings.host, settings.port)
     if not existing:
-        _check_state(settings.state_dir)
+        _check_state(settings)
     try:
         model = load_model(settings)
     except TpmError as error:
@@ -104,20 +107,33 @@ def serve(
     Server(served, app).run()  # ends open streams at once when told to stop
 
 
-def _check_state(state_dir: Path) -> None:
-    """Refuse, in one line, a state dir another daemon holds, or whose database is lost,
-    corrupt or unreadable: rather than a traceback from uvicorn's start-up."""
+def _check_state(settings: "DaemonConfig") -> None:
+    """Refuse, in one line, a state dir that cannot be one (a file, a read-only folder),
+    one another daemon holds, one whose database is lost, corrupt or unreadable, or one
+    holding unfinished jobs of tenants this config does not name: rather than a traceback
+    from uvicorn's start-up."""
     from daemon.statelock import StateDirLock, StoreError  # noqa: PLC0415
     from daemon.store import Store  # noqa: PLC0415
+    from daemon.tenants import check_stored_tenants  # noqa: PLC0415
 
+    state_dir = settings.state_dir
     try:
         lock = StateDirLock(state_dir)
         try:
-            Store(state_dir / "stoker.db").close()
+            store = Store(state_dir / "stoker.db")
+            try:
+                check_stored_tenants(store, settings)
+            finally:
+                store.close()
         finally:
             lock.release()
     except StoreError as error:
         fail(str(error))
+    except OSError as error:
+        fail(
+            f"state dir: {state_dir} cannot be used ({error.strerror}: {error.filename});"
+            " give --state-dir (or STOKER_STATE_DIR) a folder this user may write"
+        )
 
 
 def _check_port(host: str, port: int) -> None:

@@ -55,9 +55,9 @@ from daemon.metrics import Metrics
 from daemon.progress import Pace
 from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
-from daemon.statelock import URL_FILE, StateDirLock, local_url
+from daemon.statelock import URL_FILE, StateDirLock, StoreError, local_url
 from daemon.store import JobRecord, StateLost, Store
-from daemon.tenants import UnixUser, unix_users, user_warnings
+from daemon.tenants import UnixUser, check_stored_tenants, unix_users, user_warnings
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
 from daemon.zoodata import check_dataset, zoo_image_size
 from scheduler.admission import GpuPool, TenantShare
@@ -117,6 +117,12 @@ class Service:
         if opened:
             log.warning("%d paths in %s were open to others: now 0600/0700", opened, self.state_dir)
         self.store = Store(self.state_dir / "stoker.db")
+        try:
+            check_stored_tenants(self.store, config)  # never launch a tenant's job as root
+        except StoreError:
+            self.store.close()
+            self._lock.release()
+            raise
         self.link = AgentLink(
             self.state_dir / "agents.sock",
             list(self.users.values()),

@@ -6,6 +6,8 @@ import pwd
 from dataclasses import dataclass
 
 from daemon.config import DaemonConfig
+from daemon.statelock import StoreError
+from daemon.store import Store
 
 ADMIN = "admin"  # the tenant that sees every job, and alone may refit and scrape /metrics
 
@@ -38,10 +40,36 @@ def user_warnings(config: DaemonConfig, users: dict[str, UnixUser]) -> tuple[str
             "others' files and the daemon's state; run the daemon as root with unix_users "
             "(tenant -> unix user) to separate them",
         )
-    tenants = sorted({*config.tokens, "admin"} - set(users))
-    if not tenants:
-        return ()
-    return (
-        f"jobs of {', '.join(tenants)} run as root, the daemon's own user: map each tenant to "
-        "an unprivileged unix user in unix_users",
-    )
+    warnings = []
+    mapped_to_root = {tenant for tenant, user in users.items() if user.uid == 0}
+    tenants = sorted(({*config.tokens, ADMIN} - set(users)) | mapped_to_root)
+    if tenants:
+        warnings.append(
+            f"jobs of {', '.join(tenants)} run as root: map each tenant to an unprivileged"
+            " unix user in unix_users"
+        )
+    sharing: dict[str, list[str]] = {}
+    for tenant, user in sorted(users.items()):
+        sharing.setdefault(user.name, []).append(tenant)
+    for name, tenants in sharing.items():
+        if len(tenants) > 1:
+            warnings.append(
+                f"jobs of {', '.join(tenants)} run as one unix user, {name}: each can read and"
+                " stop the others' (give each tenant a user of its own in unix_users)"
+            )
+    return tuple(warnings)
+
+
+def check_stored_tenants(store: Store, config: DaemonConfig) -> None:
+    """Raise StoreError when the store holds unfinished jobs of tenants the config gives no
+    token: a root daemon started without the config that maps them to their unix users
+    would launch them as root, and no one could reach them."""
+    tenants = set(config.tokens) or {ADMIN}  # no tokens: the admin's, in the state dir
+    unknown = sorted({job.tenant for job in store.jobs() if not job.job_state.final} - tenants)
+    if unknown:
+        raise StoreError(
+            f"{store.path.parent} holds unfinished jobs of {', '.join(unknown)}, whom this"
+            f" config gives no token (it names {', '.join(sorted(tenants))}): start the"
+            " daemon with the config that names them (--config FILE); to end their jobs,"
+            " start it so and `stoker cancel` them"
+        )

@@ -97,6 +97,8 @@ class Driver:
     ) -> None:
         settings.setdefault("node", NodeConfig(gpus=2, cpu_workers=18, max_jobs_per_gpu=1))
         settings.setdefault("shutdown_grace_s", 0.0)  # the clock stands still: no waiting
+        # The tenants `submit` takes: a restart refuses unfinished jobs of one not named.
+        settings.setdefault("tokens", {name: name * 8 for name in ("admin", "alice", "bob")})
         self.config = DaemonConfig(
             state_dir=tmp_path / "state", agent_mode="simulate", scheduler=scheduler, **settings
         )

@@ -5,6 +5,7 @@ import asyncio
 import os
 import pwd
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,9 +14,18 @@ import zmq
 from agents.protocol import Hello, encode
 from daemon.agentlink import AgentLink
 from daemon.config import ConfigError, DaemonConfig, load_config
-from daemon.tenants import UnixUser, unix_users, user_warnings
+from daemon.statelock import StoreError
+from daemon.store import JobRecord, Store
+from daemon.tenants import UnixUser, check_stored_tenants, unix_users, user_warnings
 
 ROOT = os.geteuid() == 0
+
+
+def job_record(job_id: str, *, tenant: str, state: str = "submitted") -> JobRecord:
+    spec = {"command": ["python", "train.py"], "batch_size": 8, "gpus": 1}
+    return JobRecord(job_id, tenant, job_id, spec, state, 1.0, 1.0, 0, "", None)
+
+
 NOBODY = pwd.getpwnam("nobody")
 
 
@@ -42,8 +52,14 @@ def test_the_operator_is_told_whom_jobs_run_as(monkeypatch: pytest.MonkeyPatch) 
     assert users["alice"].uid == NOBODY.pw_uid
     (warning,) = user_warnings(config, users)
     assert "admin, bob run as root" in warning and "unix_users" in warning
-    everyone = {tenant: users["alice"] for tenant in ("admin", "alice", "bob")}
-    assert user_warnings(config, everyone) == ()
+    root = UnixUser("root", 0, 0, "/root")  # mapped, yet root all the same
+    each = {"admin": root, "alice": users["alice"], "bob": replace(users["alice"], name="b")}
+    (warning,) = user_warnings(config, each)
+    assert warning.startswith("jobs of admin run as root")
+    apart = {**each, "admin": replace(users["alice"], name="a")}
+    assert user_warnings(config, apart) == ()
+    (warning,) = user_warnings(config, {**apart, "bob": users["alice"]})
+    assert "jobs of alice, bob run as one unix user, nobody" in warning
     monkeypatch.setattr("daemon.tenants.os.geteuid", lambda: NOBODY.pw_uid)
     (warning,) = user_warnings(config, {})
     assert "jobs run as the daemon's own user (nobody)" in warning
@@ -80,3 +96,22 @@ def test_a_tenants_socket_is_its_users_and_speaks_for_its_jobs_only(tmp_path: Pa
     assert link.malformed == 1, "bob's job cannot be spoken for on alice's socket"
     link.close()
     assert not path.exists()
+
+
+def test_a_start_without_the_config_naming_a_tenant_with_unfinished_jobs_is_refused(
+    tmp_path: Path,
+) -> None:
+    # Restarted as `stoker serve --state-dir ...` without the config that maps alice to
+    # her unix user, a root daemon would launch her queued job as root.
+    store = Store(tmp_path / "stoker.db")
+    store.add_job(job_record("old", tenant="carol", state="completed"))  # ended: no matter
+    store.add_job(job_record("queued", tenant="alice"))
+    with_alice = DaemonConfig.model_construct(tokens={"admin": "a" * 20, "alice": "b" * 20})
+    check_stored_tenants(store, with_alice)
+    with pytest.raises(StoreError) as refused:
+        check_stored_tenants(store, DaemonConfig.model_construct(tokens={}))
+    assert str(refused.value).startswith(
+        f"{tmp_path} holds unfinished jobs of alice, whom this config gives no token (it"
+        " names admin): start the daemon with the config that names them (--config FILE)"
+    )
+    store.close()
