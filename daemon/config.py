@@ -195,7 +195,8 @@ class DaemonConfig(BaseSettings):
         64 * 2**20,
         ge=4096,
         description="a job's stdout or stderr file (per rank) is cut past this; the cut part "
-        "is kept as <name>.1, so logs take at most twice this per stream and rank",
+        "is kept as <name>.1 (its last this many bytes), so logs take at most twice this per"
+        " stream and rank, plus what a job writes in a second",
     )
     tpm_refit_s: float = Field(600.0, gt=0.0, description="refit this often when samples came in")
     tpm_sample_every_s: float = Field(

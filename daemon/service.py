@@ -275,10 +275,13 @@ class Service:
         await cap_logs_forever(self.unfinished_job_dirs, self.config.job_log_max_bytes)
 
     def unfinished_job_dirs(self) -> list[Path]:
+        """The folders of jobs whose processes may still write: unfinished jobs, and ended
+        ones whose processes run on (a script's work after its final step)."""
+        exiting = self.scheduler.exiting
         return [
             self.launcher.jobs_dir / job_id
             for job_id, status in self.scheduler.jobs().items()
-            if not status.state.final
+            if not status.state.final or job_id in exiting
         ]
 
     async def _put(self, item: Callable[[asyncio.Future[None]], Item]) -> None:

@@ -1,12 +1,16 @@
 """Logs are cut past the cap while a process still appends to them, and the tail reader
 reaches across the cut."""
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from daemon import logcap
 from daemon.joblogs import _read_from, tail_lines
-from daemon.logcap import cap_logs
+from daemon.logcap import cap_logs, cap_logs_forever
 
 WRITER = """
 import sys, time
@@ -42,8 +46,11 @@ def test_a_log_past_the_cap_is_cut_while_its_writer_goes_on(tmp_path: Path) -> N
         writer.wait()
         assert writer.stdin is not None
         writer.stdin.close()
+    # Its newest 4,096 bytes are kept, not all it wrote (a fast writer's log would be
+    # copied whole, hundreds of MB, each time).
+    assert (job_dir / "stdout.log.1").stat().st_size == 4096
     kept = (job_dir / "stdout.log.1").read_text().splitlines()
-    assert kept[0].startswith("line 0 ") and kept[-1].startswith("line 199 ")
+    assert kept[-1].startswith("line 199 ") and not kept[0].startswith("line 0 ")
     now = log.read_text().splitlines()
     assert [line.split()[1] for line in now] == ["200", "201", "202"], "no hole, no zeros"
     assert small.read_text() == "a short log\n" and not (job_dir / "stderr.log.1").exists()
@@ -51,3 +58,25 @@ def test_a_log_past_the_cap_is_cut_while_its_writer_goes_on(tmp_path: Path) -> N
     assert [line.split()[1] for line in lines] == ["198", "199", "200", "201", "202"]
     followed, _ = _read_from(log, offset_before)
     assert followed[0].startswith("line 200 "), "a follower starts the cut log from its start"
+
+
+def test_a_job_s_logs_are_cut_once_more_after_it_left_the_watched_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a job printed last, between the last check and its processes' exit, is cut too.
+    monkeypatch.setattr(logcap, "CHECK_S", 0.01)
+    job_dir = tmp_path / "job"
+    job_dir.mkdir()
+    running = [job_dir]
+
+    async def scenario() -> None:
+        capping = asyncio.create_task(cap_logs_forever(lambda: list(running), max_bytes=4096))
+        await asyncio.sleep(0.05)  # watched, with nothing to cut
+        (job_dir / "stdout.log").write_bytes(b"x" * 10_000)  # its last burst
+        running.clear()  # it ended before the next check
+        await asyncio.sleep(0.1)
+        capping.cancel()
+
+    asyncio.run(scenario())
+    assert (job_dir / "stdout.log").stat().st_size == 0
+    assert (job_dir / "stdout.log.1").stat().st_size == 4096
