@@ -184,6 +184,7 @@ class Job:
         self._epoch_steps: int | None = None
         self._epoch_began = 0
         self._said_late = False
+        self._reports = 0  # the step of the last report, in a script with no job.loader
         self._not_series: set[str] = set()  # reported names that are not numbers, said once
         self._stop_signal: int | None = None
         self._trained = False  # epochs() ended: no boundary will come to stop at
@@ -460,19 +461,44 @@ class Job:
         for loader in self._loaders:
             loader.close()
 
-    def report(self, **metrics: Any) -> None:
+    def report(self, *, step: int | None = None, **metrics: Any) -> None:
         """Record metrics for this step: numbers, one-element tensors or NumPy scalars (a
         string or another value JSON can write goes to metrics.jsonl but makes no series).
         Tensors are read (one device sync for all of them) only when the metrics are
         flushed, every few seconds and at each checkpoint; after `epochs()` (an
         evaluation's), at once. Rank 0's are kept (one series per job). A value that cannot
-        be kept raises here, naming it, rather than at the flush, steps later."""
+        be kept raises here, naming it, rather than at the flush, steps later.
+
+        `step`: the step to record them at, for a script that counts its own; else the
+        batches its `job.loader`s gave, or, in a script with none, the count of its
+        `report` calls (each call a step)."""
         if self.rank != 0:
             return  # one series per job: rank 0's
         values = {name: self._reportable(name, value) for name, value in metrics.items()}
-        self._metrics.add(self.step, values)
+        self._metrics.add(self._report_step(step), values)
         if self._trained:  # no batch boundary comes after training to flush it: now
             self._metrics.flush()
+        elif not self._loaders and time.monotonic() - self._metrics.flushed_at >= _METRICS_FLUSH_S:
+            self._metrics.flush()  # no batch boundary of a loader flushes them either
+
+    def _report_step(self, step: int | None) -> int:
+        """The step a `report` records at: `step` when given, else the loaders' count, else
+        (no loader) one more than the last report's."""
+        if step is not None:
+            if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+                raise ValueError(f"job.report(step=...): a whole number >= 0, got {step!r}")
+            self._reports = max(self._reports, step)
+            return step
+        if self._loaders:
+            return self.step
+        self._reports += 1
+        if self._reports == 1:
+            self._say(
+                "job.report: no job.loader counts this script's steps, so each report() call"
+                " counts as one (give job.report(step=N, ...) to say which)",
+                afresh=False,
+            )
+        return self._reports
 
     def _reportable(self, name: str, value: Any) -> Any:
         """`value` as the metrics keep it, or a TypeError or ValueError naming it."""

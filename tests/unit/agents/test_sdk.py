@@ -479,32 +479,51 @@ def test_a_script_counting_its_own_epochs_trains_each_once_across_its_own_checkp
     assert [epoch for epoch, _ in trained] == [0, 0, 1, 1, 2, 2], "three epochs of data"
 
 
+def reported(tmp_path: Path) -> list[dict[str, object]]:
+    text = (tmp_path / "out" / "metrics.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
 def test_reports_keep_tensors_until_a_flush_and_write_numbers(tmp_path: Path) -> None:
     sdk = job(tmp_path)
-    for step in range(3):
+    for step, _ in enumerate(sdk.loader(Numbers(12), batch_size=4)):
         sdk.report(loss=torch.tensor(1.0 / (step + 1)), lr=0.1)
-        sdk.on_batch(4)
     assert all(isinstance(values["loss"], torch.Tensor) for _, values in sdk._metrics.pending)
     sdk._metrics.flush()
-    lines = [
-        json.loads(line) for line in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
-    ]
-    assert [line["step"] for line in lines] == [0, 1, 2]
+    lines = reported(tmp_path)
+    assert [line["step"] for line in lines] == [1, 2, 3], "the loader's steps"
     assert lines[1]["loss"] == pytest.approx(0.5) and lines[0]["lr"] == 0.1
+
+
+def test_a_script_without_a_loader_reports_at_its_calls_or_its_own_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A script that iterates a DataLoader of its own: every value was at step 0 before,
+    # and the whole curve showed as one point.
+    sdk = job(tmp_path)
+    for step in range(3):
+        sdk.report(loss=1.0 / (step + 1))
+    sdk.report(step=10, val_loss=0.2)  # a step of its own
+    sdk.report(loss=0.1)  # after it
+    with pytest.raises(ValueError, match=r"job.report\(step=...\): a whole number >= 0"):
+        sdk.report(step=-1, loss=0.0)
+    sdk._metrics.flush()
+    assert [line["step"] for line in reported(tmp_path)] == [1, 2, 3, 10, 11]
+    assert reported(tmp_path)[3] == {"step": 10, "val_loss": 0.2}, "not a metric named step"
+    said = capsys.readouterr().err
+    assert said.count("no job.loader counts this script's steps") == 1
 
 
 def test_a_reported_value_that_is_no_number_is_kept_in_the_file_and_said_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     sdk = job(tmp_path)
-    for _ in range(2):
+    for _ in sdk.loader(Numbers(8), batch_size=4):
         sdk.report(loss=0.5, phase="train")
-        sdk.on_batch(4)
     sdk._metrics.flush()
     said = capsys.readouterr().err
     assert said.count("job.report(phase=...): a str goes to metrics.jsonl") == 1
-    line = json.loads((tmp_path / "out" / "metrics.jsonl").read_text().splitlines()[0])
-    assert line == {"step": 0, "loss": 0.5, "phase": "train"}
+    assert reported(tmp_path)[0] == {"step": 1, "loss": 0.5, "phase": "train"}
 
 
 def test_a_value_that_cannot_be_kept_is_refused_where_it_is_reported(tmp_path: Path) -> None:
@@ -517,8 +536,7 @@ def test_a_value_that_cannot_be_kept_is_refused_where_it_is_reported(tmp_path: P
     with pytest.raises(TypeError, match=r"job.report\(at=...\): a datetime cannot be"):
         sdk.report(at=np.datetime64("2026-01-01T00:00:00"))  # NumPy's, read as a datetime
     sdk._metrics.flush()
-    line = json.loads((tmp_path / "out" / "metrics.jsonl").read_text())
-    assert line == {"step": 0, "loss": 0.25, "lr": 0.1}
+    assert reported(tmp_path) == [{"step": 1, "loss": 0.25, "lr": 0.1}], "its first report"
 
 
 def test_what_a_script_reports_after_its_last_epoch_is_written_at_once_and_no_job_kept(
@@ -531,7 +549,8 @@ def test_what_a_script_reports_after_its_last_epoch_is_written_at_once_and_no_jo
         sdk.report(loss=0.5)
     sdk.report(test_acc=0.9)  # an evaluation after training, as scripts do, then a save
     written = (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()
-    assert json.loads(written[-1]) == {"step": 0, "test_acc": 0.9}, "not left for the exit"
+    # No loader counts its steps: its reports do, this one its second.
+    assert json.loads(written[-1]) == {"step": 2, "test_acc": 0.9}, "not left for the exit"
     ((hook, args),) = hooks
     hook(*args)  # the interpreter's exit
     assert (tmp_path / "out" / "metrics.jsonl").read_text().splitlines() == written
