@@ -486,11 +486,13 @@ def _follow(
         fail(failures[0])
     if until_end:
         job = daemon.call("GET", f"/v1/jobs/{job_id}")
-        ended_badly = job["state"] != "completed"
+        # A script that failed after its final step (its save) did not do its work either.
+        ended_badly = job["state"] != "completed" or bool(job.get("exit_code"))
         if ended_badly and job.get("reason"):  # its exit code, and the daemon's hint if any
             why = _unrepeated(job["reason"], list(shown))
             typer.echo(textwrap.indent(f"why: {why}", "  "), err=True)
-        typer.echo(f"{job_id}: {job['state']}", err=True)  # the last line, for scripts
+        said = job["state"] + after_end(job)
+        typer.echo(f"{job_id}: {said}", err=True)  # the last line, for scripts
         if ended_badly:  # a script may go on only after a job that did its work
             raise typer.Exit(JOB_DID_NOT_COMPLETE)
 
@@ -512,6 +514,19 @@ def _unrepeated(reason: str, shown: Sequence[str]) -> str:
             rest = "".join(f"\n{line}" for line in lines[count:])
             return f"{ended}; its stderr ends as shown above{rest}"
     return reason
+
+
+def after_end(job: dict[str, Any]) -> str:
+    """What a completed job's processes did after its final step, when it was not an exit
+    0 (its script failed saving, say): said beside its state, which stays `completed`."""
+    code = job.get("exit_code")  # absent from an older daemon's reply
+    if job["state"] != "completed" or not code:
+        return ""
+    return f", then its script {_exited(code)} after its final step"
+
+
+def _exited(code: int) -> str:
+    return f"exited with code {code}" if code > 0 else f"was killed by signal {-code}"
 
 
 def _copy_log(
@@ -595,6 +610,8 @@ def jobs(
         if workers is None or job["state"] in FINAL_STATES:  # a restarted daemon no longer knows
             workers = "-"
         state = job["state"] + (" (exiting)" if job.get("exiting") else "")
+        if job.get("exit_code") and job["state"] == "completed":
+            state += f" (exit {job['exit_code']})"  # its script failed after its final step
         length = job["iterations"]
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])
         if job.get("unmanaged") and not job["iteration"]:  # no SDK: nothing says how far

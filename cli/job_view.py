@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.client import FINAL_STATES, Daemon, StateDir, Token, Url, table
+from cli.client import FINAL_STATES, Daemon, StateDir, Token, Url, after_end, table
 from cli.common import print_json, signed_percent, span
 
 JobId = Annotated[str, typer.Argument(metavar="ID")]
@@ -67,7 +67,7 @@ def _described(
     submitted = job["submitted_at"]
     return [
         ("id", f"{job['id']} ({job['name']}, tenant {job['tenant']})"),
-        ("state", state + (running_on if job.get("exiting") else "")),
+        ("state", state + (running_on if job.get("exiting") else "") + after_end(job)),
         ("reason", job["reason"]),
         ("runs", _what(job)),
         ("env", ", ".join(job.get("env_names", []))),

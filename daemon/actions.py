@@ -69,6 +69,7 @@ log = logging.getLogger(__name__)
 
 _CANCEL_GRACE_S = 5.0
 UNMANAGED_EVENT = "unmanaged"  # the kind of event that says a job runs without the SDK
+EXITED_EVENT = "exited"  # a job's processes exited: their code, and why when that failed it
 # An SDK script's own exit 0 without `job.epochs(n)` ending: a `for epoch in range(n)` loop,
 # or a step-counting one. The job did what it was written to; a relaunch would run it again.
 _ENDED_OUTSIDE_EPOCHS = (
@@ -139,6 +140,9 @@ class Actions:
         self._resume_from: dict[str, str] = {}  # restored job -> its stored checkpoint
         self._cancelled_at: dict[str, float] = {}  # job told to stop -> when
         self._finished_at: dict[str, float] = {}  # completed, its processes still up -> when
+        # Ended, its processes running on, stopped by the daemon: by whom (a cancel), or ""
+        # when they overran `finished_exit_s`.
+        self._stopped_after_end: dict[str, str] = {}
         self._cold_pauses: dict[str, float] = {}  # cold-resize job paused -> when (epoch s)
         self._pinned: dict[str, tuple[int, ...]] = {}  # `node.cpu_sets`: job -> its CPUs
 
@@ -406,6 +410,7 @@ class Actions:
             status = service.scheduler.jobs().get(job_id)
             if status is not None and status.state is JobState.CANCELLED:
                 self._stopped_at(job_id)
+            self._note_exit(ended, status.state if status is not None else None, finished_at)
             if status is None or not status.state.holds_resources:
                 continue  # it ended before: `_free_exited` gives its GPUs back
             if code == 0 and job_id in self._cold_pauses:
@@ -420,6 +425,7 @@ class Actions:
         for job_id, since in list(self._finished_at.items()):
             if service.now() - since >= limit:
                 del self._finished_at[job_id]
+                self._stopped_after_end[job_id] = ""  # overran: its exit says so
                 log.warning(
                     "job %s: still running %.0f s after its final step (finished_exit_s); stopped",
                     job_id,
@@ -449,6 +455,31 @@ class Actions:
             self._last_word(job_id)
             service.feed(Failed(job_id, self._exit_reason(ended)))
 
+    def _note_exit(self, ended: Exit, state: JobState | None, finished_at: float | None) -> None:
+        """Keep how the job's processes exited (`exit_code` in its view). A completed job's
+        script that then fails, after its final step (its save, its evaluation), is said so
+        in its reason: its training is done, what came after it is not; so is one still
+        running `finished_exit_s` after its end, which the daemon stopped. One a cancel
+        stopped after its end was stopped, not failed."""
+        if ended.code is None:  # an adopted agent's: not this daemon's to read
+            return
+        data: dict[str, Any] = {"code": ended.code}
+        stopped_by = self._stopped_after_end.pop(ended.job_id, None)
+        if state is JobState.COMPLETED and ended.code != 0 and not stopped_by:
+            if stopped_by is None:
+                after = (
+                    "after it"
+                    if finished_at is None
+                    else (f"{self._service.now() - finished_at:.0f} s after it")
+                )
+                what = f"{after}, its script failed: {self._exit_reason(ended)}"
+            else:  # overran: still running `finished_exit_s` after its final step
+                limit = self._service.config.finished_exit_s
+                what = f"still running {limit:g} s after it (finished_exit_s), it was stopped"
+            data["why"] = f"completed its final step; then, {what}"
+            log.warning("job %s: %s", ended.job_id, data["why"].splitlines()[0])
+        self._service.store.add_event(ended.job_id, time.time(), EXITED_EVENT, data)
+
     def stop_after_end(self, job_id: str, by: str) -> None:
         """Cancel a job that ended while its processes run on (a script still saving after
         its final step): they are stopped, and its GPUs go to the next job."""
@@ -456,6 +487,7 @@ class Actions:
         self._finished_at.pop(job_id, None)
         self._cancelled_at.pop(job_id, None)
         why = f"its processes, running on after its end, were stopped by {by}"
+        self._stopped_after_end[job_id] = by
         log.info("job %s: %s", job_id, why)
         service.store.add_event(job_id, time.time(), "stopped", {"by": by, "why": why})
         service.launcher.stop(job_id, grace_s=1.0)  # the SDK exits at once on SIGTERM then

@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
 from daemon import apidocs
+from daemon.actions import EXITED_EVENT
 from daemon.auth import (
     Daemon,
     Who,
@@ -595,6 +596,7 @@ def _view(
     settings = fresh.settings
     live = node.jobs.get(fresh.id) if node is not None else service.live_job(fresh.id)
     allocation = live.allocation if live is not None else None
+    exiting = fresh.id in service.scheduler.exiting
     return JobView(
         id=fresh.id,
         name=fresh.name,
@@ -619,12 +621,19 @@ def _view(
         curve=_curve(live.curve) if live is not None and live.curve is not None else None,
         pause_cost_s=live.pause_cost_s if live is not None else None,
         unmanaged=live is not None and live.unmanaged,
-        exiting=fresh.id in service.scheduler.exiting,
+        exiting=exiting,
+        exit_code=_exit_code(service, fresh) if fresh.job_state.final and not exiting else None,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
         job_dir=str(service.launcher.jobs_dir / fresh.id),
         reason=_reason(service, fresh),
     )
+
+
+def _exit_code(service: Service, record: JobRecord) -> int | None:
+    """How an ended job's processes last exited, as the daemon saw it."""
+    exited = service.store.last_event(record.id, EXITED_EVENT)
+    return int(exited["code"]) if exited is not None else None
 
 
 def _reason(service: Service, record: JobRecord) -> str:

@@ -289,6 +289,13 @@ class JobView(BaseModel):
         description="it ended, and its processes run on (a script's work after its final step,"
         " or a cancelled, failed or lost job stopping): its GPUs stay its own until they exit",
     )
+    exit_code: int | None = Field(
+        None,
+        description="once it has ended and its processes have exited: how they exited (0, the"
+        " first failed rank's code, or minus the signal that ended it); null before, or when"
+        " no daemon saw them exit. A completed job whose script failed after its final step"
+        " (its save) has a non-zero one, and its `reason` says so",
+    )
     restarts: int
     submitted_at: float
     job_dir: str | None = Field(

@@ -424,10 +424,12 @@ class Store:
     def reason(self, job_id: str) -> str:
         """Why the job is in its state, as its last state change said (a failure's exit
         code and stderr tail, a restart's back-off, a command running unmanaged), or the
-        stop of its processes after its end; "" if it said nothing."""
+        stop of its processes after its end, or their failure then (an `exited` event with
+        a `why`); "" if it said nothing."""
         row = self._db.execute(
-            "SELECT data FROM job_events WHERE job_id = ? AND kind IN ('state', 'stopped') "
-            "ORDER BY seq DESC LIMIT 1",
+            "SELECT data FROM job_events WHERE job_id = ? AND (kind IN ('state', 'stopped')"
+            " OR (kind = 'exited' AND json_extract(data, '$.why') IS NOT NULL))"
+            " ORDER BY seq DESC LIMIT 1",
             (job_id,),
         ).fetchone()
         return str(json.loads(row[0]).get("why", "")) if row else ""

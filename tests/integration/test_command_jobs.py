@@ -495,6 +495,36 @@ def test_after_kill_9_a_script_resumes_from_its_newest_checkpoint(
     assert "Traceback" not in hello_again
 
 
+def test_a_script_that_fails_after_its_final_step_stays_completed_with_its_exit(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    done = stoker("submit", *where, "--follow", "--", sys.executable, "count_train.py", "1", "0",
+                  cwd=SCRIPTS)  # fmt: skip
+    shown = stoker("show", done.stderr.split()[1], "--json", *where).json()
+    assert shown["state"] == "completed" and shown["exit_code"] == 0, shown
+    # Its save fails after its final step: its training completed, its work did not.
+    failed = stoker("submit", *where, "--follow", "--env", "SAVE_FAILS=1", "--",
+                    sys.executable, "count_train.py", "1", "0", cwd=SCRIPTS)  # fmt: skip
+    failed_id = failed.stderr.split()[1]
+    assert failed.code == 1, failed.stderr
+    assert failed.stderr.count("OSError: [Errno 28]") == 1, "the traceback, not again"
+    assert failed.stderr.rstrip().endswith(
+        f"{failed_id}: completed, then its script exited with code 1 after its final step"
+    )
+    assert re.search(
+        r"\n  why: completed its final step; then, \d+ s after it, its script failed: exited"
+        r" with code 1; its stderr ends as shown above\n",
+        failed.stderr,
+    ), failed.stderr
+    seen = stoker("show", failed_id, "--json", *where).json()
+    assert seen["state"] == "completed" and seen["exit_code"] == 1
+    assert "OSError: [Errno 28] No space left on device" in str(seen["reason"])
+    listed = stoker("jobs", *where).stdout
+    assert re.search(f"{failed_id} +completed \\(exit 1\\)", listed), listed
+
+
 def seen(daemon: Daemon, job_id: str) -> list[str]:
     """The (epoch, sample) lines count_train.py wrote for the job, one per sample trained."""
     path = daemon.state_dir / "jobs" / job_id / "output" / "seen.txt"

@@ -4,7 +4,8 @@ Arguments: EPOCHS SLEEP_S_PER_STEP [SLEEP_S_PER_SAMPLE (in the loader workers) [
 [CRASH_AT_STEP (raise there, as a script with a bug does) [CRASH_IN: step (default), or
 epoch-end (raise in the script's own end of the epoch that step is in)]]]]. With EVAL_S in
 its environment, it sleeps that long after reporting its final loss (saving a model, say).
-With OWN_LOOP, it counts its epochs itself (`range`), as a script new to the SDK may."""
+With OWN_LOOP, it counts its epochs itself (`range`), as a script new to the SDK may. With
+SAVE_FAILS, its save after training raises, as a full disk would."""
 
 import os
 import sys
@@ -66,6 +67,8 @@ def main() -> None:
     if eval_s:
         print(f"saving for {eval_s:g} s", flush=True)
         time.sleep(eval_s)
+    if os.environ.get("SAVE_FAILS"):
+        raise OSError(28, "No space left on device", str(job.output_dir / "model.pt"))
     print(f"done: weight {model.weight.item():.2f}, resumed {job.resumed}")
 
 
