@@ -470,18 +470,26 @@ def _follow(
                       shown=kept)  # fmt: skip
         except _LogUnreadable as error:  # said once, by the main thread
             failures.append(str(error))
+        except BrokenPipeError:  # `stoker logs ID | head`: the reader has what it wanted
+            closed.append(stream)
 
+    closed: list[str] = []  # our streams whose reader went away
     copiers = [threading.Thread(target=copy, args=(stream,), daemon=True) for stream in streams]
     for copier in copiers:
         copier.start()
     try:
         for copier in copiers:
-            while copier.is_alive():
+            while copier.is_alive() and not closed:
                 copier.join(timeout=0.2)  # a join without a timeout would not see Ctrl-C
     except KeyboardInterrupt:
         said = f"stopped following {job_id}, which runs on: `stoker logs {job_id} -f` follows"
         typer.echo(f"\n{said} it again, `stoker cancel {job_id}` stops it", err=True)
         raise typer.Exit(130) from None
+    if closed:  # quietly, as `cat` does: nothing more is wanted, nor can be written
+        for stream in closed:
+            quiet = os.open(os.devnull, os.O_WRONLY)  # the interpreter's last flush finds it
+            os.dup2(quiet, (sys.stdout if stream == "stdout" else sys.stderr).fileno())
+        raise typer.Exit(0)
     if failures:
         fail(failures[0])
     if until_end:

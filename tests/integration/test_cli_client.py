@@ -1,6 +1,7 @@
 """`stoker submit`, `jobs` and `cancel` against a live daemon."""
 
 import signal
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents.data import make_dataset
-from tests.integration.cli import stoker
+from tests.integration.cli import STOKER, stoker
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import states
 
@@ -191,6 +192,16 @@ def test_follow_exits_1_unless_the_job_completed(
     assert "starting" in again.stdout and "ValueError" in again.stderr, (
         "both streams, each on its own"
     )
+    # Read through a pipe its reader closes (`stoker logs ID | head -1`): quietly, no
+    # traceback from the thread that copies it.
+    piped = subprocess.Popen(
+        [STOKER, "logs", job_id, "--stdout", *where], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert piped.stdout is not None and piped.stderr is not None
+    piped.stdout.close()  # gone before it writes a line
+    with piped.stderr:
+        said = piped.stderr.read()
+    assert piped.wait(timeout=60) == 0 and said == b"", said
     out_only = stoker("logs", job_id, "--stdout", *where)
     assert out_only.code == 0 and "starting" in out_only.stdout and out_only.stderr == ""
     err_only = stoker("logs", job_id, "--stderr", "--tail", "1", *where)
