@@ -200,8 +200,8 @@ def test_follow_exits_1_unless_the_job_completed(
     assert piped.stdout is not None and piped.stderr is not None
     piped.stdout.close()  # gone before it writes a line
     with piped.stderr:
-        said = piped.stderr.read()
-    assert piped.wait(timeout=60) == 0 and said == b"", said
+        complaint = piped.stderr.read()
+    assert piped.wait(timeout=60) == 0 and complaint == b"", complaint
     out_only = stoker("logs", job_id, "--stdout", *where)
     assert out_only.code == 0 and "starting" in out_only.stdout and out_only.stderr == ""
     err_only = stoker("logs", job_id, "--stderr", "--tail", "1", *where)
