@@ -8,7 +8,7 @@ import shlex
 import shutil
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,6 +217,31 @@ def unstartable(settings: JobSettings, daemon_env: Mapping[str, str]) -> str | N
 
 
 _INTERPRETERS = {".py": "python", ".sh": "bash"}  # a script named as the command: its runner
+_RANK_LAUNCHERS = ("torch.distributed.run", "torch.distributed.launch")  # `python -m` them
+
+
+def own_ranks(settings: JobSettings) -> str | None:
+    """Why a command that starts ranks of its own (torchrun) is refused, or None: stoker
+    starts a rank per GPU itself, and torchrun's under it would run several on one."""
+    command = settings.command
+    if command is None or not _launches_ranks(command):
+        return None
+    at = next((i for i, arg in enumerate(command) if arg.endswith(".py")), None)
+    script = shlex.join(["python", *command[at:]]) if at is not None else "python train.py"
+    return (
+        f"{command[0]} starts ranks of its own, and stoker starts one per GPU itself, with"
+        " torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...): submit the script"
+        f" alone, `stoker submit --gpus N -- {script}`"
+    )
+
+
+def _launches_ranks(command: Sequence[str]) -> bool:
+    """Whether a command starts ranks of its own: `torchrun ...`, `python -m
+    torch.distributed.run ...` (or its older `launch`)."""
+    if os.path.basename(command[0]) == "torchrun":
+        return True
+    module = command[2] if len(command) > 2 and command[1] == "-m" else None
+    return os.path.basename(command[0]).startswith("python") and module in _RANK_LAUNCHERS
 
 
 def agent_argv(config: DaemonConfig, launch: AgentLaunch, endpoint: str, decoder: str) -> list[str]:

@@ -31,7 +31,7 @@ from agents.protocol import (
 from allocator import InvalidRequest, ThroughputModel
 from daemon import continuing, private
 from daemon.actions import Actions
-from daemon.agentargs import unstartable
+from daemon.agentargs import own_ranks, unstartable
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
 from daemon.host import detect_node
@@ -194,7 +194,7 @@ class Service:
                 raise SubmitError("workdir", f"{settings.workdir!r} is not a directory on the node")
         if settings.dataset is not None:
             _inside("dataset", settings.dataset, policy.dataset_roots, f"{where}.dataset_roots")
-        if (why := unstartable(settings, os.environ)) is not None:
+        if (why := own_ranks(settings) or unstartable(settings, os.environ)) is not None:
             raise SubmitError("command", why)
         if settings.gpus > self.slots:
             fix = (

@@ -328,6 +328,19 @@ def test_a_program_the_job_could_not_start_is_refused_at_submit_with_the_fix(
         "'t.py' is a script, not a program on the PATH: run it with its interpreter,"
         f" `stoker submit -- {python} t.py --lr 0.1`"
     )
+    # torchrun under stoker ran its own ranks on one GPU's slot, said nowhere.
+    for launcher in (
+        ["torchrun", "--nproc-per-node", "2"],
+        ["python", "-m", "torch.distributed.run"],
+    ):
+        with daemon.client() as client:
+            body = {**command_job("m", "count_train.py"), "command": [*launcher, "t.py", "-v"]}
+            said = client.post("/v1/jobs", json=body).json()["detail"][0]["message"]
+        assert said == (
+            f"{launcher[0]} starts ranks of its own, and stoker starts one per GPU itself, with"
+            " torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, ...): submit the script"
+            " alone, `stoker submit --gpus N -- python t.py -v`"
+        )
     launched = {  # where submit does not look, the launch tells, as the job's reason
         ("./run.sh",): "launch failed: './run.sh' does not exist in ",
         ("no-such-python", "/usr/bin"): "launch failed: 'no-such-python' is not on the job's "
