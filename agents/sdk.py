@@ -225,6 +225,16 @@ class Job:
             self._epoch = int(self._restored["epoch"])
             _set_rng(self._restored["rng"])
             self._say(f"resuming from {newest} (epoch {self._epoch}, step {self.step})")
+        elif self._control is not None and self.attempt > 0:
+            # A relaunch after a failure that came before the first checkpoint (one every
+            # checkpoint_every_s): it trains again from the top, which the log should say.
+            every = environment.checkpoint_every_s
+            self._say(
+                f"restart {self.attempt}: no checkpoint was written before the failure (one"
+                f" comes every {every:g} s, checkpoint_every_s), so training starts from the"
+                " top",
+                afresh=False,
+            )
         if self._control is not None:
             self._control.hello(self.step)
         # A script that ends without finishing (an exception, a `return` out of its loop)

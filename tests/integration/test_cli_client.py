@@ -216,6 +216,8 @@ def test_follow_exits_1_unless_the_job_completed(
     assert twice.code == 1 and "it failed twice after completing step 4" in twice.stderr
     said = twice.stdout + twice.stderr
     assert said.count("----- stoker: started again") == 1, "in both logs, said once"
+    # Its relaunch says why it trains from the top again.
+    assert "stoker: restart 1: no checkpoint was written before the failure" in twice.stderr
     missing = stoker("logs", "nope", *where)
     assert missing.code == 2 and missing.stderr.count("error:") == 1, missing.stderr
     assert "404 no job 'nope'" in missing.stderr
