@@ -74,6 +74,12 @@ def serve(
         fail(str(error))
     except ValueError as error:
         fail(f"--policy or --window: {error}")
+    if config is not None and settings.tokens and config.stat().st_mode & 0o044:
+        logging.getLogger("stoker.serve").warning(
+            "%s holds the tenants' tokens and other users may read it (mode %o): chmod 600 it",
+            config,
+            config.stat().st_mode & 0o777,
+        )
     # What the checks below make (the state dir, its database) is the daemon's alone from
     # the start, as what the daemon makes is: not made open, then closed with a warning.
     os.umask(UMASK)
