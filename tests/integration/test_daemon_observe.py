@@ -115,7 +115,7 @@ def test_samples_refit_and_a_new_model_survives_a_restart(serve: Callable[..., D
         shown = admin.get("/v1/dashboard").json()["tpm"]["refused"]
         assert shown["training_r2"] == after["refused"]["training_r2"]
     daemon.stop()
-    again = serve(state=daemon.state_dir.name, tokens={"admin": "root"})
+    again = serve(state=daemon.state_dir.name, tokens={"admin": "root", "alice": "a"})
     with again.client() as admin:
         status = admin.get("/v1/tpm").json()
         assert status["source"] == good["source"], "the model taken, not the one refused"

@@ -18,6 +18,7 @@ import zmq
 from agents.protocol import FinishedMessage, HeartbeatMessage, encode
 from daemon.agentlink import REFUSALS_SAID
 from daemon.launcher import alive
+from daemon.store import JobRecord, Store
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import (
     Daemon,
@@ -142,6 +143,35 @@ def test_job_folders_without_their_database_refuse_to_start(tmp_path: Path) -> N
     assert run.code != 0 and "Traceback" not in run.stderr
     assert "stoker.db is missing but" in run.stderr and "holds 1 job folder" in run.stderr
     assert not (state / "stoker.db").exists(), "no empty database made in its place"
+
+
+def test_a_start_that_would_run_a_tenants_job_as_root_is_refused_in_one_line(
+    tmp_path: Path,
+) -> None:
+    # Restarted without the config that named alice (and mapped her to her unix user), a
+    # root daemon launched her queued job as root. A token file others may read is said.
+    state = tmp_path / "state"
+    state.mkdir()
+    store = Store(state / "stoker.db")
+    spec = {"command": ["python", "train.py"], "batch_size": 8, "gpus": 1}
+    store.add_job(JobRecord("queued", "alice", "queued", spec, "submitted", 1.0, 1.0, 0, "", None))
+    store.close()
+    config = tmp_path / "stoker.toml"
+    config.write_text(f'[tokens]\nadmin = "{"a" * 24}"\n')
+    config.chmod(0o644)
+    run = stoker("serve", "--config", config, "--state-dir", state, "--port", "1")
+    assert run.code == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"{config} holds the tenants' tokens and other users may read it (mode 644)" in (
+        run.stderr
+    )
+    assert f"error: {state} holds unfinished jobs of alice, whom this config gives no token" in (
+        run.stderr
+    )
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    run = stoker("serve", "--state-dir", afile, "--port", "1")
+    assert run.code == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"error: state dir: {afile} cannot be used (File exists" in run.stderr
 
 
 def test_a_corrupt_database_is_one_clear_error(tmp_path: Path) -> None:
