@@ -26,6 +26,7 @@ import json
 import math
 import os
 import random
+import shlex
 import signal
 import sys
 import time
@@ -188,24 +189,15 @@ class Job:
         self._not_series: set[str] = set()  # reported names that are not numbers, said once
         self._stop_signal: int | None = None
         self._trained = False  # epochs() ended: no boundary will come to stop at
+        self._final = False  # the next checkpoint is the one `epochs()` ends with
         self._last_checkpoint = time.monotonic()
-        newest = checkpoints.latest(environment.checkpoint_dir)
-        if newest is None and environment.continue_from is not None:
-            # A job that goes on from an ended one's checkpoint, read as this job's user:
-            # its own checkpoints, once it has any, come first (a relaunch goes on from them).
-            newest = checkpoints.latest(environment.continue_from)
-            if newest is None:
-                raise FileNotFoundError(
-                    f"STOKER_CONTINUE_FROM: no checkpoint in {environment.continue_from} to"
-                    " go on from (removed since the submit?); submit the job afresh"
-                )
-        self._restored = checkpoints.read(newest) if newest is not None else None
+        self._control: Control | None = None  # set below, once the start is known
+        newest, self._restored = self._start_from(environment)
         self._epoch = 0
         self._samples = 0  # consumed by all ranks, this run
         self._restored_names: set[str] = set()  # tracked names restored from the checkpoint
         self._allocation = environment.allocation
         self._on_allocation: list[Callable[[Allocation], None]] = []
-        self._control: Control | None = None
         if environment.job_id is not None and environment.control is not None:
             self._control = Control(
                 job_id=environment.job_id,
@@ -224,7 +216,13 @@ class Job:
             self.step = int(self._restored["step"])
             self._epoch = int(self._restored["epoch"])
             _set_rng(self._restored["rng"])
-            self._say(f"resuming from {newest} (epoch {self._epoch}, step {self.step})")
+            written_by = self._restored.get("argv")
+            other = (
+                f", a run of `{shlex.join(written_by)}`"
+                if written_by and written_by != sys.argv
+                else ""
+            )
+            self._say(f"resuming from {newest} (epoch {self._epoch}, step {self.step}{other})")
         elif self._control is not None and self.attempt > 0:
             # A relaunch after a failure that came before the first checkpoint (one every
             # checkpoint_every_s): it trains again from the top, which the log should say.
@@ -242,6 +240,44 @@ class Job:
         # reports after its last epoch keeps that too. Through a weak reference: the hook
         # must not keep a job (its model, its loaders) alive in a process that makes more.
         atexit.register(_at_exit, weakref.ref(self))
+
+    def _start_from(self, environment: JobEnvironment) -> tuple[Path | None, dict[str, Any] | None]:
+        """The checkpoint this run goes on from, and what it holds: the newest of its own,
+        unless, without a daemon, that is a finished run's (a new run in the folder starts
+        afresh, as a plain PyTorch script would; STOKER_CONTINUE_FROM trains on from it);
+        else, for a job that continues an ended one, that one's newest. A run without a
+        daemon refuses another script's checkpoint in its folder rather than load that
+        model into its own."""
+        newest = checkpoints.latest(environment.checkpoint_dir)
+        state = checkpoints.read(newest) if newest is not None else None
+        alone = environment.job_id is None and environment.continue_from is None
+        if state is not None and state.get("final") and alone:
+            self._say(
+                f"{newest} is the final checkpoint of a finished run, so this run starts"
+                f" afresh (STOKER_CONTINUE_FROM={environment.checkpoint_dir} trains on from"
+                " it)",
+                afresh=False,
+            )
+            newest = state = None
+        if newest is None and environment.continue_from is not None:
+            # A job that goes on from an ended one's checkpoint, read as this job's user:
+            # its own checkpoints, once it has any, come first (a relaunch goes on from them).
+            newest = checkpoints.latest(environment.continue_from)
+            if newest is None:
+                raise FileNotFoundError(
+                    f"STOKER_CONTINUE_FROM: no checkpoint in {environment.continue_from} to"
+                    " go on from (removed since the submit?); submit the job afresh"
+                )
+            state = checkpoints.read(newest)
+        written_by = state.get("argv") if state is not None else None
+        if environment.job_id is None and written_by and _script(written_by) != _script(sys.argv):
+            raise RuntimeError(
+                f"stoker: {newest} is a checkpoint of {written_by[0]}, not of this script"
+                f" ({sys.argv[0]}): give this script a folder of its own"
+                " (stoker.init(output_dir=...) or STOKER_OUTPUT_DIR), or remove"
+                f" {environment.checkpoint_dir} to start it afresh"
+            )
+        return newest, state
 
     def _at_exit(self) -> None:
         """At the interpreter's exit: write (and send) the metrics not flushed yet, and tell
@@ -410,6 +446,7 @@ class Job:
         Between two epochs, after the script's own end of an epoch, is a batch boundary (the
         loaders leave their last one to it), so a stop there goes on with the next epoch."""
         self._trained = False  # a second training phase stops at its boundaries again
+        self._final = False
         self._epochs_asked = count
         if self._control is not None:
             self._control.planned_iterations = self.planned_iterations
@@ -434,6 +471,7 @@ class Job:
             self._epoch_began = self.step  # the next one's: a heartbeat at this boundary
             if self._epoch < count:
                 self.at_boundary()
+        self._final = True  # the checkpoint that ends it: a new run does not resume it
         self.checkpoint()
         self._metrics.flush()
         self._stop_workers()
@@ -686,6 +724,8 @@ class Job:
                 for name, value in self._tracked.items()
             },
             "rng": _rng_state(),
+            "argv": list(sys.argv),  # which run wrote it: another script's is not resumed
+            "final": self._final,  # the end of `job.epochs`: a new run starts afresh
         }
 
 
@@ -817,6 +857,11 @@ def _set_rng(state: Mapping[str, Any]) -> None:
     random.setstate(state["python"])
     name, keys, position, has_gauss, cached = state["numpy"]
     np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, cached))
+
+
+def _script(argv: list[str]) -> str:
+    """The script a command line runs, by its file's name."""
+    return Path(argv[0]).name if argv else ""
 
 
 def _check_format(state: Mapping[str, Any], path: Path | None) -> None:

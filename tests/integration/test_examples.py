@@ -49,16 +49,24 @@ def test_the_tabular_example_runs_alone_and_picks_up_where_it_stopped(tmp_path: 
     first = alone(tmp_path, str(EXAMPLES / "tabular.py"), "--epochs", "1", "--rows", "256")
     assert first.returncode == 0, first.stderr
     assert "epoch 0" in first.stdout
-    again = alone(tmp_path, str(EXAMPLES / "tabular.py"), "--epochs", "2", "--rows", "256")
+    # Trained on from its final checkpoint, as asked: one more epoch.
+    again = alone(
+        tmp_path, str(EXAMPLES / "tabular.py"), "--epochs", "2", "--rows", "256",
+        STOKER_CONTINUE_FROM="stoker-out/checkpoints",
+    )  # fmt: skip
     assert again.returncode == 0, again.stderr
     assert "epoch 0" not in again.stdout and "epoch 1" in again.stdout, "it resumed"
     assert len(list((tmp_path / "stoker-out" / "checkpoints").glob("*.pt"))) == 2
-    # It says so, and how to start afresh; run once more with nothing left, it says that.
+    # It says so, and which run it goes on from: another command line than its own.
     assert "stoker: resuming from stoker-out/checkpoints/checkpoint-" in again.stderr
-    assert "(epoch 1, step 4); to start afresh, remove stoker-out/checkpoints" in again.stderr
-    done = alone(tmp_path, str(EXAMPLES / "tabular.py"), "--epochs", "2", "--rows", "256")
-    assert done.returncode == 0 and done.stdout == "", done
-    assert "stoker: epoch 2 of 2: nothing left to train" in done.stderr
+    assert "(epoch 1, step 4, a run of `" in again.stderr and "--epochs 1 --rows 256`)" in (
+        again.stderr
+    )
+    # Run again without asking (a sweep's next run), it starts afresh, not from the
+    # finished run's model, and says why.
+    fresh = alone(tmp_path, str(EXAMPLES / "tabular.py"), "--epochs", "2", "--rows", "256")
+    assert fresh.returncode == 0 and "epoch 0" in fresh.stdout and "epoch 1" in fresh.stdout
+    assert "is the final checkpoint of a finished run, so this run starts afresh" in fresh.stderr
 
 
 def test_the_image_example_trains_alone_on_a_made_dataset(tmp_path: Path) -> None:

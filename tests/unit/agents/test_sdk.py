@@ -311,7 +311,8 @@ def test_epochs_resume_mid_epoch_and_end_with_a_final_checkpoint(tmp_path: Path)
     assert [epoch for epoch, _ in done] == [0, 0, 1, 1, 2, 2]
     final = checkpoints.read(checkpoints.latest(tmp_path / "out" / "checkpoints"))  # type: ignore[arg-type]
     assert final["epoch"] == 3 and final["step"] == 6
-    again = job(tmp_path)
+    # A job of the daemon's relaunched after it (its `finished` lost): nothing left.
+    again = job(tmp_path, STOKER_JOB_ID="j")
     again.loader(Numbers(8), batch_size=4, shuffle=False)
     assert list(again.epochs(3)) == [], "a finished job has nothing left"
 
@@ -918,3 +919,31 @@ def test_a_new_dataset_object_each_epoch_is_told_what_it_costs(
     assert said.count("job.loader made a new loader") == 1, "once, not every epoch"
     assert "job.loader made a new loader in epoch 1" in said
     assert "before `for epoch in job.epochs(n)`" in said
+
+
+def test_a_run_alone_starts_afresh_after_a_finished_run_and_keeps_off_another_scripts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A learning-rate sweep in one folder: the second run resumed the first's final
+    # checkpoint, trained nothing, and saved the first run's model as its own.
+    monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.1"])
+    first = job(tmp_path)
+    first.track(model=nn.Linear(1, 1))
+    for _ in first.epochs(1):
+        pass
+    monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.001"])
+    second = job(tmp_path)
+    assert not second.resumed
+    assert "is the final checkpoint of a finished run, so this run starts afresh" in (
+        capsys.readouterr().err
+    )
+    second.track(model=nn.Linear(1, 1))
+    second.checkpoint()  # it is interrupted before its epochs end
+    # Another script in the folder would load that model into its own: refused, with the fix.
+    monkeypatch.setattr(sys, "argv", ["ddp_train.py"])
+    with pytest.raises(RuntimeError, match=r"of train.py, not of this script \(ddp_train.py\)"):
+        job(tmp_path)
+    # The same script goes on from it, saying whose run that was.
+    monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.5"])
+    assert job(tmp_path).resumed
+    assert "a run of `train.py --lr 0.001`)" in capsys.readouterr().err
