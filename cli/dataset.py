@@ -20,7 +20,7 @@ def make_command(
     images: Annotated[int, typer.Option(help="how many JPEG files")] = 1000,
     size: Annotated[int, typer.Option(help="width and height in pixels")] = 64,
     classes: Annotated[int, typer.Option(help="labels to draw from")] = 10,
-    seed: Annotated[int, typer.Option(help="same seed, same images")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="same seed, same images")] = 0,
     read_latency_ms: Annotated[
         float,
         typer.Option(

@@ -13,6 +13,8 @@ from allocator import POLICIES
 from cli.common import fail, print_json
 from scheduler.config import DEFAULT_POLICY
 
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
 if TYPE_CHECKING:
     from daemon.config import DaemonConfig
 
@@ -43,7 +45,7 @@ def serve(
         str | None,
         typer.Option(help=f"allocation policy, one of: {', '.join(POLICIES)} \\[{DEFAULT_POLICY}]"),
     ] = None,
-    log_level: Annotated[str, typer.Option(help="debug, info, warning")] = "info",
+    log_level: Annotated[str, typer.Option(help=", ".join(_LOG_LEVELS))] = "info",
 ) -> None:
     """Run the daemon: REST API, agent link, scheduler. Stops cleanly on SIGTERM or Ctrl-C."""
     import uvicorn  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
@@ -54,6 +56,8 @@ def serve(
     from daemon.stopping import Server  # noqa: PLC0415
     from tpm import TpmError  # noqa: PLC0415
 
+    if log_level.lower() not in _LOG_LEVELS:
+        fail(f"--log-level: {log_level!r} is none of {', '.join(_LOG_LEVELS)}")
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -74,6 +78,12 @@ def serve(
         fail(str(error))
     except ValueError as error:
         fail(f"--policy or --window: {error}")
+    if settings.host not in ("127.0.0.1", "::1", "localhost"):
+        logging.getLogger("stoker.serve").warning(
+            "listening on %s over plain HTTP: tokens cross the network in clear text; put a"
+            " TLS proxy in front (docs/operations.md) or keep the daemon on 127.0.0.1",
+            settings.host,
+        )
     if config is not None and settings.tokens and config.stat().st_mode & 0o044:
         logging.getLogger("stoker.serve").warning(
             "%s holds the tenants' tokens and other users may read it (mode %o): chmod 600 it",

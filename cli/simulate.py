@@ -27,7 +27,7 @@ def simulate_command(
             f"{ORACLE_OF}<policy> (that policy on the truth's rates)"
         ),
     ] = DEFAULT_POLICY,
-    seed: Annotated[int, typer.Option(help="noise, profiling and cost draws")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="noise, profiling and cost draws")] = 0,
     json_output: Annotated[bool, typer.Option("--json", help="one JSON object on stdout")] = False,
     timeline: Annotated[
         Path | None, typer.Option(metavar="OUT.png", help="draw workers per job over time")

@@ -52,7 +52,9 @@ def fit_command(
     ],
     load: Annotated[Path, typer.Argument(metavar="LOAD.csv", help="loading samples (rates)")],
     out: Annotated[Path, typer.Option("--out", metavar="MODEL.json", help="model to write")],
-    seed: Annotated[int, typer.Option(help="seed of the validation shuffle and the forest")] = 0,
+    seed: Annotated[
+        int, typer.Option(min=0, help="seed of the validation shuffle and the forest")
+    ] = 0,
 ) -> None:
     """Fit both halves of the model, write it to --out, print the fit report as JSON."""
     try:

@@ -68,7 +68,7 @@ def generate_command(
     jobs: Annotated[
         int | None, typer.Option(help="how many jobs (default: one per --arrivals time)")
     ] = None,
-    seed: Annotated[int, typer.Option(help="same seed and options, same workload")] = 0,
+    seed: Annotated[int, typer.Option(min=0, help="same seed and options, same workload")] = 0,
     mean_interarrival_s: Annotated[
         float | None,
         typer.Option(

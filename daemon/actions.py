@@ -84,10 +84,12 @@ _ADOPTED_UNMANAGED_ENDED = (
     " no exit code this daemon could read (not its parent): taken as completed, its logs say"
     " how it ended"
 )
-# Nor when it ended while no daemon ran: a restarted one finds it gone.
+# Nor when it ended before a restarted daemon took it back (while none ran, or while the
+# new one waited for it): the new one finds it gone.
 ENDED_UNSEEN = (
-    "its process ended while no daemon watched it; running without the SDK, it left no word"
-    " of how: taken as completed, its logs say how it ended (not run again: it has no"
+    "its process, started by an earlier daemon, ended before this one took it back; running"
+    " without the SDK, it left no word of how (its exit code reaches only the daemon that"
+    " started it): taken as completed, its logs say how it ended (not run again: it has no"
     " checkpoint to go on from)"
 )
 # A script's work after its final step (it keeps its GPUs meanwhile) is logged once it took

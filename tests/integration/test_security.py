@@ -167,6 +167,9 @@ def test_a_start_that_would_run_a_tenants_job_as_root_is_refused_in_one_line(
     assert f"error: {state} holds unfinished jobs of alice, whom this config gives no token" in (
         run.stderr
     )
+    for bad in (["serve", "--log-level", "bogus"], ["simulate", "x.toml", "--seed", "-1"]):
+        run = stoker(*bad)
+        assert run.code == 2 and "Traceback" not in run.stderr, run.stderr
     afile = tmp_path / "afile"
     afile.write_text("")
     run = stoker("serve", "--state-dir", afile, "--port", "1")
