@@ -9,6 +9,7 @@ import inspect
 import typer
 
 from cli.allocate import register_allocate
+from cli.backup import backup
 from cli.client import register_client
 from cli.dataset import dataset_app, profile_command
 from cli.decoder import decoder_app
@@ -36,6 +37,7 @@ register_serve(app)
 register_client(app)
 register_job_view(app)
 app.command("demo")(demo_command)
+app.command("backup")(backup)
 
 
 def _summaries_on_one_line(group: typer.Typer) -> None:

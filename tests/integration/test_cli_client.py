@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents.data import make_dataset
+from daemon.store import Store
 from tests.integration.cli import STOKER, stoker
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import states
@@ -66,6 +67,17 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
         wait_for("the cancel", lambda: states(client)["cli-job"] == "cancelled")
     shown = dict(line.split(None, 1) for line in stoker("show", job_id, *where).stdout.splitlines())
     assert shown["reason"] == "cancelled by admin", shown
+    # The operator's backup of the state file, taken while the daemon runs, holds the jobs.
+    out = tmp_path / "backup.db"
+    copied = stoker("backup", out, "--state-dir", daemon.state_dir)
+    assert copied.code == 0 and copied.json()["jobs"] == 2, copied.stderr
+    assert oct(out.stat().st_mode & 0o777) == "0o600"
+    kept = Store(out)
+    held = kept.job(job_id)
+    kept.close()
+    assert held is not None and held.state == "cancelled"
+    again = stoker("backup", out, "--state-dir", daemon.state_dir)
+    assert again.code == 2 and "exists; give a new file" in again.stderr
 
 
 def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path) -> None:
