@@ -499,7 +499,9 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
         submit = request.method == "POST" and request.url.path.rstrip("/") == "/v1/jobs"
         fields = tuple(JobSubmission.model_fields) if submit else ()
         problems = [
-            request_problem(tuple(item["loc"]), item["type"], item["msg"], fields)
+            request_problem(
+                tuple(item["loc"]), item["type"], item["msg"], fields, item.get("input")
+            )
             for item in error.errors()
         ]
         return JSONResponse({"detail": problems}, status_code=422)

@@ -6,6 +6,7 @@ default.
 """
 
 import difflib
+import json
 import re
 from collections.abc import Collection
 from dataclasses import replace
@@ -427,11 +428,15 @@ def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpe
 
 
 def request_problem(
-    loc: tuple[int | str, ...], kind: str, message: str, fields: Collection[str] = ()
+    loc: tuple[int | str, ...],
+    kind: str,
+    message: str,
+    fields: Collection[str] = (),
+    given: object = None,
 ) -> dict[str, str]:
     """One problem of a request body as the API reports it: the field, and a message with
     the fix where one is known (a misspelt name's likely one among the body's `fields`, a
-    job's command given as one string)."""
+    job's command given as one string, a variable's value `given` as a number)."""
     path = [str(part) for part in loc if part != "body"]
     if kind == "extra_forbidden" and len(path) == 1:
         known = difflib.get_close_matches(path[0], fields, n=1)
@@ -439,6 +444,8 @@ def request_problem(
             message += f"; did you mean {known[0]!r}?"
     elif kind == "list_type" and path == ["command"] and "command" in fields:
         message += ' (a list, one argument each, no shell: ["python", "train.py", "--lr", "0.1"])'
+    elif kind == "string_type" and len(path) == 2 and path[0] == "env":
+        message += f" (an environment holds text: quote it, {path[1]} = {json.dumps(str(given))})"
     return {"field": ".".join(path), "message": message}
 
 

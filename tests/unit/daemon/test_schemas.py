@@ -1,0 +1,22 @@
+"""What a refused job body says: the field, and the fix where one is known."""
+
+from daemon.schemas import JobSubmission, request_problem
+
+FIELDS = tuple(JobSubmission.model_fields)
+
+
+def test_a_variable_given_as_a_number_is_told_to_quote_it() -> None:
+    # `env = { SEED = 3 }` in a job file: TOML's 3 is a number, an environment holds text.
+    said = request_problem(
+        ("body", "env", "SEED"), "string_type", "Input should be a valid string", FIELDS, 3
+    )
+    assert said["field"] == "env.SEED"
+    assert said["message"].endswith('(an environment holds text: quote it, SEED = "3")')
+
+
+def test_a_misspelt_field_and_a_command_as_one_string_are_told_the_fix() -> None:
+    assert request_problem(("body", "comand"), "extra_forbidden", "Extra inputs", FIELDS)[
+        "message"
+    ].endswith("did you mean 'command'?")
+    said = request_problem(("body", "command"), "list_type", "Input should be a valid list", FIELDS)
+    assert '["python", "train.py", "--lr", "0.1"]' in said["message"]
