@@ -73,7 +73,7 @@ def _described(
         ("env", ", ".join(job.get("env_names", []))),
         ("continues", _continues(job)),
         ("gpus", f"{gpus}, {_batch(job)}"),
-        ("workers", "" if state in FINAL_STATES else _workers(job["workers_per_gpu"])),
+        ("workers", "" if state in FINAL_STATES else _workers(job)),
         ("progress", progress),
         ("samples/s", _rates(job) if state == "running" else ""),
         ("restarts", str(job["restarts"]) if job["restarts"] else ""),
@@ -118,7 +118,10 @@ def _batch(job: dict[str, Any]) -> str:
     return f"global batch {job['batch_size']} assumed by the planner until its script says"
 
 
-def _workers(per_gpu: int | None) -> str:
+def _workers(job: dict[str, Any]) -> str:
+    per_gpu = job["workers_per_gpu"]
+    if job.get("unmanaged"):  # its DataLoaders' own counts, which stoker neither sets nor sees
+        return "its script's own (it runs without the SDK: stoker cannot see or change them)"
     if per_gpu is None:
         return "none yet (not planned)"
     return f"{per_gpu} loader process{'es' if per_gpu != 1 else ''} per GPU"

@@ -935,6 +935,7 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
         shown = stoker("show", plain["id"], *where).stdout.splitlines()
         said = dict(line.split(None, 1) for line in shown if line[:1].strip())
         assert said["progress"] == "not known: it runs without the SDK, which would report it"
+        assert said["workers"].startswith("its script's own (it runs without the SDK")
         assert said["gpus"].endswith(", global batch 8 as submitted (without the SDK it says none)")
         sdk = client.post("/v1/jobs", json=command_job("sdk", "count_train.py", "1", "0")).json()
         quick = client.post("/v1/jobs", json=command_job("quick", "plain.py", "0", "0")).json()
