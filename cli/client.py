@@ -12,6 +12,7 @@ found too; one this user cannot read stops the command, which asks for `--url`),
 http://127.0.0.1:8470.
 """
 
+import json
 import os
 import pwd
 import sys
@@ -266,7 +267,7 @@ def submit(
     args: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="JOB.toml | -- COMMAND...",
+            metavar="JOB.toml|JOB.json | -- COMMAND...",
             help="a job file, or a command; stoker's options go before it (every option from"
             " the command's first word on is the command's own)",
         ),
@@ -298,12 +299,12 @@ def submit(
     state_dir: StateDir = None,
 ) -> None:
     """Submit a job and print it as JSON, its `id` among the fields (with --follow instead:
-    its id, then its logs until it ends): a TOML file of its fields, or a command to run
+    its id, then its logs until it ends): a TOML (or JSON) file of its fields, or a command to run
     from this directory (`stoker submit --gpus 2 -- python train.py --lr 0.1`)."""
     given = list(args or [])
     if not given:
-        fail("give a job file (JOB.toml) or a command after --")
-    if given[0].endswith(".toml"):
+        fail("give a job file (JOB.toml or JOB.json) or a command after --")
+    if given[0].endswith((".toml", ".json")):
         for_a_command = {"--name": name, "--gpus": gpus, "--batch-size": batch_size, "--env": env}
         if told := [flag for flag, value in for_a_command.items() if value is not None]:
             fail(f"{', '.join(told)}: for a command; a job file sets its own, in {given[0]}")
@@ -370,10 +371,16 @@ def _job_file(given: list[str]) -> dict[str, Any]:
             f"{' '.join(given[1:])}: after the job file; stoker's options go before it, as "
             f"sbatch's do (`stoker submit [OPTIONS] {given[0]}`)"
         )
+    text = read_text(Path(given[0]), "job")
     try:
-        body = tomllib.loads(read_text(Path(given[0]), "job"))
+        # JSON as the REST API takes it (`POST /v1/jobs`), else TOML
+        body = json.loads(text) if given[0].endswith(".json") else tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         fail(f"{given[0]}: not valid TOML: {error}")
+    except json.JSONDecodeError as error:
+        fail(f"{given[0]}: not valid JSON: {error}")
+    if not isinstance(body, dict):
+        fail(f"{given[0]}: a job file holds one object of the job's fields")
     here = Path(given[0]).resolve().parent
     if "name" not in body:  # as for a command line: its script's name, else the file's
         command = body.get("command")

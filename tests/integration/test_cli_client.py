@@ -1,5 +1,6 @@
 """`stoker submit`, `jobs` and `cancel` against a live daemon."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -173,6 +174,15 @@ def test_a_job_files_relative_dataset_is_read_from_the_files_folder(
     )
     refused = stoker("submit", *where, "project/job.toml", cwd=tmp_path)
     assert refused.code == 2 and f"{project / 'no-data'} holds no dataset" in refused.stderr
+    # The same job as JSON, the body POST /v1/jobs takes, read the same way.
+    fields = {"model": "smResnet20", "batch_size": 8, "gpus": 1, "iterations": 1, "dataset": "data"}
+    (project / "as.json").write_text(json.dumps(fields))
+    as_json = stoker("submit", *where, "project/as.json", cwd=tmp_path)
+    assert as_json.code == 0 and as_json.json()["name"] == "as", as_json.stderr
+    assert stoker("cancel", str(as_json.json()["id"]), *where).code == 0
+    (project / "bad.json").write_text("{model: smResnet20}")
+    bad = stoker("submit", *where, "project/bad.json", cwd=tmp_path)
+    assert bad.code == 2 and "project/bad.json: not valid JSON: Expecting" in bad.stderr
 
 
 def test_follow_exits_1_unless_the_job_completed(
