@@ -560,6 +560,8 @@ def _copy_log(
     keep the lines copied there too, as the job wrote them."""
     import httpx  # noqa: PLC0415
 
+    from daemon.launcher import EARLIER_HEADER  # noqa: PLC0415
+
     params: dict[str, str | int | bool] = {
         "stream": stream,
         "rank": rank,
@@ -576,6 +578,8 @@ def _copy_log(
                 raise _LogUnreadable(
                     f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {detail(reply)}"
                 )
+            if tail and reply.headers.get(EARLIER_HEADER):  # said first, where it is seen
+                typer.echo(f"(its {stream}: the last {tail} lines; --tail N shows more)", err=True)
             lines = reply.iter_text() if once is None and shown is None else _lines(reply, once)
             prefix = f"[rank {rank}] "
             for text in lines:

@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from daemon.auth import Daemon, Who, visible_job
 from daemon.jobfiles import read_end, read_from
-from daemon.launcher import log_file
+from daemon.launcher import EARLIER_HEADER, log_file
 from daemon.stopping import streaming
 
 router = APIRouter(prefix="/v1")
@@ -51,15 +51,17 @@ async def logs(
     tail: Annotated[int, Query(ge=0, le=100_000)] = 100,
     follow: bool = False,
 ) -> Any:
-    """The last `tail` lines of one rank's stdout or stderr, each `[rank N]`-prefixed; with
-    `follow`, then every new line as it is written, until the job ends and its processes
-    have exited."""
+    """The last `tail` lines of one rank's stdout or stderr, each `[rank N]`-prefixed (the
+    header X-Earlier-Lines says when lines came before them); with `follow`, then every new
+    line as it is written, until the job ends and its processes have exited."""
     visible_job(service, who, job_id)
     path = log_file(service.launcher.jobs_dir / job_id, stream, rank)
-    lines, offset = tail_lines(path, tail)
-    head = "".join(f"[rank {rank}] {line}\n" for line in lines)
+    lines, offset = tail_lines(path, tail + 1)  # one more: whether lines come before them
+    earlier = {EARLIER_HEADER: "1"} if len(lines) > tail else {}
+    shown = lines[-tail:] if tail else []
+    head = "".join(f"[rank {rank}] {line}\n" for line in shown)
     if not follow:
-        return PlainTextResponse(head)
+        return PlainTextResponse(head, headers=earlier)
 
     async def lines_as_written() -> AsyncIterator[str]:
         yield head
@@ -76,7 +78,7 @@ async def logs(
                 return
             await asyncio.sleep(_FOLLOW_POLL_S)
 
-    return StreamingResponse(lines_as_written(), media_type="text/plain")
+    return StreamingResponse(lines_as_written(), media_type="text/plain", headers=earlier)
 
 
 @router.get("/jobs/{job_id}/metrics")

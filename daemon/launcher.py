@@ -252,6 +252,9 @@ def _give(name: str, folder: int, user: UnixUser) -> None:
 
 
 AGAIN_MARK = "----- stoker: started again"
+# Set on a log's reply (`GET /v1/jobs/{id}/logs`) when the log holds lines before the tail
+# served: `stoker logs` says so.
+EARLIER_HEADER = "X-Earlier-Lines"
 
 
 def _mark_start_again(log_file: BinaryIO, env: Mapping[str, str]) -> None:

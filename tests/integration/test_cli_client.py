@@ -227,7 +227,11 @@ def test_follow_exits_1_unless_the_job_completed(
     out_only = stoker("logs", job_id, "--stdout", *where)
     assert out_only.code == 0 and "starting" in out_only.stdout and out_only.stderr == ""
     err_only = stoker("logs", job_id, "--stderr", "--tail", "1", *where)
-    assert err_only.stdout == "" and err_only.stderr.count("\n") == 1
+    notice, line = err_only.stderr.splitlines()  # the lines before the tail are said to be
+    assert err_only.stdout == "" and line.startswith("[rank 0] ValueError"), err_only.stderr
+    assert notice == "(its stderr: the last 1 lines; --tail N shows more)"
+    whole = stoker("logs", job_id, "--stderr", *where)
+    assert "--tail N" not in whole.stderr, "all of it shown: nothing to say"
     both = stoker("logs", job_id, "--stdout", "--stderr", *where)
     assert both.code == 2 and "give one of them, or neither" in both.stderr
     # A bug at step 5: run twice (the second from the top, no checkpoint), then failed.
