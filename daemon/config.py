@@ -11,6 +11,7 @@ import difflib
 import os
 import pwd
 import shutil
+import tomllib
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -312,12 +313,38 @@ def load_config(path: Path | None = None, **overrides: object) -> DaemonConfig:
         model_config = SettingsConfigDict(toml_file=path)
 
     try:
-        return DaemonConfig.model_validate(FromFile(**given).model_dump())  # type: ignore[arg-type]
+        config = DaemonConfig.model_validate(FromFile(**given).model_dump())  # type: ignore[arg-type]
     except ValidationError as error:  # each one, so that one start names every mistake
         said = dict.fromkeys(_explain(each, environ, path) for each in error.errors())
         raise ConfigError("\n".join(said)) from None
     except ValueError as error:  # a TOML file that does not parse
         raise ConfigError(f"--config {path}: {error}") from None
+    return config if path is None else _paths_from(path, config)
+
+
+def _paths_from(path: Path, config: DaemonConfig) -> DaemonConfig:
+    """`config` with the relative paths of the files its file at `path` names (`tpm`,
+    `training.default_dataset`) made that file's folder's, as a job file's are, not the
+    folder the daemon happens to start in; one that a flag or a variable gave instead stays
+    as given. `state_dir` stays the start folder's, where the CLI looks for `.stoker`."""
+    written = tomllib.loads(path.read_text())
+    here = path.resolve().parent
+
+    def placed(table: Mapping[str, object], key: str, value: Path | None) -> Path | None:
+        raw = table.get(key)
+        if isinstance(raw, str) and value == Path(raw) and not value.is_absolute():
+            return here / value
+        return value
+
+    training = written.get("training")
+    dataset = placed(training if isinstance(training, dict) else {}, "default_dataset",
+                     config.training.default_dataset)  # fmt: skip
+    return config.model_copy(
+        update={
+            "tpm": placed(written, "tpm", config.tpm),
+            "training": config.training.model_copy(update={"default_dataset": dataset}),
+        }
+    )
 
 
 def _refuse_unknown_variables(environ: Mapping[str, str]) -> None:

@@ -158,3 +158,22 @@ def test_the_example_config_loads_and_names_every_setting() -> None:
         assert shown or unset, f"configs/daemon.toml does not document scheduler.{field.name}"
     for name in DaemonConfig.model_fields:
         assert f"{name} = " in text or f"[{name}]" in text, name
+
+
+def test_relative_paths_of_a_file_are_its_folders_and_a_variable_s_stay_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Started from another folder, `tpm = "model.json"` beside the file was not found.
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    path = folder / "stoker.toml"
+    path.write_text(
+        'tpm = "model.json"\nstate_dir = "state"\n[training]\ndefault_dataset = "data"\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    config = load_config(path)
+    assert config.tpm == folder / "model.json"
+    assert config.training.default_dataset == folder / "data"
+    assert config.state_dir == Path("state"), "the start folder's: the CLI looks for it there"
+    monkeypatch.setenv("STOKER_TPM", "mine.json")
+    assert load_config(path).tpm == Path("mine.json"), "the variable's, as given"
