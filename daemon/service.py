@@ -57,7 +57,13 @@ from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
 from daemon.statelock import URL_FILE, StateDirLock, StoreError, local_url
 from daemon.store import JobRecord, StateLost, Store
-from daemon.tenants import UnixUser, check_stored_tenants, unix_users, user_warnings
+from daemon.tenants import (
+    UnixUser,
+    check_stored_tenants,
+    closed_parents,
+    unix_users,
+    user_warnings,
+)
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
 from daemon.zoodata import check_dataset, zoo_image_size
 from scheduler.admission import GpuPool, TenantShare
@@ -129,7 +135,9 @@ class Service:
             self.job_user_name,
             trusted=self.launched_by,
         )
-        self.warnings = user_warnings(config, self.users)
+        self.warnings = user_warnings(config, self.users) + closed_parents(
+            self.state_dir, self.users
+        )
         for warning in self.warnings:
             log.warning("%s", warning)
         self.decoder_endpoint = (

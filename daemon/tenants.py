@@ -3,7 +3,9 @@ operator should be told when jobs run as the daemon's own user."""
 
 import os
 import pwd
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 
 from daemon.config import DaemonConfig
 from daemon.statelock import StoreError
@@ -58,6 +60,23 @@ def user_warnings(config: DaemonConfig, users: dict[str, UnixUser]) -> tuple[str
                 " stop the others' (give each tenant a user of its own in unix_users)"
             )
     return tuple(warnings)
+
+
+def closed_parents(state_dir: Path, users: dict[str, UnixUser]) -> tuple[str, ...]:
+    """A warning when the tenants' users cannot pass through a folder above `state_dir`
+    (no `x` for others): their jobs could not reach their own folders in it."""
+    if not users:
+        return ()
+    for folder in state_dir.resolve().parents:
+        mode = folder.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            return (
+                f"{folder} (mode {mode & 0o777:o}) lets no other user through to the state dir"
+                f" {state_dir}: jobs run as {', '.join(sorted({u.name for u in users.values()}))}"
+                f" cannot reach their folders; `chmod o+x {folder}`, or keep the state dir where"
+                " they may pass (/var/lib/stoker)",
+            )
+    return ()
 
 
 def check_stored_tenants(store: Store, config: DaemonConfig) -> None:

@@ -4,7 +4,9 @@ operator gets without them. Real ZeroMQ sockets; the user is `nobody`."""
 import asyncio
 import os
 import pwd
+import shutil
 import stat
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +18,13 @@ from daemon.agentlink import AgentLink
 from daemon.config import ConfigError, DaemonConfig, load_config
 from daemon.statelock import StoreError
 from daemon.store import JobRecord, Store
-from daemon.tenants import UnixUser, check_stored_tenants, unix_users, user_warnings
+from daemon.tenants import (
+    UnixUser,
+    check_stored_tenants,
+    closed_parents,
+    unix_users,
+    user_warnings,
+)
 
 ROOT = os.geteuid() == 0
 
@@ -115,3 +123,21 @@ def test_a_start_without_the_config_naming_a_tenant_with_unfinished_jobs_is_refu
         " names admin): start the daemon with the config that names them (--config FILE)"
     )
     store.close()
+
+
+def test_a_state_dir_behind_a_closed_folder_is_said_when_jobs_run_as_other_users() -> None:
+    # Under /tmp, not pytest's tmp_path: its folders are root's alone (0700).
+    top = Path(tempfile.mkdtemp(prefix="stoker-parents-"))
+    top.chmod(0o755)
+    closed = top / "private"
+    state = closed / "state"
+    state.mkdir(parents=True)
+    closed.chmod(0o700)
+    nobody = UnixUser("nobody", NOBODY.pw_uid, NOBODY.pw_gid, "/")
+    (warning,) = closed_parents(state, {"alice": nobody})
+    assert warning.startswith(f"{closed} (mode 700) lets no other user through")
+    assert f"`chmod o+x {closed}`" in warning
+    assert closed_parents(state, {}) == (), "jobs run as the daemon's user: no matter"
+    closed.chmod(0o711)
+    assert closed_parents(state, {"alice": nobody}) == ()
+    shutil.rmtree(top)
