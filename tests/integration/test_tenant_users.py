@@ -78,6 +78,7 @@ def test_a_tenants_job_runs_as_its_unix_user_and_keeps_its_files_to_itself(
         with daemon.client("admin") as admin, daemon.client("alice") as alice:
             warnings = admin.get("/v1/node").json()["warnings"]
             assert any("admin run as root" in warning for warning in warnings), warnings
+            assert not any("lets no other user through" in said for said in warnings), warnings
             mine = admin.post("/v1/jobs", json=job("admins", ["sleep", "30"], shared_dir))
             theirs = alice.post(
                 "/v1/jobs",
