@@ -98,6 +98,7 @@ class ResizableLoader:
         job: Boundary,
         dataloader_kwargs: dict[str, Any],
         audit: Audit | None = None,
+        resume_left_pass: bool = True,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size: must be at least 1, got {batch_size}")
@@ -117,6 +118,10 @@ class ResizableLoader:
         self._job = job
         self._kwargs = dataloader_kwargs
         self._audit = audit
+        # True: a pass the script leaves early (a `break`) goes on where it stopped at the
+        # next (the training data: each sample of an epoch once); False: the next pass is
+        # the next epoch's, from its start (an evaluation's loader).
+        self.resume_left_pass = resume_left_pass
         self.clock = LoaderClock()
         self._built_with: int | None = None  # the worker count of the live DataLoader
         self._renew = False  # start a new DataLoader at the next batch, whatever the count
@@ -175,6 +180,17 @@ class ResizableLoader:
         if not self.resizable:
             yield from self._plain()
             return
+        done = False
+        try:
+            yield from self._pass()
+            done = True
+        finally:
+            if not done and not self.resume_left_pass:  # left early: this pass is over
+                self.position.epoch += 1
+                self.position.consumed = 0
+
+    def _pass(self) -> Iterator[Any]:
+        """The current epoch, from the loader's position to its end."""
         while True:
             batches = self._global_batches()
             if not batches:

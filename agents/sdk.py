@@ -391,6 +391,9 @@ class Job:
             job=self,
             dataloader_kwargs=dataloader_kwargs,
             audit=audit,
+            # An evaluation's loader (any but the first): a pass left early is over, and the
+            # next starts at its beginning, as a DataLoader's does.
+            resume_left_pass=index == 0,
         )
         self._loaders.append(made)
         self._asked[(id(dataset), asked)] = made

@@ -947,3 +947,24 @@ def test_a_run_alone_starts_afresh_after_a_finished_run_and_keeps_off_another_sc
     monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.5"])
     assert job(tmp_path).resumed
     assert "a run of `train.py --lr 0.001`)" in capsys.readouterr().err
+
+
+def test_an_evaluation_loader_left_early_starts_its_next_pass_from_its_beginning(
+    tmp_path: Path,
+) -> None:
+    # A script evaluating 1 batch an epoch: its loader went on where it stopped, so each
+    # epoch's validation covered other samples.
+    sdk = job(tmp_path)
+    train = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
+    val = sdk.loader(Numbers(12), batch_size=4, shuffle=False, seed=1)
+    evaluated, trained = [], []
+    for _ in sdk.epochs(3):
+        for _, batch in train:
+            trained.append(batch.tolist())
+            if len(trained) == 3:
+                break  # the training loader's left pass goes on at the next
+        for _, batch in val:
+            evaluated.append(batch.tolist())
+            break
+    assert evaluated == [[0, 1, 2, 3]] * 3, "each pass from the start, as a DataLoader's"
+    assert trained[:3] == [[0, 1, 2, 3], [4, 5, 6, 7], [0, 1, 2, 3]]
