@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from daemon.config import DaemonConfig
 from daemon.service import Service
@@ -67,7 +68,19 @@ def tenant_of(tokens: dict[str, str], token: str) -> str | None:
     return None
 
 
-def _tenant(request: Request) -> str:
+# Declares the bearer token in the OpenAPI schema (Swagger's "Authorize" sends it); the
+# header itself is read by `_tenant`, which also takes the dashboard's cookie.
+_BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="token",
+    description="a tenant's token: `tokens` in the config, or <state dir>/admin.token",
+)
+
+
+def _tenant(
+    request: Request,
+    _declared: Annotated[HTTPAuthorizationCredentials | None, Depends(_BEARER)] = None,
+) -> str:
     """The tenant whose token the request carries; 401 otherwise."""
     tokens: dict[str, str] = request.app.state.tokens
     scheme, _, token = request.headers.get("authorization", "").partition(" ")

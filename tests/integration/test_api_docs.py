@@ -53,7 +53,15 @@ def test_docs_page_loads_its_assets_from_the_daemon_only(daemon: Daemon) -> None
     assert kinds["js"].startswith("text/javascript") and kinds["css"].startswith("text/css")
     spec = re.search(r"url: '([^']+)'", page.text)
     assert spec is not None
-    assert httpx.get(f"{daemon.url}{spec.group(1)}", timeout=10).json()["openapi"].startswith("3.")
+    schema = httpx.get(f"{daemon.url}{spec.group(1)}", timeout=10).json()
+    assert schema["openapi"].startswith("3.")
+    # The bearer token is declared, so that "Authorize" in Swagger UI sends it.
+    assert schema["components"]["securitySchemes"]["token"] == {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "a tenant's token: `tokens` in the config, or <state dir>/admin.token",
+    }
+    assert schema["paths"]["/v1/jobs"]["post"]["security"] == [{"token": []}]
     assert httpx.get(f"{daemon.url}/docs/assets/../admin.token", timeout=10).status_code == 404
     assert httpx.get(f"{daemon.url}/redoc", timeout=10).status_code != 200, "a CDN page"
 
