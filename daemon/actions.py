@@ -4,6 +4,7 @@ to agents, state and events written to the store. No decisions: the core made th
 import asyncio
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,7 +33,7 @@ from daemon.agentargs import (
     command_ranks,
     job_path,
 )
-from daemon.exitreason import exit_reason, launch_failure
+from daemon.exitreason import exit_reason, launch_failure, zoo_launch_failure
 from daemon.launcher import Exit
 from scheduler.errors import UnknownJob
 from scheduler.messages import (
@@ -166,6 +167,9 @@ class Actions:
         run = self._command_run(job_id)
         if isinstance(error, OSError) and run is not None:
             why = launch_failure(error, *run, self._workdir(job_id))
+            log.warning("job %s: %s", job_id, why)
+        elif isinstance(error, OSError) and (said := zoo_launch_failure(error, sys.executable)):
+            why = said  # the operator's to fix: where stoker is installed
             log.warning("job %s: %s", job_id, why)
         else:
             log.exception("job %s: launch failed", job_id)

@@ -92,24 +92,49 @@ def launch_failure(
 
 
 def _closed_folder(program: str, search_path: str | None) -> tuple[str, Path, int] | None:
-    """For a bare name found on the daemon's own PATH (the operator's, as `unstartable`
-    looks: a path or a PATH the tenant chose would let it probe the node's folders as
-    root), the program as found (a link: and what it points to), the first folder on the
-    way to it that others may not pass (no o+x), and that folder's mode; None when every
-    folder lets others through, or when the daemon does not look."""
+    """`closed_on_the_way` for a bare name found on the daemon's own PATH (the operator's,
+    as `unstartable` looks); None when the daemon does not look."""
     ours = os.sep not in program and search_path == os.environ.get("PATH")
     found = shutil.which(program, path=search_path) if ours else None
     real = os.path.realpath(found) if found is not None else ""
     # Not executable at all: the folders are not the cause.
     if found is None or not os.access(real, os.F_OK) or not os.stat(real).st_mode & 0o111:
         return None
-    shown = found if real == os.path.abspath(found) else f"{found} -> {real}"
-    for path in (Path(os.path.abspath(found)), Path(real)):
+    return closed_on_the_way(found)
+
+
+def closed_on_the_way(program: str) -> tuple[str, Path, int] | None:
+    """`program` as found (a link: and what it points to), the first folder on the way to
+    it, or to what it links to, that others may not pass (no o+x), and its mode; None when
+    every folder lets others through. Only for a path the daemon chose or looked up on its
+    own PATH: a tenant's would let it probe the node's folders as root."""
+    real = os.path.realpath(program)
+    shown = program if real == os.path.abspath(program) else f"{program} -> {real}"
+    for path in (Path(os.path.abspath(program)), Path(real)):
         for folder in reversed(path.parents):
             mode = folder.stat().st_mode & 0o7777  # reached: the daemon found the program
             if not mode & 0o001:
                 return shown, folder, mode
     return None
+
+
+def zoo_launch_failure(error: OSError, interpreter: str) -> str | None:
+    """Why a zoo job's process, which runs the daemon's own interpreter, could not start
+    as its tenant's user: a folder on the way to the interpreter closed to others (a
+    virtual environment in root's home); None for any other failure."""
+    if not isinstance(error, PermissionError) or error.filename != interpreter:
+        return None
+    closed = closed_on_the_way(interpreter)
+    if closed is None:
+        return None
+    shown, folder, mode = closed
+    return (
+        f"launch failed: the job's user may not execute the daemon's Python, {shown}"
+        f" ({error.strerror}): {folder} (mode {mode:04o}) lets no other user through. A zoo"
+        " job runs the daemon's own interpreter: install stoker where every user may pass"
+        " (/opt/stoker, `make install` there), or submit the model as a command job with an"
+        " interpreter the user may run"
+    )
 
 
 def _not_found(program: str, workdir: str | None) -> str:

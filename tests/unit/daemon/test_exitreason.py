@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.exitreason import exit_reason, launch_failure
+from daemon.exitreason import exit_reason, launch_failure, zoo_launch_failure
 
 MISSING = (
     "Traceback (most recent call last):\n  import timm\n"
@@ -148,6 +148,18 @@ def _closed_on_the_way(tmp_path: Path) -> None:
         " through; install what the job runs where its user can reach it, or submit an"
         " interpreter it may run by its full path"
     )
+    # A zoo job runs the daemon's own interpreter: the same cause, the operator's fix.
+    daemons = str(venv / "python")
+    zoo = zoo_launch_failure(PermissionError(13, "Permission denied", daemons), daemons)
+    assert zoo == (
+        "launch failed: the job's user may not execute the daemon's Python,"
+        f" {daemons} -> {interpreter} (Permission denied): {home} (mode 0700) lets no other"
+        " user through. A zoo job runs the daemon's own interpreter: install stoker where"
+        " every user may pass (/opt/stoker, `make install` there), or submit the model as a"
+        " command job with an interpreter the user may run"
+    )
+    other = PermissionError(13, "Permission denied", str(tmp_path / "jobs"))
+    assert zoo_launch_failure(other, daemons) is None, "not the interpreter: said as before"
 
 
 def test_a_missing_program_by_full_path_is_named_as_given(tmp_path: Path) -> None:
