@@ -78,9 +78,21 @@ def _described(
         ("samples/s", _rates(job) if state == "running" else ""),
         ("restarts", str(job["restarts"]) if job["restarts"] else ""),
         ("submitted", f"{_when(submitted)} ({span(now - submitted)} ago)"),
+        ("ran", _ran(job, now)),
         ("files", _files(job)),
         ("reported", ", ".join(f"{name} {_number(value)}" for name, value in reported.items())),
     ]
+
+
+def _ran(job: dict[str, Any], now: float) -> str:
+    """When it first ran and ended, and for how long (its queue wait too)."""
+    started, ended = job.get("started_at"), job.get("ended_at")  # absent from older daemons
+    if started is None:
+        return ""
+    waited = span(started - job["submitted_at"])
+    if ended is None:
+        return f"from {_when(started)} ({span(now - started)} so far; it waited {waited})"
+    return f"{_when(started)} to {_when(ended)} ({span(ended - started)}; it waited {waited})"
 
 
 def _files(job: dict[str, Any]) -> str:

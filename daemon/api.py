@@ -627,6 +627,8 @@ def _view(
         exit_code=_exit_code(service, fresh) if fresh.job_state.final and not exiting else None,
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
+        started_at=fresh.started_at,
+        ended_at=fresh.ended_at,
         job_dir=str(service.launcher.jobs_dir / fresh.id),
         reason=_reason(service, fresh),
     )

@@ -299,6 +299,12 @@ class JobView(BaseModel):
     )
     restarts: int
     submitted_at: float
+    started_at: float | None = Field(
+        None, description="when it first ran (seconds since the epoch); null: it never did"
+    )
+    ended_at: float | None = Field(
+        None, description="when it reached its final state; null: it has not"
+    )
     job_dir: str | None = Field(
         None,
         description="the job's folder on the node: its logs, `output/` (the SDK's"

@@ -20,7 +20,7 @@ from daemon.jobspec import JobSettings
 from daemon.statelock import StoreError
 from scheduler.states import JobState, check_transition
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 8
 # Submits' Idempotency-Keys, per tenant: the job each made and a digest of its body.
 _IDEMPOTENCY = """
 CREATE TABLE IF NOT EXISTS idempotency (
@@ -38,12 +38,32 @@ _AGENT_SECRETS = "ALTER TABLE jobs ADD COLUMN agent_secret TEXT NOT NULL DEFAULT
 _LENGTHS = "ALTER TABLE jobs ADD COLUMN total_iterations INTEGER;"
 # The samples a step of each job's script takes, as its heartbeats last said.
 _BATCHES = "ALTER TABLE jobs ADD COLUMN script_batch_size INTEGER;"
+# When each job first ran and when it ended (for accounting), taken from its state events
+# for the jobs a file of an earlier version holds.
+_STARTS = """
+ALTER TABLE jobs ADD COLUMN started_at REAL;
+UPDATE jobs SET started_at = (
+    SELECT min(at) FROM job_events WHERE job_events.job_id = jobs.id AND kind = 'state'
+    AND json_extract(data, '$.to') = 'running'
+);
+"""
+_ENDS = """
+ALTER TABLE jobs ADD COLUMN ended_at REAL;
+UPDATE jobs SET ended_at = (
+    SELECT max(at) FROM job_events WHERE job_events.job_id = jobs.id AND kind = 'state'
+    AND json_extract(data, '$.to') = jobs.state
+) WHERE state IN ('completed', 'failed', 'cancelled');
+"""
 # What each version added to the one before (1 is the first): run in order to migrate.
 _MIGRATIONS = {
     2: reported.SCHEMA, 3: _IDEMPOTENCY, 4: _AGENT_SECRETS, 5: _LENGTHS, 6: _BATCHES,
+    7: _STARTS, 8: _ENDS,
 }  # fmt: skip
 # The column each ALTER adds: a file that has it already skips the ALTER (not idempotent).
-_ADDS = {4: "agent_secret", 5: "total_iterations", 6: "script_batch_size"}
+_ADDS = {
+    4: "agent_secret", 5: "total_iterations", 6: "script_batch_size", 7: "started_at",
+    8: "ended_at",
+}  # fmt: skip
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -129,6 +149,8 @@ class JobRecord:
     agent_secret: str = field(default="", repr=False)  # its launch's; never shown
     total_iterations: int | None = None  # where it ends, as the core last said; None: unsaid
     script_batch_size: int | None = None  # the samples its script's steps take; None: unsaid
+    started_at: float | None = None  # when it first ran (wall clock); None: it never did
+    ended_at: float | None = None  # when it reached its final state; None: it has not
 
     @property
     def settings(self) -> JobSettings:
@@ -307,12 +329,19 @@ class Store:
         if "placement" in fields:
             fields["placement"] = json.dumps(list(fields["placement"]))  # type: ignore[call-overload]
         columns = ", ".join(f"{name} = ?" for name in fields)  # names checked above
+        stamps = ""  # a first run and an end are kept, when the state says so
+        if "state" in fields:
+            new = JobState(str(fields["state"]))
+            if new is JobState.RUNNING:
+                stamps = ", started_at = COALESCE(started_at, ?)"
+            elif new.final:
+                stamps = ", ended_at = COALESCE(ended_at, ?)"
         with self._transaction():
             if "state" in fields:
                 self._check_transition(job_id, JobState(str(fields["state"])))
             self._db.execute(
-                f"UPDATE jobs SET {columns}, updated_at = ? WHERE id = ?",
-                (*fields.values(), at, job_id),
+                f"UPDATE jobs SET {columns}, updated_at = ?{stamps} WHERE id = ?",
+                (*fields.values(), at, *([at] if stamps else []), job_id),
             )
 
     def _check_transition(self, job_id: str, new: JobState) -> None:
@@ -527,4 +556,6 @@ def _job(row: sqlite3.Row) -> JobRecord:
         agent_secret=row["agent_secret"],
         total_iterations=row["total_iterations"],
         script_batch_size=row["script_batch_size"],
+        started_at=row["started_at"],
+        ended_at=row["ended_at"],
     )

@@ -68,6 +68,9 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
         wait_for("the cancel", lambda: states(client)["cli-job"] == "cancelled")
     shown = dict(line.split(None, 1) for line in stoker("show", job_id, *where).stdout.splitlines())
     assert shown["reason"] == "cancelled by admin", shown
+    assert " to " in shown["ran"] and "; it waited " in shown["ran"], shown  # for accounting
+    view = stoker("show", job_id, "--json", *where).json()
+    assert view["submitted_at"] <= view["started_at"] < view["ended_at"], view  # type: ignore[operator]
     # The operator's backup of the state file, taken while the daemon runs, holds the jobs.
     out = tmp_path / "backup.db"
     copied = stoker("backup", out, "--state-dir", daemon.state_dir)

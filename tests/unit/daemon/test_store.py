@@ -110,3 +110,33 @@ def test_a_file_of_an_older_version_is_brought_up_to_date_with_its_jobs(tmp_path
     with sqlite3.connect(path) as db:
         row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert row == (str(SCHEMA_VERSION),)
+
+
+def test_when_a_job_first_ran_and_ended_is_kept_and_read_back_from_its_events(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "stoker.db"
+    store = Store(path)
+    store.add_job(record("a"))
+    for at, state in ((2.0, "pending"), (3.0, "starting"), (4.0, "running"), (5.0, "submitted")):
+        store.update_job("a", at, state=state)  # a restart: back to the queue
+        store.add_event("a", at, "state", {"to": state})
+    for at, state in ((6.0, "pending"), (7.0, "starting"), (8.0, "running"), (9.0, "completed")):
+        store.update_job("a", at, state=state)
+        store.add_event("a", at, "state", {"to": state})
+    store.add_job(record("b"))
+    store.update_job("b", 3.0, state="cancelled")
+    store.add_event("b", 3.0, "state", {"to": "cancelled"})
+    a, b = store.job("a"), store.job("b")
+    assert a is not None and (a.started_at, a.ended_at) == (4.0, 9.0), "its first run"
+    assert b is not None and (b.started_at, b.ended_at) == (None, 3.0), "it never ran"
+    store.close()
+    with sqlite3.connect(path) as db:  # as version 6 wrote it: no such columns yet
+        db.execute("ALTER TABLE jobs DROP COLUMN started_at")
+        db.execute("ALTER TABLE jobs DROP COLUMN ended_at")
+        db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    migrated = Store(path)
+    a, b = migrated.job("a"), migrated.job("b")
+    migrated.close()
+    assert a is not None and (a.started_at, a.ended_at) == (4.0, 9.0), "from its events"
+    assert b is not None and (b.started_at, b.ended_at) == (None, 3.0)
