@@ -5,6 +5,7 @@ series go away with it; counters come from the snapshot's counts; the pause-gap 
 latency histograms are observed as things happen. docs/grafana-dashboard.json charts them.
 """
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -98,3 +99,27 @@ class _NodeCollector(Collector):
         waiting = GaugeMetricFamily("stoker_jobs_waiting_for_gpus", "Jobs queued for GPUs")
         waiting.add_metric([], len(node.waiting_for_gpus))
         yield waiting
+        yield from _jobs_by_state(node)
+
+
+def _jobs_by_state(node: NodeSnapshot) -> Iterator[Metric]:
+    """Unfinished jobs by state and tenant (what to alert on: a queue that grows, jobs
+    pausing for long), and jobs ended since the daemon started by final state and tenant."""
+    unfinished: Counter[tuple[str, str]] = Counter()
+    ended: Counter[tuple[str, str]] = Counter()
+    for job in node.jobs.values():
+        (ended if job.state.final else unfinished)[(job.state.value, job.tenant)] += 1
+    jobs = GaugeMetricFamily(
+        "stoker_jobs", "Unfinished jobs by state and tenant", labels=["state", "tenant"]
+    )
+    for (state, tenant), count in sorted(unfinished.items()):
+        jobs.add_metric([state, tenant], count)
+    yield jobs
+    done = CounterMetricFamily(
+        "stoker_jobs_ended",
+        "Jobs that reached a final state since the daemon started",
+        labels=["state", "tenant"],
+    )
+    for (state, tenant), count in sorted(ended.items()):
+        done.add_metric([state, tenant], count)
+    yield done

@@ -38,6 +38,7 @@ def test_metrics_show_jobs_counters_and_latency(serve: Callable[..., Daemon]) ->
         text = wait_for("a measured rate in /metrics", measured)
         assert f'stoker_job_workers_per_gpu{{job="{job["id"]}",tenant="admin"}}' in text
         assert "stoker_plans_total 1.0" in text
+        assert 'stoker_jobs{state="running",tenant="admin"} 1.0' in text  # to alert on
         assert 'stoker_rest_request_seconds_count{method="POST",route="/v1/jobs"' in text
         assert "stoker_pause_gap_seconds_bucket" in text
         assert httpx.get(f"{daemon.url}/metrics").status_code == 401
@@ -53,6 +54,11 @@ def test_metrics_show_jobs_counters_and_latency(serve: Callable[..., Daemon]) ->
             for name in re.findall(r"\bstoker_[a-z_]+", target["expr"])
         }
         assert len(queried) >= 10 and queried <= exposed, queried - exposed
+        client.delete(f"/v1/jobs/{job['id']}")
+        wait_for("the cancel", lambda: states(client)["watched"] == "cancelled")
+        after = client.get("/metrics").text
+    assert 'stoker_jobs_ended_total{state="cancelled",tenant="admin"} 1.0' in after, after
+    assert 'stoker_jobs{state="running"' not in after
 
 
 def test_the_event_stream_delivers_states_as_they_happen(serve: Callable[..., Daemon]) -> None:
