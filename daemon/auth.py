@@ -136,10 +136,16 @@ def admin_token_path(state_dir: Path) -> Path:
 def visible_job(service: Service, who: str, job_id: str) -> JobRecord:
     """The job, if `who` may see it; another tenant's job is as absent as a missing one.
     A 404 for a job's name names the ids of `who`'s jobs of that name (an id is the name
-    and a suffix)."""
+    and a suffix), and one for the start of an id the ids it begins."""
     record = service.store.job(job_id)
     if record is not None and who in (ADMIN, record.tenant):
         return record
-    named = service.store.ids_named(job_id, None if who == ADMIN else who)
-    hint = f"; {job_id!r} is the name of {', '.join(named)} (`stoker jobs` lists ids)"
-    raise HTTPException(404, f"no job {job_id!r}{hint if named else ''}")
+    tenant = None if who == ADMIN else who
+    named = service.store.ids_named(job_id, tenant)
+    if named:
+        hint = f"; {job_id!r} is the name of {', '.join(named)} (`stoker jobs` lists ids)"
+    elif begun := service.store.ids_starting(job_id, tenant):  # an id cut short
+        hint = f"; did you mean {' or '.join(begun)}?"
+    else:
+        hint = ""
+    raise HTTPException(404, f"no job {job_id!r}{hint}")

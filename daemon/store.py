@@ -391,6 +391,18 @@ class Store:
         ).fetchall()
         return [str(row[0]) for row in rows]
 
+    def ids_starting(self, prefix: str, tenant: str | None, limit: int = 3) -> list[str]:
+        """The ids of up to `limit` jobs whose id starts with `prefix` (four characters at
+        least), newest first; only `tenant`'s when given."""
+        if len(prefix) < 4:
+            return []
+        rows = self._db.execute(
+            "SELECT id FROM jobs WHERE substr(id, 1, ?) = ? AND (? IS NULL OR tenant = ?)"
+            " ORDER BY submitted_at DESC LIMIT ?",
+            (len(prefix), prefix, tenant, tenant, limit),
+        ).fetchall()
+        return [str(row[0]) for row in rows]
+
     def continued_by(self, job_id: str) -> list[JobRecord]:
         """The jobs submitted to go on from `job_id` (`continue_from`), newest first."""
         rows = self._db.execute(

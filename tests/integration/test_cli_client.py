@@ -104,6 +104,9 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
     ), "refused before any daemon is asked"
     wrong = stoker("jobs", "--url", daemon.url, "--token", "nope")
     assert wrong.code == 2 and "401" in wrong.stderr
+    made = stoker("submit", "--url", daemon.url, "--token", token, "--", "sleep", "30").json()
+    cut = stoker("cancel", str(made["id"])[:-6], "--url", daemon.url, "--token", token)
+    assert cut.code == 2 and f"did you mean {made['id']}?" in cut.stderr, "an id copied short"
     nobody = stoker("jobs", "--url", "http://127.0.0.1:9", "--token", token)
     assert nobody.code == 2 and "stoker serve" in nobody.stderr
     no_token = stoker("jobs", "--url", daemon.url, cwd=tmp_path)

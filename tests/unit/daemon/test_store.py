@@ -140,3 +140,13 @@ def test_when_a_job_first_ran_and_ended_is_kept_and_read_back_from_its_events(
     migrated.close()
     assert a is not None and (a.started_at, a.ended_at) == (4.0, 9.0), "from its events"
     assert b is not None and (b.started_at, b.ended_at) == (None, 3.0)
+
+
+def test_ids_cut_short_are_found_for_their_tenant_only(tmp_path: Path) -> None:
+    store = Store(tmp_path / "stoker.db")
+    store.add_job(record("train-9f58c3d2a1b0"))
+    store.add_job(record("train-9f11aaaa0000", tenant="bob"))
+    assert store.ids_starting("train-9f5", None) == ["train-9f58c3d2a1b0"]
+    assert store.ids_starting("train-9f", "alice") == ["train-9f58c3d2a1b0"], "not bob's"
+    assert store.ids_starting("tra", None) == [], "too short to mean one"
+    store.close()
