@@ -549,6 +549,7 @@ class Actions:
             command=command,
             search_path=search_path,
             variables=variables,
+            workdir=self._workdir(ended.job_id) if command else None,
         )
 
     def _workdir(self, job_id: str) -> str:

@@ -20,6 +20,8 @@ _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 # What comes before a rank's stderr tail in a reason: a client that has just shown that
 # stderr may leave the tail out (`stoker submit --follow`).
 STDERR_ENDS = "; stderr ends:"
+# Python told to run a script that is not there: `python train.py` in another folder.
+_MISSING_SCRIPT = re.compile(r".*: can't open file '(.+)': \[Errno 2\] No such file or directory")
 # A script reading a variable its environment lacks: `os.environ["DATA_DIR"]`.
 _MISSING_VARIABLE = re.compile(r"KeyError: '([A-Za-z_][A-Za-z0-9_]*)'")
 
@@ -32,6 +34,7 @@ def exit_reason(
     command: Sequence[str] = (),
     search_path: str | None = None,
     variables: Collection[str] = (),
+    workdir: str | None = None,
 ) -> str:
     """Why a job's processes ended, for its `reason`: the exit code or the signal, and the
     last lines of stderr (an exception's traceback ends there); of each rank that failed by
@@ -40,7 +43,8 @@ def exit_reason(
     PATH it ran with) whose stderr ends on an import that found nothing is told which
     interpreter that name finds and how to choose another; one whose stderr ends on a
     `KeyError` of `os.environ` for a name not among its `variables` is told that a job
-    gets no variable of the submitting shell's. An exit 0 says the stop signal the script
+    gets no variable of the submitting shell's; one whose Python could not open its script
+    is told the folder it ran in (`workdir`). An exit 0 says the stop signal the script
     had caught, as its SDK's last-step marker tells."""
     if any(rank != 0 for rank, _ in failures):
         ranks = [(f"rank {rank} {_ended(code)}", rank) for rank, code in failures]
@@ -54,6 +58,9 @@ def exit_reason(
     if not hint and command:
         unset = [name for _, tail in ended if (name := _missing_variable(tail, variables))]
         hint = _environment_hint(unset[0]) if unset else ""
+    if not hint and workdir is not None:
+        scripts = [found.group(1) for _, tail in ended if (found := _MISSING_SCRIPT.search(tail))]
+        hint = _script_hint(scripts[0], workdir) if scripts else ""
     return f"{why}\n{hint}" if hint else why
 
 
@@ -184,6 +191,15 @@ def _missing_variable(tail: str, variables: Collection[str]) -> str | None:
     if matched is None or "environ" not in tail or matched.group(1) in variables:
         return None
     return matched.group(1)
+
+
+def _script_hint(script: str, workdir: str) -> str:
+    """A script named by a path that is not there from the folder the job ran in."""
+    return (
+        f"hint: {script} does not exist. The job ran in {workdir}: a job file's `workdir`,"
+        " else the job file's own folder; a command's, the folder it was submitted from."
+        " Give the script's path from there, or set `workdir`"
+    )
 
 
 def _environment_hint(name: str) -> str:

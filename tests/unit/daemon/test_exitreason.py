@@ -80,6 +80,23 @@ def test_a_variable_of_the_submitting_shell_is_said_to_be_no_jobs(tmp_path: Path
     assert "hint" not in exit_reason(1, tmp_path, command=command), "a dict's, not environ's"
 
 
+def test_a_script_missing_from_the_folder_the_job_ran_in_is_told_that_folder(
+    tmp_path: Path,
+) -> None:
+    # A job file in jobs/ without `workdir` runs there, where train.py is not.
+    said = (
+        "/usr/bin/python3: can't open file '/home/a/jobs/train.py':"
+        " [Errno 2] No such file or directory\n"
+    )
+    (tmp_path / "stderr.log").write_text(said)
+    why = exit_reason(2, tmp_path, command=["python", "train.py"], workdir="/home/a/jobs")
+    assert why.rsplit("\n", 1)[-1] == (
+        "hint: /home/a/jobs/train.py does not exist. The job ran in /home/a/jobs: a job"
+        " file's `workdir`, else the job file's own folder; a command's, the folder it was"
+        " submitted from. Give the script's path from there, or set `workdir`"
+    )
+
+
 def test_a_zoo_job_runs_the_daemons_own_python_and_gets_no_hint(tmp_path: Path) -> None:
     (tmp_path / "stderr.log").write_text(MISSING)
     assert exit_reason(1, tmp_path) == "exited with code 1; stderr ends:\n" + MISSING.strip()
