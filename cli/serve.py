@@ -14,6 +14,7 @@ from cli.common import fail, print_json
 from scheduler.config import DEFAULT_POLICY
 
 _LOG_LEVELS = ("debug", "info", "warning", "error")
+_SET = "the settings (config file, STOKER_ variable)"
 
 if TYPE_CHECKING:
     from daemon.config import DaemonConfig
@@ -231,10 +232,10 @@ def node(
         "node setting      value  from",
         f"slots             {found['slots']:>5}  "
         # The GPUs on a GPU node, else the CPU slots, each from the host unless configured.
-        + ("the host" if ("gpus" if found["gpus"] else "cpu_slots") in chosen else "the config")
+        + ("the host" if ("gpus" if found["gpus"] else "cpu_slots") in chosen else _SET)
         + f" ({slots})",
         f"cpu_workers       {found['cpu_workers']:>5}  "
-        + ("the host (usable CPUs less training's)" if "cpu_workers" in chosen else "the config"),
+        + ("the host (usable CPUs less training's)" if "cpu_workers" in chosen else _SET),
         f"threads_per_slot  {found['threads_per_slot']:>5}  the host (a job's intra-op threads)",
     ]
     if found["cpu_sets"]:  # node.cpu_sets: each slot's CPUs while every slot holds a job
@@ -242,4 +243,10 @@ def node(
             f"{slot}: {','.join(map(str, cpus))}" for slot, cpus in enumerate(found["cpu_sets"])
         )
         lines.append(f"cpu_sets          {groups}  (each slot's CPUs when all are busy)")
+    usable = found["cpus_usable"]
+    if "cpu_workers" not in chosen and found["cpu_workers"] > 2 * usable:
+        lines.append(
+            f"warning: cpu_workers {found['cpu_workers']} on {usable} usable CPUs: that many"
+            " loader processes contend for them (unset, it is chosen from the host)"
+        )
     typer.echo("\n".join(lines))

@@ -91,7 +91,7 @@ def test_stoker_node_under_taskset_sees_the_restricted_mask(tmp_path: Path) -> N
     assert found["cpu_workers"] == 1 and found["slots"] >= 1
 
 
-@pytest.mark.parametrize(("slots", "said"), [(None, "the host"), ("2", "the config")])
+@pytest.mark.parametrize(("slots", "said"), [(None, "the host"), ("2", "the settings")])
 def test_stoker_node_says_where_the_slots_came_from(
     tmp_path: Path, slots: str | None, said: str
 ) -> None:
@@ -106,6 +106,8 @@ def test_stoker_node_says_where_the_slots_came_from(
     assert run.returncode == 0, run.stderr
     (line,) = [line for line in run.stdout.splitlines() if line.startswith("slots ")]
     assert line.split()[2:4] == said.split(), line
+    if slots is not None:  # a variable set it: not said to be the config file's
+        assert "(config file, STOKER_ variable)" in line, line
 
 
 def test_cpu_sets_share_the_allowed_cpus_among_the_slots() -> None:
