@@ -135,3 +135,14 @@ def test_cpu_sets_without_taskset_is_refused_naming_the_setting(
         NodeConfig(cpu_sets=True)
     assert "util-linux" in str(error.value)
     assert NodeConfig(cpu_sets=False).cpu_sets is False
+
+
+def test_stoker_node_warns_of_loader_processes_far_past_the_cpus(tmp_path: Path) -> None:
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).parents[3])}
+    env["STOKER_NODE__CPU_WORKERS"] = "500"
+    run = subprocess.run(
+        [sys.executable, "-m", "cli", "node"],
+        capture_output=True, text=True, check=False, cwd=tmp_path, timeout=120, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "\nwarning: cpu_workers 500 on " in run.stdout, run.stdout
