@@ -661,6 +661,19 @@ class Actions:
                 waiting.discard(message.job)
                 paused.add(message.job)
                 self._keep_checkpoint(message)
+                log.info(
+                    "job %s: paused for the stop at step %d, checkpoint kept; the next start"
+                    " goes on from it",
+                    message.job,
+                    message.iteration,
+                )
+        for job_id in sorted(waiting):  # no checkpoint: stopped with the rest
+            log.warning(
+                "job %s: no checkpoint within shutdown_grace_s (%g s); stopped, it goes on"
+                " from its last checkpoint at the next start",
+                job_id,
+                grace_s,
+            )
         return paused
 
     async def let_go(self, job_ids: set[str], wait_s: float) -> None:

@@ -143,7 +143,7 @@ def test_heartbeats_of_busy_jobs_become_training_samples(serve: Callable[..., Da
 def test_sigterm_checkpoints_stops_agents_and_keeps_the_jobs(
     serve: Callable[..., Daemon],
 ) -> None:
-    daemon = serve()
+    daemon = serve(log_level="info")
     with daemon.client() as client:
         job = submit(client, "long", iterations=100_000, max_restarts=0)
         wait_for("it to run", lambda: states(client)["long"] == "running")
@@ -157,6 +157,8 @@ def test_sigterm_checkpoints_stops_agents_and_keeps_the_jobs(
     checkpoint = daemon.state_dir / "jobs" / job["id"] / "checkpoint.json"
     stopped_at = json.loads(checkpoint.read_text())["iteration"]
     assert stopped_at > 0, "the agents paused and checkpointed on the way out"
+    said = f"job {job['id']}: paused for the stop at step {stopped_at}, checkpoint kept"
+    assert said in daemon.log_path.read_text(), "the operator's log names each job"
     again = serve(state=daemon.state_dir.name)
     with again.client() as client:
         wait_for("it to run again", lambda: states(client)["long"] == "running")
