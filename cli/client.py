@@ -502,7 +502,7 @@ def _follow(
     if until_end:
         job = daemon.call("GET", f"/v1/jobs/{job_id}")
         # A script that failed after its final step (its save) did not do its work either.
-        ended_badly = job["state"] != "completed" or bool(job.get("exit_code"))
+        ended_badly = job["state"] != "completed" or bool(job.get("failed_after_end"))
         if ended_badly and job.get("reason"):  # its exit code, and the daemon's hint if any
             why = _unrepeated(job["reason"], list(shown))
             typer.echo(textwrap.indent(f"why: {why}", "  "), err=True)
@@ -535,7 +535,7 @@ def after_end(job: dict[str, Any]) -> str:
     """What a completed job's processes did after its final step, when it was not an exit
     0 (its script failed saving, say): said beside its state, which stays `completed`."""
     code = job.get("exit_code")  # absent from an older daemon's reply
-    if job["state"] != "completed" or not code:
+    if job["state"] != "completed" or not job.get("failed_after_end") or not code:
         return ""
     return f", then its script {_exited(code)} after its final step"
 
@@ -629,7 +629,7 @@ def jobs(
         if workers is None or job["state"] in FINAL_STATES:  # a restarted daemon no longer knows
             workers = "-"
         state = job["state"] + (" (exiting)" if job.get("exiting") else "")
-        if job.get("exit_code") and job["state"] == "completed":
+        if job.get("failed_after_end") and job.get("exit_code"):
             state += f" (exit {job['exit_code']})"  # its script failed after its final step
         length = job["iterations"]
         progress = f"{job['iteration']}/{length}" if length is not None else str(job["iteration"])

@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,16 @@ log = logging.getLogger(__name__)
 _CANCEL_GRACE_S = 5.0
 UNMANAGED_EVENT = "unmanaged"  # the kind of event that says a job runs without the SDK
 EXITED_EVENT = "exited"  # a job's processes exited: their code, and why when that failed it
+
+
+class AfterEnd(StrEnum):
+    """How a completed job's work after its final step ended, when not with exit 0."""
+
+    FAILED = "failed"  # its script exited non-zero: its save, its evaluation did not finish
+    OVERRAN = "overran"  # still running `finished_exit_s` after its final step: stopped
+    STOPPED = "stopped"  # a cancel stopped it: asked for, no failure
+
+
 # An SDK script's own exit 0 without `job.epochs(n)` ending: a `for epoch in range(n)` loop,
 # or a step-counting one. The job did what it was written to; a relaunch would run it again.
 _ENDED_OUTSIDE_EPOCHS = (
@@ -416,12 +427,15 @@ class Actions:
             status = service.scheduler.jobs().get(job_id)
             if status is not None and status.state is JobState.CANCELLED:
                 self._stopped_at(job_id)
-            self._note_exit(ended, status.state if status is not None else None, finished_at)
             if status is None or not status.state.holds_resources:
-                continue  # it ended before: `_free_exited` gives its GPUs back
+                # It ended before: `_free_exited` gives its GPUs back.
+                self._note_exit(ended, status.state if status else None, finished_at)
+                continue
             if code == 0 and job_id in self._cold_pauses:
                 continue  # a cold resize: it checkpointed and left, as asked
             self._ended(ended, status.state, status.unmanaged)
+            now = service.scheduler.jobs().get(job_id)  # as its end made it
+            self._note_exit(ended, now.state if now is not None else None, finished_at)
         service.restorer.expire()
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:
@@ -443,8 +457,10 @@ class Actions:
     def _ended(self, ended: Exit, state: JobState, unmanaged: bool) -> None:
         """A running job's processes exited: its end, as its markers and exit code say."""
         service, job_id, code = self._service, ended.job_id, ended.code
-        final = self.finished_marker(job_id) if code in (0, None) else None
-        if final is not None:  # it exited before its `finished` was read
+        final = self.finished_marker(job_id)
+        # It exited before its `finished` was read, and may have failed after it (in its
+        # save): its exit is noted as such then (`_note_exit`).
+        if final is not None:
             service.store.update_job(job_id, time.time(), iteration=final)
             service.feed(Finished(job_id))
         elif code == 0 and self._without_sdk(job_id, state, unmanaged):
@@ -467,23 +483,33 @@ class Actions:
         in its reason: its training is done, what came after it is not; so is one still
         running `finished_exit_s` after its end, which the daemon stopped. One a cancel
         stopped after its end was stopped, not failed."""
-        if ended.code is None:  # an adopted agent's: not this daemon's to read
-            return
+        # An adopted agent's code is not this daemon's to read: kept as unknown, so that an
+        # earlier attempt's is not taken for it.
         data: dict[str, Any] = {"code": ended.code}
         stopped_by = self._stopped_after_end.pop(ended.job_id, None)
-        if state is JobState.COMPLETED and ended.code != 0 and not stopped_by:
-            if stopped_by is None:
+        if state is JobState.COMPLETED and ended.code not in (0, None):
+            if stopped_by:  # a cancel of its work after training: stopped, not failed
+                data["after_end"] = AfterEnd.STOPPED.value
+            elif stopped_by is None:
                 after = (
                     "after it"
                     if finished_at is None
                     else (f"{self._service.now() - finished_at:.0f} s after it")
                 )
-                what = f"{after}, its script failed: {self._exit_reason(ended)}"
+                data["after_end"] = AfterEnd.FAILED.value
+                data["why"] = (
+                    f"completed its final step; then, {after}, its script failed:"
+                    f" {self._exit_reason(ended)}"
+                )
             else:  # overran: still running `finished_exit_s` after its final step
                 limit = self._service.config.finished_exit_s
-                what = f"still running {limit:g} s after it (finished_exit_s), it was stopped"
-            data["why"] = f"completed its final step; then, {what}"
-            log.warning("job %s: %s", ended.job_id, data["why"].splitlines()[0])
+                data["after_end"] = AfterEnd.OVERRAN.value
+                data["why"] = (
+                    f"completed its final step; then, still running {limit:g} s after it"
+                    " (finished_exit_s), it was stopped"
+                )
+            if "why" in data:
+                log.warning("job %s: %s", ended.job_id, data["why"].splitlines()[0])
         self._service.store.add_event(ended.job_id, time.time(), EXITED_EVENT, data)
 
     def stop_after_end(self, job_id: str, by: str) -> None:

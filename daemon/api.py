@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
 from daemon import apidocs
-from daemon.actions import EXITED_EVENT
+from daemon.actions import EXITED_EVENT, AfterEnd
 from daemon.auth import (
     Daemon,
     Who,
@@ -624,7 +624,7 @@ def _view(
         pause_cost_s=live.pause_cost_s if live is not None else None,
         unmanaged=live is not None and live.unmanaged,
         exiting=exiting,
-        exit_code=_exit_code(service, fresh) if fresh.job_state.final and not exiting else None,
+        **_exit(service, fresh, exiting),
         restarts=fresh.restarts,
         submitted_at=fresh.submitted_at,
         started_at=fresh.started_at,
@@ -634,10 +634,16 @@ def _view(
     )
 
 
-def _exit_code(service: Service, record: JobRecord) -> int | None:
-    """How an ended job's processes last exited, as the daemon saw it."""
+def _exit(service: Service, record: JobRecord, exiting: bool) -> dict[str, Any]:
+    """How an ended job's processes last exited (`exit_code`; None: not seen), and whether
+    its script failed after its final step (`failed_after_end`), once they have."""
     exited = service.store.last_event(record.id, EXITED_EVENT)
-    return int(exited["code"]) if exited is not None else None
+    if not record.job_state.final or exiting or exited is None:
+        return {}
+    code = exited.get("code")
+    after = exited.get("after_end")
+    failed = after in (AfterEnd.FAILED.value, AfterEnd.OVERRAN.value)
+    return {"exit_code": int(code) if code is not None else None, "failed_after_end": failed}
 
 
 def _reason(service: Service, record: JobRecord) -> str:

@@ -294,8 +294,13 @@ class JobView(BaseModel):
         None,
         description="once it has ended and its processes have exited: how they exited (0, the"
         " first failed rank's code, or minus the signal that ended it); null before, or when"
-        " no daemon saw them exit. A completed job whose script failed after its final step"
-        " (its save) has a non-zero one, and its `reason` says so",
+        " no daemon saw them exit (a process an earlier daemon started)",
+    )
+    failed_after_end: bool = Field(
+        False,
+        description="a completed job whose script failed after its final step (its save, its"
+        " evaluation) or overran `finished_exit_s`: its training is done, its work is not;"
+        " `reason` says what happened (a cancel of that work is no failure)",
     )
     restarts: int
     submitted_at: float

@@ -517,6 +517,7 @@ def test_a_script_that_fails_after_its_final_step_stays_completed_with_its_exit(
                   cwd=SCRIPTS)  # fmt: skip
     shown = stoker("show", done.stderr.split()[1], "--json", *where).json()
     assert shown["state"] == "completed" and shown["exit_code"] == 0, shown
+    assert shown["failed_after_end"] is False
     # Its save fails after its final step: its training completed, its work did not.
     failed = stoker("submit", *where, "--follow", "--env", "SAVE_FAILS=1", "--",
                     sys.executable, "count_train.py", "1", "0", cwd=SCRIPTS)  # fmt: skip
@@ -533,6 +534,7 @@ def test_a_script_that_fails_after_its_final_step_stays_completed_with_its_exit(
     ), failed.stderr
     seen = stoker("show", failed_id, "--json", *where).json()
     assert seen["state"] == "completed" and seen["exit_code"] == 1
+    assert seen["failed_after_end"] is True
     assert "OSError: [Errno 28] No space left on device" in str(seen["reason"])
     listed = stoker("jobs", *where).stdout
     assert re.search(f"{failed_id} +completed \\(exit 1\\)", listed), listed

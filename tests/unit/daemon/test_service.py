@@ -537,6 +537,38 @@ def test_a_failed_or_cancelled_job_still_running_keeps_its_gpu_until_stopped(
     asyncio.run(scenario())
 
 
+def test_how_a_completed_jobs_script_exits_after_its_final_step_is_kept(tmp_path: Path) -> None:
+    # Its save raises: a failure of its work, said. A cancel of that work: asked for, not
+    # one. And an exit read before its `finished` (its marker written): completed, failed.
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, node=NodeConfig(gpus=3, cpu_workers=18))
+        for job in ("saves", "cut", "quick"):
+            driver.at(1.0).submit(job)
+        for pid, job in enumerate(("saves", "cut", "quick"), start=40_001):
+            driver.at(1.5).agent(Hello(job=job, gen=1, pid=pid))
+        driver.at(2.0).agent(FinishedMessage(job="saves", gen=1, iteration=500))
+        driver.at(2.0).agent(FinishedMessage(job="cut", gen=1, iteration=500))
+        driver.launcher.exit("saves", 1)
+        driver.at(5.0).cancel("cut")
+        driver.launcher.exit("cut", -15)
+        write_finished_marker(driver.service.launcher.job_dir("quick"), 500)
+        driver.launcher.exit("quick", 1)  # its `finished` never read
+        driver.at(6.0).tick()
+        assert [driver.state(job) for job in ("saves", "cut", "quick")] == ["completed"] * 3
+        (saves,) = driver.events("saves", "exited")
+        assert saves["code"] == 1 and saves["after_end"] == "failed"
+        assert saves["why"].startswith("completed its final step; then, 3 s after it, its"
+                                       " script failed: exited with code 1")  # fmt: skip
+        assert driver.service.store.reason("saves") == saves["why"]
+        assert driver.events("cut", "exited") == [{"code": -15, "after_end": "stopped"}]
+        assert driver.service.store.reason("cut").endswith("were stopped by alice")
+        (quick,) = driver.events("quick", "exited")
+        assert quick["after_end"] == "failed" and "not relaunched" not in quick["why"]
+        await driver.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_job_lost_for_good_keeps_its_gpu_until_its_processes_are_gone(tmp_path: Path) -> None:
     # No heartbeat: a hung process may still hold GPU memory. It is stopped 5 s later.
     async def scenario() -> None:
@@ -704,7 +736,9 @@ def test_a_command_without_the_sdk_that_ended_unseen_is_not_run_again(
         driver = Driver(tmp_path, quick)
         driver.service.restorer.restore()
         assert driver.state("a") == "completed" and driver.launcher.launched() == []
-        assert driver.service.store.reason("a").startswith("its process ended while no daemon")
+        assert driver.service.store.reason("a").startswith(
+            "its process, started by an earlier daemon, ended before this one took it back"
+        )
         await driver.close()
 
     asyncio.run(second_daemon())
