@@ -22,11 +22,11 @@ whether to stop, so they stop together.
 
 import atexit
 import datetime
+import hashlib
 import json
 import math
 import os
 import random
-import shlex
 import signal
 import sys
 import time
@@ -212,15 +212,13 @@ class Job:
             )
         self._metrics = _Metrics(self.output_dir / "metrics.jsonl", self._control)
         if self._restored is not None:
-            _check_format(self._restored, newest)
             self.step = int(self._restored["step"])
             self._epoch = int(self._restored["epoch"])
             _set_rng(self._restored["rng"])
-            written_by = self._restored.get("argv")
+            self._reports = int(self._restored.get("reports", 0))  # a script with no loader
+            args = self._restored.get("args")
             other = (
-                f", a run of `{shlex.join(written_by)}`"
-                if written_by and written_by != sys.argv
-                else ""
+                ", a run of this script with other arguments" if args and args != _args() else ""
             )
             self._say(f"resuming from {newest} (epoch {self._epoch}, step {self.step}{other})")
         elif self._control is not None and self.attempt > 0:
@@ -244,18 +242,19 @@ class Job:
     def _start_from(self, environment: JobEnvironment) -> tuple[Path | None, dict[str, Any] | None]:
         """The checkpoint this run goes on from, and what it holds: the newest of its own,
         unless, without a daemon, that is a finished run's (a new run in the folder starts
-        afresh, as a plain PyTorch script would; STOKER_CONTINUE_FROM trains on from it);
-        else, for a job that continues an ended one, that one's newest. A run without a
-        daemon refuses another script's checkpoint in its folder rather than load that
-        model into its own."""
-        newest = checkpoints.latest(environment.checkpoint_dir)
-        state = checkpoints.read(newest) if newest is not None else None
+        afresh, as a plain PyTorch script would; the finished one is kept in `finished/`,
+        which STOKER_CONTINUE_FROM trains on from); else, for a job that continues an ended
+        one, that one's newest. A run without a daemon refuses another script's checkpoint
+        rather than load that model into its own."""
+        own = environment.checkpoint_dir
+        newest = checkpoints.latest(own)
+        state = _read(newest) if newest is not None else None
         alone = environment.job_id is None and environment.continue_from is None
-        if state is not None and state.get("final") and alone:
+        if newest is not None and state is not None and state.get("final") and alone:
+            kept = _put_aside(newest, own / "finished")
             self._say(
-                f"{newest} is the final checkpoint of a finished run, so this run starts"
-                f" afresh (STOKER_CONTINUE_FROM={environment.checkpoint_dir} trains on from"
-                " it)",
+                f"{newest} is the final checkpoint of a finished run: kept as {kept}, and this"
+                f" run starts afresh (STOKER_CONTINUE_FROM={kept.parent} trains on from it)",
                 afresh=False,
             )
             newest = state = None
@@ -268,14 +267,18 @@ class Job:
                     f"STOKER_CONTINUE_FROM: no checkpoint in {environment.continue_from} to"
                     " go on from (removed since the submit?); submit the job afresh"
                 )
-            state = checkpoints.read(newest)
-        written_by = state.get("argv") if state is not None else None
-        if environment.job_id is None and written_by and _script(written_by) != _script(sys.argv):
+            state = _read(newest)
+        script = state.get("script") if state is not None else None
+        if environment.job_id is None and script and script != _script():
+            fix = (
+                "point STOKER_CONTINUE_FROM at this script's checkpoints"
+                if newest is not None and newest.parent != own
+                else f"give this script a folder of its own (stoker.init(output_dir=...) or"
+                f" STOKER_OUTPUT_DIR), or remove {own} to start it afresh"
+            )
             raise RuntimeError(
-                f"stoker: {newest} is a checkpoint of {written_by[0]}, not of this script"
-                f" ({sys.argv[0]}): give this script a folder of its own"
-                " (stoker.init(output_dir=...) or STOKER_OUTPUT_DIR), or remove"
-                f" {environment.checkpoint_dir} to start it afresh"
+                f"stoker: {newest} is a checkpoint of {script}, not of this script"
+                f" ({_script()}): {fix}"
             )
         return newest, state
 
@@ -727,7 +730,11 @@ class Job:
                 for name, value in self._tracked.items()
             },
             "rng": _rng_state(),
-            "argv": list(sys.argv),  # which run wrote it: another script's is not resumed
+            "reports": self._reports,  # a script with no loader: its series goes on
+            # Which run wrote it (not its arguments, which may hold a secret): another
+            # script's is not resumed, and a resume says when the arguments differ.
+            "script": _script(),
+            "args": _args(),
             "final": self._final,  # the end of `job.epochs`: a new run starts afresh
         }
 
@@ -862,9 +869,32 @@ def _set_rng(state: Mapping[str, Any]) -> None:
     np.random.set_state((name, np.array(keys, dtype=np.uint32), position, has_gauss, cached))
 
 
-def _script(argv: list[str]) -> str:
-    """The script a command line runs, by its file's name."""
-    return Path(argv[0]).name if argv else ""
+def _script() -> str:
+    """The script this process runs, by its full path ("" when none: `python -c`)."""
+    return os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+
+
+def _args() -> str:
+    """A digest of this run's arguments: told apart, never kept."""
+    return hashlib.sha256(json.dumps(sys.argv[1:]).encode()).hexdigest()[:16]
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """A checkpoint of the SDK's, or ValueError naming the file."""
+    state = checkpoints.read(path)
+    _check_format(state, path)
+    return state
+
+
+def _put_aside(path: Path, folder: Path) -> Path:
+    """Move a finished run's final checkpoint into `folder`, in place of the one there,
+    out of the way of the next run's (only the newest two are kept)."""
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for older in folder.glob("checkpoint-*.pt"):
+        older.unlink()
+    kept = folder / path.name
+    path.replace(kept)
+    return kept
 
 
 def _check_format(state: Mapping[str, Any], path: Path | None) -> None:

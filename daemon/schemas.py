@@ -305,7 +305,7 @@ class JobView(BaseModel):
     restarts: int
     submitted_at: float
     started_at: float | None = Field(
-        None, description="when it first ran (seconds since the epoch); null: it never did"
+        None, description="when it was first launched (seconds since the epoch); null: never"
     )
     ended_at: float | None = Field(
         None, description="when it reached its final state; null: it has not"

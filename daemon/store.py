@@ -44,7 +44,7 @@ _STARTS = """
 ALTER TABLE jobs ADD COLUMN started_at REAL;
 UPDATE jobs SET started_at = (
     SELECT min(at) FROM job_events WHERE job_events.job_id = jobs.id AND kind = 'state'
-    AND json_extract(data, '$.to') = 'running'
+    AND json_extract(data, '$.to') IN ('starting', 'running')
 );
 """
 _ENDS = """
@@ -149,7 +149,7 @@ class JobRecord:
     agent_secret: str = field(default="", repr=False)  # its launch's; never shown
     total_iterations: int | None = None  # where it ends, as the core last said; None: unsaid
     script_batch_size: int | None = None  # the samples its script's steps take; None: unsaid
-    started_at: float | None = None  # when it first ran (wall clock); None: it never did
+    started_at: float | None = None  # when it was first launched (wall clock); None: never
     ended_at: float | None = None  # when it reached its final state; None: it has not
 
     @property
@@ -332,7 +332,7 @@ class Store:
         stamps = ""  # a first run and an end are kept, when the state says so
         if "state" in fields:
             new = JobState(str(fields["state"]))
-            if new is JobState.RUNNING:
+            if new in (JobState.STARTING, JobState.RUNNING):  # launched: it runs from then
                 stamps = ", started_at = COALESCE(started_at, ?)"
             elif new.final:
                 stamps = ", ended_at = COALESCE(ended_at, ?)"

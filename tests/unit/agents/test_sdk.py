@@ -934,19 +934,24 @@ def test_a_run_alone_starts_afresh_after_a_finished_run_and_keeps_off_another_sc
     monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.001"])
     second = job(tmp_path)
     assert not second.resumed
-    assert "is the final checkpoint of a finished run, so this run starts afresh" in (
-        capsys.readouterr().err
-    )
+    finished = tmp_path / "out" / "checkpoints" / "finished"
+    assert "is the final checkpoint of a finished run: kept as" in capsys.readouterr().err
+    assert len(list(finished.glob("checkpoint-*.pt"))) == 1, "out of the next run's way"
     second.track(model=nn.Linear(1, 1))
-    second.checkpoint()  # it is interrupted before its epochs end
+    for _ in range(3):
+        second.checkpoint()  # interrupted before its epochs end; the newest two are kept
+    assert len(list(finished.glob("checkpoint-*.pt"))) == 1, "the finished one stays"
     # Another script in the folder would load that model into its own: refused, with the fix.
     monkeypatch.setattr(sys, "argv", ["ddp_train.py"])
-    with pytest.raises(RuntimeError, match=r"of train.py, not of this script \(ddp_train.py\)"):
+    with pytest.raises(RuntimeError, match=r"train.py, not of this script \(.*/ddp_train.py\)"):
         job(tmp_path)
-    # The same script goes on from it, saying whose run that was.
+    # The same script goes on from it, saying that its arguments were others (not which:
+    # they may hold a secret, and the checkpoint keeps none).
     monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.5"])
     assert job(tmp_path).resumed
-    assert "a run of `train.py --lr 0.001`)" in capsys.readouterr().err
+    assert "a run of this script with other arguments)" in capsys.readouterr().err
+    kept = checkpoints.read(checkpoints.latest(tmp_path / "out" / "checkpoints"))  # type: ignore[arg-type]
+    assert "0.001" not in repr({key: kept[key] for key in ("script", "args")})
 
 
 def test_an_evaluation_loader_left_early_starts_its_next_pass_from_its_beginning(

@@ -128,7 +128,7 @@ def test_when_a_job_first_ran_and_ended_is_kept_and_read_back_from_its_events(
     store.update_job("b", 3.0, state="cancelled")
     store.add_event("b", 3.0, "state", {"to": "cancelled"})
     a, b = store.job("a"), store.job("b")
-    assert a is not None and (a.started_at, a.ended_at) == (4.0, 9.0), "its first run"
+    assert a is not None and (a.started_at, a.ended_at) == (3.0, 9.0), "its first launch"
     assert b is not None and (b.started_at, b.ended_at) == (None, 3.0), "it never ran"
     store.close()
     with sqlite3.connect(path) as db:  # as version 6 wrote it: no such columns yet
@@ -138,7 +138,7 @@ def test_when_a_job_first_ran_and_ended_is_kept_and_read_back_from_its_events(
     migrated = Store(path)
     a, b = migrated.job("a"), migrated.job("b")
     migrated.close()
-    assert a is not None and (a.started_at, a.ended_at) == (4.0, 9.0), "from its events"
+    assert a is not None and (a.started_at, a.ended_at) == (3.0, 9.0), "from its events"
     assert b is not None and (b.started_at, b.ended_at) == (None, 3.0)
 
 
