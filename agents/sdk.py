@@ -346,11 +346,16 @@ class Job:
         seed: int = 0,
         drop_last: bool = False,
         num_workers: int = 0,
+        evaluation: bool = False,
         **dataloader_kwargs: Any,
     ) -> ResizableLoader:
         """A DataLoader over `dataset` whose workers the scheduler may change at any batch
         boundary, and whose position survives restarts. `num_workers` is the count when no
-        scheduler says otherwise; `batch_size` is per rank, as DataLoader's."""
+        scheduler says otherwise; `batch_size` is per rank, as DataLoader's. A pass the
+        script leaves early (a `break`) goes on where it stopped at the next, so that each
+        sample of an epoch is trained once; with `evaluation`, such a pass is over and the
+        next starts at the beginning, as a DataLoader's does (a validation of a few
+        batches)."""
         for owned in ("sampler", "batch_sampler"):
             if owned in dataloader_kwargs:
                 raise TypeError(
@@ -360,7 +365,7 @@ class Job:
                 )
         _check_batch(dataset, batch_size, self.world_size)
         kwargs = tuple(sorted(dataloader_kwargs))
-        asked = (batch_size, shuffle, seed, drop_last, num_workers, kwargs)
+        asked = (batch_size, shuffle, seed, drop_last, num_workers, evaluation, kwargs)
         again = self._asked.get((id(dataset), asked))
         if again is not None and again.dataset is dataset:
             return again  # its position goes on: the next epoch, not the first again
@@ -394,9 +399,7 @@ class Job:
             job=self,
             dataloader_kwargs=dataloader_kwargs,
             audit=audit,
-            # An evaluation's loader (any but the first): a pass left early is over, and the
-            # next starts at its beginning, as a DataLoader's does.
-            resume_left_pass=index == 0,
+            resume_left_pass=not evaluation,
         )
         self._loaders.append(made)
         self._asked[(id(dataset), asked)] = made

@@ -961,11 +961,16 @@ def test_an_evaluation_loader_left_early_starts_its_next_pass_from_its_beginning
     # epoch's validation covered other samples.
     sdk = job(tmp_path)
     train = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
-    val = sdk.loader(Numbers(12), batch_size=4, shuffle=False, seed=1)
+    val = sdk.loader(Numbers(12), batch_size=4, shuffle=False, evaluation=True)
+    # Two datasets trained side by side: the longer one's pass, left when the shorter ends,
+    # goes on at the next epoch (every sample trained), as before.
+    other = sdk.loader(Numbers(12), batch_size=4, shuffle=False, seed=2)
+    beside = []
     evaluated, trained = [], []
     for _ in sdk.epochs(3):
-        for _, batch in train:
+        for (_, batch), (_, more) in zip(train, other, strict=False):
             trained.append(batch.tolist())
+            beside.append(more.tolist())
             if len(trained) == 3:
                 break  # the training loader's left pass goes on at the next
         for _, batch in val:
@@ -973,3 +978,4 @@ def test_an_evaluation_loader_left_early_starts_its_next_pass_from_its_beginning
             break
     assert evaluated == [[0, 1, 2, 3]] * 3, "each pass from the start, as a DataLoader's"
     assert trained[:3] == [[0, 1, 2, 3], [4, 5, 6, 7], [0, 1, 2, 3]]
+    assert beside[:3] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]], "its tail trained too"
