@@ -25,6 +25,7 @@ import datetime
 import hashlib
 import json
 import math
+import operator
 import os
 import random
 import signal
@@ -35,7 +36,7 @@ from collections.abc import Callable, Iterator, Mapping, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, cast
+from typing import Any, SupportsIndex, cast
 
 import numpy as np
 import torch
@@ -518,7 +519,7 @@ class Job:
         for loader in self._loaders:
             loader.close()
 
-    def report(self, *, step: int | None = None, **metrics: Any) -> None:
+    def report(self, *, step: SupportsIndex | None = None, **metrics: Any) -> None:
         """Record metrics for this step: numbers, one-element tensors or NumPy scalars (a
         string or another value JSON can write goes to metrics.jsonl but makes no series).
         Tensors are read (one device sync for all of them) only when the metrics are
@@ -538,14 +539,18 @@ class Job:
         elif not self._loaders and time.monotonic() - self._metrics.flushed_at >= _METRICS_FLUSH_S:
             self._metrics.flush()  # no batch boundary of a loader flushes them either
 
-    def _report_step(self, step: int | None) -> int:
+    def _report_step(self, step: SupportsIndex | None) -> int:
         """The step a `report` records at: `step` when given, else the loaders' count, else
         (no loader) one more than the last report's."""
         if step is not None:
-            if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            try:  # an int, a NumPy integer or a 0-d integer tensor (a `global_step`)
+                given = operator.index(step)
+            except TypeError:
+                given = -1
+            if isinstance(step, bool) or given < 0:
                 raise ValueError(f"job.report(step=...): a whole number >= 0, got {step!r}")
-            self._reports = max(self._reports, step)
-            return step
+            self._reports = max(self._reports, given)
+            return given
         if self._loaders:
             return self.step
         self._reports += 1

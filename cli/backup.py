@@ -31,11 +31,21 @@ def backup(
     except OSError as error:
         fail(f"{out}: {error.strerror}")
     os.close(made)
-    kept, copy = sqlite3.connect(f"file:{source}?mode=ro", uri=True), sqlite3.connect(out)
+    try:
+        jobs = _copy(source, out)
+    except sqlite3.Error as error:  # not this user's to read, say: no half copy left
+        out.unlink(missing_ok=True)
+        fail(f"{source}: cannot be read ({error}); run as the daemon's user (root, say)")
+    print_json({"backup": str(out), "from": str(source), "jobs": jobs, "bytes": out.stat().st_size})
+
+
+def _copy(source: Path, out: Path) -> int:
+    """SQLite's online backup of `source` into `out`; the jobs it holds."""
+    read_only = source.resolve().as_uri() + "?mode=ro"  # escaped: a path may hold # or ?
+    kept, copy = sqlite3.connect(read_only, uri=True), sqlite3.connect(out)
     try:
         kept.backup(copy)
-        jobs = copy.execute("SELECT count(*) FROM jobs").fetchone()[0]
+        return int(copy.execute("SELECT count(*) FROM jobs").fetchone()[0])
     finally:
         copy.close()
         kept.close()
-    print_json({"backup": str(out), "from": str(source), "jobs": jobs, "bytes": out.stat().st_size})

@@ -15,6 +15,7 @@ http://127.0.0.1:8470.
 import json
 import os
 import pwd
+import signal
 import sys
 import textwrap
 import threading
@@ -492,11 +493,11 @@ def _follow(
         said = f"stopped following {job_id}, which runs on: `stoker logs {job_id} -f` follows"
         typer.echo(f"\n{said} it again, `stoker cancel {job_id}` stops it", err=True)
         raise typer.Exit(130) from None
-    if closed:  # quietly, as `cat` does: nothing more is wanted, nor can be written
+    if closed:  # quietly, with `cat`'s status (128 + SIGPIPE): its reader went away
         for stream in closed:
             quiet = os.open(os.devnull, os.O_WRONLY)  # the interpreter's last flush finds it
             os.dup2(quiet, (sys.stdout if stream == "stdout" else sys.stderr).fileno())
-        raise typer.Exit(0)
+        raise typer.Exit(128 + signal.SIGPIPE)
     if failures:
         fail(failures[0])
     if until_end:

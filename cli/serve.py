@@ -1,9 +1,11 @@
 """`stoker serve` (the daemon) and `stoker agent --simulate` (one simulated job)."""
 
 import errno
+import ipaddress
 import logging
 import os
 import socket
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -79,13 +81,14 @@ def serve(
         fail(str(error))
     except ValueError as error:
         fail(f"--policy or --window: {error}")
-    if settings.host not in ("127.0.0.1", "::1", "localhost"):
+    if not _loopback(settings.host):
         logging.getLogger("stoker.serve").warning(
             "listening on %s over plain HTTP: tokens cross the network in clear text; put a"
             " TLS proxy in front (docs/operations.md) or keep the daemon on 127.0.0.1",
             settings.host,
         )
-    if config is not None and settings.tokens and config.stat().st_mode & 0o044:
+    written = tomllib.loads(config.read_text()) if config is not None else {}
+    if config is not None and written.get("tokens") and config.stat().st_mode & 0o044:
         logging.getLogger("stoker.serve").warning(
             "%s holds the tenants' tokens and other users may read it (mode %o): chmod 600 it",
             config,
@@ -147,10 +150,21 @@ def _check_state(settings: "DaemonConfig") -> None:
     except StoreError as error:
         fail(str(error))
     except OSError as error:
+        where = f": {error.filename}" if error.filename is not None else ""
         fail(
-            f"state dir: {state_dir} cannot be used ({error.strerror}: {error.filename});"
+            f"state dir: {state_dir} cannot be used ({error.strerror or error}{where});"
             " give --state-dir (or STOKER_STATE_DIR) a folder this user may write"
         )
+
+
+def _loopback(host: str) -> bool:
+    """Whether `host` is reached from this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: resolved elsewhere, taken as reachable from outside
+        return False
 
 
 def _check_port(host: str, port: int) -> None:

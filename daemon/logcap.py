@@ -72,7 +72,8 @@ def _cut(path: Path, kept: Path, max_bytes: int) -> bool:
         with os.fdopen(made, "wb") as copy:
             os.fchown(made, owner.st_uid, owner.st_gid)  # the job's, as the log is
             copy.truncate(0)
-            log_file.seek(owner.st_size - max_bytes)  # its newest lines: a cap's worth
+            log_file.seek(owner.st_size - max_bytes)  # its newest lines: a cap's worth,
+            log_file.readline()  # from the first whole one
             shutil.copyfileobj(log_file, copy)
         os.ftruncate(source, 0)
     return True

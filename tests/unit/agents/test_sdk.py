@@ -504,12 +504,13 @@ def test_a_script_without_a_loader_reports_at_its_calls_or_its_own_steps(
     sdk = job(tmp_path)
     for step in range(3):
         sdk.report(loss=1.0 / (step + 1))
-    sdk.report(step=10, val_loss=0.2)  # a step of its own
+    sdk.report(step=np.int64(10), val_loss=0.2)  # a step of its own, as NumPy counts
     sdk.report(loss=0.1)  # after it
+    sdk.report(step=torch.tensor(12), loss=0.05)  # a 0-d tensor's
     with pytest.raises(ValueError, match=r"job.report\(step=...\): a whole number >= 0"):
         sdk.report(step=-1, loss=0.0)
     sdk._metrics.flush()
-    assert [line["step"] for line in reported(tmp_path)] == [1, 2, 3, 10, 11]
+    assert [line["step"] for line in reported(tmp_path)] == [1, 2, 3, 10, 11, 12]
     assert reported(tmp_path)[3] == {"step": 10, "val_loss": 0.2}, "not a metric named step"
     said = capsys.readouterr().err
     assert said.count("no job.loader counts this script's steps") == 1
