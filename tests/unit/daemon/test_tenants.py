@@ -128,6 +128,13 @@ def test_a_start_without_the_config_naming_a_tenant_with_unfinished_jobs_is_refu
 def test_a_state_dir_behind_a_closed_folder_is_said_when_jobs_run_as_other_users() -> None:
     # Under /tmp, not pytest's tmp_path: its folders are root's alone (0700).
     top = Path(tempfile.mkdtemp(prefix="stoker-parents-"))
+    try:
+        _closed_on_the_way(top)
+    finally:
+        shutil.rmtree(top)
+
+
+def _closed_on_the_way(top: Path) -> None:
     top.chmod(0o755)
     closed = top / "private"
     state = closed / "state"
@@ -140,4 +147,3 @@ def test_a_state_dir_behind_a_closed_folder_is_said_when_jobs_run_as_other_users
     assert closed_parents(state, {}) == (), "jobs run as the daemon's user: no matter"
     closed.chmod(0o711)
     assert closed_parents(state, {"alice": nobody}) == ()
-    shutil.rmtree(top)
