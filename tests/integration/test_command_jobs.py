@@ -946,7 +946,8 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
             wait_for("the jobs to end", partial(ended, client, job_id), timeout_s=120)
         jobs = {job["name"]: job for job in client.get("/v1/jobs").json()}
         moves = [e["data"]["to"] for e in events().json() if e["kind"] == "state"]
-        failed = client.get(f"/v1/jobs/{broken.json()['id']}/events").json()[-1]["data"]
+        its_events = client.get(f"/v1/jobs/{broken.json()['id']}/events").json()
+        failed = [event for event in its_events if event["kind"] == "state"][-1]["data"]
     assert jobs["plain"]["state"] == "completed" and "pausing" not in moves, "never paused"
     assert jobs["sdk"]["state"] == "completed" and jobs["quick"]["state"] == "completed"
     assert not jobs["sdk"]["unmanaged"], "it said hello"
