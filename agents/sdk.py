@@ -896,12 +896,15 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _put_aside(path: Path, folder: Path) -> Path:
     """Move a finished run's final checkpoint into `folder`, in place of the one there,
-    out of the way of the next run's (only the newest two are kept)."""
+    out of the way of the next run's (only the newest two are kept); its earlier ones,
+    beside it, go: a later run must not go on from one of them."""
     folder.mkdir(mode=0o700, exist_ok=True)
     for older in folder.glob("checkpoint-*.pt"):
         older.unlink()
     kept = folder / path.name
     path.replace(kept)
+    for earlier in checkpoints.checkpoint_files(path.parent):
+        earlier.unlink()
     return kept
 
 

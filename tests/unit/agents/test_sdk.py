@@ -930,6 +930,7 @@ def test_a_run_alone_starts_afresh_after_a_finished_run_and_keeps_off_another_sc
     monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.1"])
     first = job(tmp_path)
     first.track(model=nn.Linear(1, 1))
+    first.checkpoint()  # one mid-run, then the final one
     for _ in first.epochs(1):
         pass
     monkeypatch.setattr(sys, "argv", ["train.py", "--lr", "0.001"])
@@ -938,6 +939,7 @@ def test_a_run_alone_starts_afresh_after_a_finished_run_and_keeps_off_another_sc
     finished = tmp_path / "out" / "checkpoints" / "finished"
     assert "is the final checkpoint of a finished run: kept as" in capsys.readouterr().err
     assert len(list(finished.glob("checkpoint-*.pt"))) == 1, "out of the next run's way"
+    assert checkpoints.checkpoint_files(finished.parent) == [], "nor an earlier one to go on from"
     second.track(model=nn.Linear(1, 1))
     for _ in range(3):
         second.checkpoint()  # interrupted before its epochs end; the newest two are kept
