@@ -149,12 +149,11 @@ def _written_url(state_dir: Path) -> str | None:
     token would go there."""
     from daemon.statelock import URL_FILE  # noqa: PLC0415 (`stoker --help` loads no daemon)
 
-    path = state_dir / URL_FILE
+    if _url_file_closed(state_dir) is not None:
+        return None
     try:
-        if path.stat().st_uid != os.getuid():
-            return None
-        return path.read_text().strip() or None
-    except OSError:
+        return (state_dir / URL_FILE).read_text().strip() or None
+    except OSError:  # absent
         return None
 
 

@@ -91,15 +91,21 @@ def test_a_file_of_another_version_or_program_is_refused(tmp_path: Path) -> None
         Store(foreign)
 
 
+def as_written_by(path: Path, version: int, *columns: str) -> None:
+    """Make the state file at `path` one of schema `version`: without the job `columns`
+    later versions added."""
+    with sqlite3.connect(path) as db:
+        for column in columns:
+            db.execute(f"ALTER TABLE jobs DROP COLUMN {column}")  # the test's own names
+        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+
+
 def test_a_file_of_an_older_version_is_brought_up_to_date_with_its_jobs(tmp_path: Path) -> None:
     path = tmp_path / "stoker.db"
     old = Store(path)
     old.add_job(record("a"))
     old.close()
-    with sqlite3.connect(path) as db:  # as version 4 wrote it: no job lengths yet
-        db.execute("ALTER TABLE jobs DROP COLUMN total_iterations")
-        db.execute("ALTER TABLE jobs DROP COLUMN script_batch_size")
-        db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    as_written_by(path, 4, "total_iterations", "script_batch_size")  # no job lengths yet
     store = Store(path)
     found = store.job("a")
     assert found is not None and (found.total_iterations, found.script_batch_size) == (None, None)
@@ -131,10 +137,7 @@ def test_when_a_job_first_ran_and_ended_is_kept_and_read_back_from_its_events(
     assert a is not None and (a.started_at, a.ended_at) == (3.0, 9.0), "its first launch"
     assert b is not None and (b.started_at, b.ended_at) == (None, 3.0), "it never ran"
     store.close()
-    with sqlite3.connect(path) as db:  # as version 6 wrote it: no such columns yet
-        db.execute("ALTER TABLE jobs DROP COLUMN started_at")
-        db.execute("ALTER TABLE jobs DROP COLUMN ended_at")
-        db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    as_written_by(path, 6, "started_at", "ended_at")  # no such columns yet
     migrated = Store(path)
     a, b = migrated.job("a"), migrated.job("b")
     migrated.close()
