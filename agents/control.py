@@ -45,6 +45,11 @@ from agents.protocol import (
 from allocator.types import DecodeMode
 
 _NO_SHARE = -1  # broadcast for "no live share change at this boundary"
+# The phases the SDK itself says (`AliveMessage`); a script may name its own (`job.phase`).
+SETUP = "setup"  # from `stoker.init()` to its first training batch
+TRAINING = "training"
+EVALUATION = "evaluation"  # an evaluation loader's pass
+SAVING = "saving"  # writing a checkpoint
 
 
 def _millionths(share: float) -> int:
@@ -150,7 +155,9 @@ class Control:
         self.heartbeat_s = heartbeat_s
         self.rank, self.world_size = rank, world_size
         self.job_dir = job_dir
-        self.link = DaemonLink(job_id, endpoint) if rank == 0 else None
+        # Its own thread says the process lives every heartbeat period, whatever the
+        # training thread is doing; the script starts in its setup.
+        self.link = DaemonLink(job_id, endpoint, heartbeat_s, SETUP) if rank == 0 else None
         self.allocation = allocation
         self._meter = _Meter()
         self._handed_out = time.monotonic()
@@ -158,6 +165,7 @@ class Control:
         # (`Job.loader` sets it; an evaluation loader's steps may be larger).
         self.batch_samples = 0
         self._paused_at = paused_at  # a cold resize's relaunch: when its predecessor paused
+        self._phase = SETUP  # on ranks without the link
         self.resizable = True
         # The job's first loader's worker time so far, and at the last heartbeat
         # (agents/loader.py, LoaderClock).
@@ -199,6 +207,22 @@ class Control:
         if self.resizable:
             self.resizable = False
             self.hello(iteration)
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    def set_phase(self, phase: str) -> None:
+        """The script is now in `phase` (said to the daemon at once). Back in training, the
+        time spent elsewhere (an evaluation, a save, the script's own) is no step and no
+        wait for data: the next heartbeat measures from here."""
+        if phase == self.phase:
+            return
+        self._phase = phase
+        if self.link is not None:
+            self.link.set_phase(phase)
+        if phase == TRAINING:
+            self._meter, self._handed_out = _Meter(), time.monotonic()
 
     def on_batch(self, samples: int, refill: bool = False) -> None:
         """A batch of `samples` (all ranks) went to the script: the wait for it was idle
@@ -345,7 +369,9 @@ class Control:
     def _heartbeat(self, iteration: int, samples: int) -> None:
         meter = self._meter
         busy = meter.idle_s + meter.step_s
-        if self.link is None or busy < self.heartbeat_s:
+        # Outside training (an evaluation's batches) nothing measured is the job's training
+        # rate: its link's `alive` says it lives meanwhile.
+        if self.link is None or busy < self.heartbeat_s or self._phase != TRAINING:
             return
         # The samples of this interval over its time (not this run's samples per step of
         # every run: after a restart from a checkpoint that read a hundredth of the rate).

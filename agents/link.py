@@ -12,6 +12,10 @@ through a queue and a wake-up pipe; the daemon's come back through another queue
 A daemon that restarts binds its socket again and the DEALER reconnects by itself; a
 socket monitor notices, and `reconnected()` tells the agent to say hello again, so that
 the new daemon re-attaches the job.
+
+Liveness is the thread's own: given `alive_every_s`, it says `alive` (with the script's
+`phase`) whenever that long passed with nothing else sent, so a script that spends minutes
+in its setup, an evaluation or a save is still heard, whatever its training thread does.
 """
 
 import argparse
@@ -34,6 +38,7 @@ from zmq.utils.monitor import recv_monitor_message
 from agents.protocol import (
     SECRET_VARIABLE,
     AgentMessage,
+    AliveMessage,
     CancelMessage,
     DaemonMessage,
     PauseMessage,
@@ -49,6 +54,7 @@ from allocator.types import DecodeMode
 
 _LINGER_MS = 2000  # the last `finished` gets out
 _WAIT_SLICE_S = 0.5  # a blocking wait looks for a reconnection this often
+ALIVE_VERSION = 10  # the protocol version that brought `alive`
 
 Build = Callable[[], Iterable[AgentMessage]]
 
@@ -58,13 +64,21 @@ class LinkFailed(RuntimeError):
 
 
 class DaemonLink:
-    def __init__(self, job_id: str, endpoint: str) -> None:
+    def __init__(
+        self, job_id: str, endpoint: str, alive_every_s: float | None = None, phase: str = "setup"
+    ) -> None:
+        """`alive_every_s`: say `alive` whenever that long passed with nothing sent (None:
+        never, or to a daemon older than the message)."""
         self.job_id = job_id
         self._endpoint = endpoint
         # What proves to the daemon that this process is the job's launch (never logged).
         self._secret = os.environ.get(SECRET_VARIABLE, "")
         # Every message speaks the version the daemon that launched it reads.
         self._version = daemon_version(os.environ)
+        if self._version < ALIVE_VERSION:
+            alive_every_s = None
+        self._alive_every_s = alive_every_s
+        self._phase = phase  # what `alive` says the script is doing
         self._outbox: queue.SimpleQueue[tuple[float, AgentMessage | Build] | None] = (
             queue.SimpleQueue()
         )
@@ -91,6 +105,19 @@ class DaemonLink:
     def version(self) -> int:
         """The protocol version this link speaks: the daemon's, at most this SDK's."""
         return self._version
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    def set_phase(self, phase: str) -> None:
+        """The script is now in `phase`: said at once (a dashboard shows it), and in every
+        `alive` from then on."""
+        if phase == self._phase:
+            return
+        self._phase = phase
+        if self._alive_every_s is not None and not self._closed and self._failure is None:
+            self.send(AliveMessage(job=self.job_id, phase=phase))
 
     def send(self, message: AgentMessage) -> None:
         """Send, stamped with the wall clock (the thread sends it)."""
@@ -190,9 +217,12 @@ class DaemonLink:
         poller.register(monitor, zmq.POLLIN)
         poller.register(self._wake_read, zmq.POLLIN)
         connections = 0
+        every = self._alive_every_s
+        timeout_ms = None if every is None else max(1, round(every * 1000))
+        sent_at = time.monotonic()
         try:
             while True:
-                ready = dict(poller.poll())
+                ready = dict(poller.poll(timeout_ms))
                 if socket in ready:
                     self._hand_in(socket)
                 if monitor in ready:
@@ -201,8 +231,13 @@ class DaemonLink:
                             connections += 1
                             if connections > 1:
                                 self._again = self.attention = True
-                if self._wake_read in ready and not self._send_posted(socket):
-                    return
+                if self._wake_read in ready:
+                    if not self._send_posted(socket):
+                        return
+                    sent_at = time.monotonic()
+                elif every is not None and time.monotonic() - sent_at >= every:
+                    self._send_stamped(socket, AliveMessage(job=self.job_id, phase=self._phase))
+                    sent_at = time.monotonic()
         except BaseException as error:  # told to the caller at its next call
             self._failure = error
             traceback.print_exc(file=sys.stderr)
@@ -243,10 +278,15 @@ class DaemonLink:
                 traceback.print_exc(file=sys.stderr)
                 continue
             for message in messages:
-                stamped: dict[str, object] = {"ts": stamp, "v": self._version}
-                if self._secret:
-                    stamped["secret"] = self._secret
-                socket.send(encode(message.model_copy(update=stamped)))
+                self._send_stamped(socket, message, stamp)
+
+    def _send_stamped(
+        self, socket: zmq.Socket[Any], message: AgentMessage, stamp: float | None = None
+    ) -> None:
+        stamped: dict[str, object] = {"ts": stamp or time.time(), "v": self._version}
+        if self._secret:
+            stamped["secret"] = self._secret
+        socket.send(encode(message.model_copy(update=stamped)))
 
 
 @dataclass(frozen=True, kw_only=True)

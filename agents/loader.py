@@ -55,6 +55,8 @@ class Boundary(Protocol):
 
     def step_ended(self) -> None: ...
 
+    def evaluating(self, yes: bool) -> None: ...
+
 
 @dataclass
 class Position:
@@ -98,7 +100,7 @@ class ResizableLoader:
         job: Boundary,
         dataloader_kwargs: dict[str, Any],
         audit: Audit | None = None,
-        resume_left_pass: bool = True,
+        evaluation: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size: must be at least 1, got {batch_size}")
@@ -118,10 +120,11 @@ class ResizableLoader:
         self._job = job
         self._kwargs = dataloader_kwargs
         self._audit = audit
-        # True: a pass the script leaves early (a `break`) goes on where it stopped at the
-        # next (the training data: each sample of an epoch once); False: the next pass is
-        # the next epoch's, from its start (an evaluation's loader).
-        self.resume_left_pass = resume_left_pass
+        # False: a pass the script leaves early (a `break`) goes on where it stopped at the
+        # next (the training data: each sample of an epoch once). True: the next pass is the
+        # next epoch's, from its start, and its batches are no training steps (the job's
+        # `evaluation` phase).
+        self.evaluation = evaluation
         self.clock = LoaderClock()
         self._built_with: int | None = None  # the worker count of the live DataLoader
         self._renew = False  # start a new DataLoader at the next batch, whatever the count
@@ -177,6 +180,15 @@ class ResizableLoader:
         return kwargs
 
     def __iter__(self) -> Iterator[Any]:
+        if self.evaluation:
+            self._job.evaluating(True)
+        try:
+            yield from self._passes()
+        finally:
+            if self.evaluation:
+                self._job.evaluating(False)
+
+    def _passes(self) -> Iterator[Any]:
         if not self.resizable:
             yield from self._plain()
             return
@@ -185,7 +197,7 @@ class ResizableLoader:
             yield from self._pass()
             done = True
         finally:
-            if not done and not self.resume_left_pass:  # left early: this pass is over
+            if not done and self.evaluation:  # left early: this pass is over
                 self.position.epoch += 1
                 self.position.consumed = 0
 

@@ -20,7 +20,9 @@ that the daemon knows how far it got; its interval is too short to measure a rat
 Version 8 added the heartbeat's `total_iterations`: the step the script will end at, as
 its `job.epochs(n)` and first loader count it. Version 9 added its `batch_samples`: the
 samples a step of the script takes, all ranks (its global batch, which a command job's
-submit gives only as a hint).
+submit gives only as a hint). Version 10 added `alive`: the link's own thread says the
+process lives, every heartbeat period in which nothing else went out, whatever its training
+thread is doing (a long setup, an evaluation, a save), with the phase the script is in.
 """
 
 import json
@@ -36,13 +38,16 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 9
+VERSION = 10
 PROTOCOL_VARIABLE = "STOKER_PROTOCOL"  # the protocol version of the daemon that launched it
 SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
 MAX_METRIC_NAME = 64
 MAX_METRICS_PER_POINT = 32
 MAX_POINTS_PER_MESSAGE = 1000  # senders also keep a message under MAX_MESSAGE_BYTES
 AgentState = Literal["starting", "running", "paused"]
+MAX_PHASE = 32
+# A phase is a short label a dashboard can show: letters, digits, spaces and a few marks.
+PHASE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]*$"
 
 
 class ProtocolError(ValueError):
@@ -56,7 +61,7 @@ class ProtocolError(ValueError):
 class _Message(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    v: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9] = 9  # VERSION; 1 to 8 are still understood
+    v: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10] = 10  # VERSION; 1 to 9 are still understood
     job: str = Field(min_length=1, max_length=128)
     gen: int = Field(0, ge=0)
     ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
@@ -183,6 +188,17 @@ class HeartbeatMessage(_Message):
     )
 
 
+class AliveMessage(_Message):
+    """Since version 10: the process lives (sent by the link's own thread whenever a
+    heartbeat period passed with nothing else sent), and the phase its script is in:
+    `setup` before its first batch, `training`, `evaluation`, `saving`, or a label of the
+    script's own (`job.phase(...)`). Liveness, not progress: the daemon takes a job for
+    lost only when these stop too."""
+
+    type: Literal["alive"] = "alive"
+    phase: str = Field("training", min_length=1, max_length=MAX_PHASE, pattern=PHASE_PATTERN)
+
+
 class MetricPoint(BaseModel):
     """The values a script reported at one step (a NaN or infinite loss too)."""
 
@@ -253,6 +269,7 @@ class CancelMessage(_Message):
 AgentMessage = Annotated[
     Hello
     | HeartbeatMessage
+    | AliveMessage
     | MetricsMessage
     | PausedMessage
     | ResumedMessage

@@ -45,8 +45,9 @@ from torch.utils.data import Dataset, IterableDataset
 
 from agents import checkpoints
 from agents.audit import Audit
-from agents.control import Allocation, Control, Decision
+from agents.control import EVALUATION, SAVING, SETUP, TRAINING, Allocation, Control, Decision
 from agents.loader import Position, ResizableLoader
+from agents.phases import PhaseScope
 from allocator.types import DecodeMode
 
 FORMAT = "stoker-sdk-checkpoint"
@@ -174,6 +175,11 @@ class Job:
         self.device = _device(environment.local_rank)
         self.step = 0  # batches this rank has trained, over every attempt
         self._in_step = False  # the script has its batch and has not come back for the next
+        # What the script is doing (`phase`): training once its first training batch came;
+        # an evaluation loader's batches are no training steps.
+        self._phase = SETUP
+        self._training = False
+        self._evaluating = False
         self._tracked: dict[str, Any] = {}
         self._loaders: list[ResizableLoader] = []
         # Each loader by its dataset and what it was asked for: a script that makes it inside
@@ -338,6 +344,33 @@ class Job:
 
     # ---- the script's side -------------------------------------------------------------
 
+    def phase(self, name: str) -> PhaseScope:
+        """Say what the script is doing outside its training batches (`tokenising`,
+        `evaluation`, `saving`, ...): `stoker show` and the dashboard show it, and however
+        long it takes the daemon never takes it for a hang. `with job.phase("..."):` gives
+        the phase before back at the end; a plain call lasts until the next training batch.
+        The SDK says `setup`, `training`, `evaluation` (an evaluation loader's pass) and
+        `saving` (a checkpoint) itself."""
+        return PhaseScope(name, lambda: self._phase, self._back_to)
+
+    def _back_to(self, name: str) -> None:
+        # A scope opened in the setup ends in training once training has begun.
+        self._set_phase(TRAINING if name == SETUP and self.step else name)
+
+    def _set_phase(self, name: str) -> None:
+        self._phase = name
+        self._training = name == TRAINING
+        if self._control is not None:
+            self._control.set_phase(name)
+
+    def evaluating(self, yes: bool) -> None:
+        """An evaluation loader's pass begins (`yes`) or ends: its batches are no training
+        steps, and the job is in its `evaluation` phase meanwhile."""
+        if yes == self._evaluating:
+            return
+        self._evaluating = yes
+        self._set_phase(EVALUATION if yes else TRAINING if self.step else SETUP)
+
     def loader(
         self,
         dataset: Dataset[Any],
@@ -400,7 +433,7 @@ class Job:
             job=self,
             dataloader_kwargs=dataloader_kwargs,
             audit=audit,
-            resume_left_pass=not evaluation,
+            evaluation=evaluation,
         )
         self._loaders.append(made)
         self._asked[(id(dataset), asked)] = made
@@ -602,7 +635,8 @@ class Job:
         self._metrics.flush()  # the series up to the checkpoint survives a crash with it
         path = None
         if self.rank == 0:
-            path = checkpoints.write(self.environment.checkpoint_dir, self._checkpoint_state())
+            with self.phase(SAVING):
+                path = checkpoints.write(self.environment.checkpoint_dir, self._checkpoint_state())
         if self.world_size > 1:
             dist.barrier()
         return path
@@ -610,8 +644,13 @@ class Job:
     # ---- the loaders' side --------------------------------------------------------------
 
     def on_batch(self, samples: int, refill: bool = False) -> None:
-        """A batch of `samples` (all ranks) went to the script: one more step. `refill`: the
-        first batch of a pass, whose wait was the pipeline filling."""
+        """A batch of `samples` (all ranks) went to the script: one more step, unless an
+        evaluation's. `refill`: the first batch of a pass, whose wait was the pipeline
+        filling."""
+        if self._evaluating:
+            return
+        if not self._training:
+            self._set_phase(TRAINING)
         self.step += 1
         self._in_step = True
         self._samples += samples

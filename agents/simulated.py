@@ -55,7 +55,7 @@ class SimulatedAgent:
         self.gen = job.gen
         if job.resume_from is not None:
             self.iteration = int(json.loads(job.resume_from.read_text())["iteration"])
-        self._link = DaemonLink(job.job_id, job.endpoint)
+        self._link = DaemonLink(job.job_id, job.endpoint, job.heartbeat_s, phase="training")
 
     def run(self) -> int:
         """Train to the end or until cancelled; the process exit code."""

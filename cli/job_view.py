@@ -68,6 +68,7 @@ def _described(
     return [
         ("id", f"{job['id']} ({job['name']}, tenant {job['tenant']})"),
         ("state", state + (running_on if job.get("exiting") else "") + after_end(job)),
+        ("phase", _phase(job)),
         ("reason", job["reason"]),
         ("runs", _what(job)),
         ("env", ", ".join(job.get("env_names", []))),
@@ -82,6 +83,15 @@ def _described(
         ("files", _files(job)),
         ("reported", ", ".join(f"{name} {_number(value)}" for name, value in reported.items())),
     ]
+
+
+def _phase(job: dict[str, Any]) -> str:
+    """What its script says it is doing (absent from an older daemon's reply), and whether
+    it is stalled."""
+    phase = job.get("phase") or ""
+    if job.get("stalled"):
+        return f"{phase or 'unknown'}: STALLED, no step and no new phase for its stall limit"
+    return phase
 
 
 def _ran(job: dict[str, Any], now: float) -> str:

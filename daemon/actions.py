@@ -59,6 +59,7 @@ from scheduler.messages import (
     Resume,
     SetShare,
     StaleMessage,
+    Stalled,
     StateChanged,
 )
 from scheduler.restore import stop_leaves_running
@@ -138,6 +139,9 @@ def event_of(record: Record) -> tuple[str | None, str, dict[str, Any]]:  # noqa:
             return job_id, "stale", stale if gen is None else {**stale, "gen": gen}
         case Restarting(job_id=job_id, restarts=restarts, why=why):
             return job_id, "restart", {"restarts": restarts, "why": why}
+        case Stalled(job_id=job_id, stalled=stalled, silent_s=silent_s, phase=phase):
+            said: dict[str, Any] = {"stalled": stalled, "phase": phase}
+            return job_id, "stall", {**said, "silent_s": round(silent_s, 1)} if stalled else said
         case Planned(gen=gen, plan=plan):
             return None, "plan", {"gen": gen, **plan.to_dict()}
         case Gated(gen=gen, verdicts=verdicts):
@@ -238,6 +242,12 @@ class Actions:
                 return
             case Restarting(restarts=restarts):
                 service.store.update_job(record.job_id, time.time(), restarts=restarts)
+            case Stalled(job_id=stalled_job, stalled=True, silent_s=silent_s, phase=phase):
+                doing = f" in its {phase} phase" if phase else ""
+                log.warning(
+                    "job %s: stalled: no step and no new phase for %.0f s%s",
+                    stalled_job, silent_s, doing,
+                )  # fmt: skip
             case Planned(gen=gen, plan=plan):
                 service.counters.plans += 1
                 allocations = plan.to_dict()["allocations"]

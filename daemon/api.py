@@ -623,6 +623,8 @@ def _view(
         curve=_curve(live.curve) if live is not None and live.curve is not None else None,
         pause_cost_s=live.pause_cost_s if live is not None else None,
         unmanaged=live is not None and live.unmanaged,
+        phase=live.phase if live is not None and not live.state.final else "",
+        stalled=live is not None and live.stalled,
         exiting=exiting,
         **_exit(service, fresh, exiting),
         restarts=fresh.restarts,

@@ -11,6 +11,7 @@ from PyPI with the daemon, served from `/assets/plotly.min.js`: no CDN at page l
 """
 
 import bisect
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from importlib.resources import files
 from importlib.util import find_spec
@@ -98,10 +99,11 @@ async def dashboard(who: Who, service: Daemon) -> dict[str, Any]:
     node = service.snapshot()
     events = service.store.events(after=_newest_events(service), limit=_EVENTS)
     plans = [plan for plan in reversed(service.store.plans(_PLANS))]
+    names = Counter(record.name for record in records)
     return {
         "tenant": who,
         "node": _node(node, mine),
-        "jobs": [_job(service, node, record) for record in records],
+        "jobs": [_job(service, node, record, names[record.name] > 1) for record in records],
         "timeline": timelines(records, [e for e in events if e.job_id in mine], plans),
         "gpus": gpu_idle(node),
         "tpm": _tpm(node, mine),
@@ -171,7 +173,11 @@ def _newest_events(service: Service) -> int:
     return max(0, service.store.last_event_seq() - _EVENTS)
 
 
-def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, Any]:
+def _job(
+    service: Service, node: NodeSnapshot, record: JobRecord, shared_name: bool
+) -> dict[str, Any]:
+    """One job as the dashboard draws it. `shared_name`: another job has its name, so its
+    label (legends, table, bars) adds the end of its id."""
     live = node.jobs.get(record.id)
     allocation = live.allocation if live is not None else None
     fresh = service.store.job(record.id) or record
@@ -179,12 +185,15 @@ def _job(service: Service, node: NodeSnapshot, record: JobRecord) -> dict[str, A
     return {
         "id": record.id,
         "name": record.name,
+        "label": f"{record.name} ({record.id[-6:]})" if shared_name else record.name,
         "tenant": record.tenant,
         "state": fresh.state,
         "model": settings.model,
         "gpus": settings.gpus,
         "gpu_indices": service.gpus_held(fresh, live),
         "exiting": record.id in service.scheduler.exiting,  # ended; its processes run on
+        "phase": live.phase if live is not None and not live.state.final else "",
+        "stalled": live is not None and live.stalled,
         "iteration": max(fresh.iteration, live.iteration if live is not None else 0),
         "iterations": service.length(fresh, live),
         "seconds_left": live.seconds_left if live is not None else None,

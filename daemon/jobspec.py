@@ -40,6 +40,9 @@ class JobSettings:
     resize: Resize = "hot"
     audit_samples: bool = False
     continue_from: str | None = None  # an ended job whose newest checkpoint it starts from
+    heartbeat_timeout_s: float | None = None  # None: the daemon's
+    stall_timeout_s: float | None = None  # None: the daemon's
+    time_limit_s: float | None = None  # None: no limit
 
     @classmethod
     def from_spec(cls, spec: Mapping[str, Any]) -> "JobSettings":
@@ -64,6 +67,9 @@ class JobSettings:
             resize=spec.get("resize", "hot"),
             audit_samples=bool(spec.get("audit_samples", False)),
             continue_from=spec.get("continue_from"),
+            heartbeat_timeout_s=spec.get("heartbeat_timeout_s"),
+            stall_timeout_s=spec.get("stall_timeout_s"),
+            time_limit_s=spec.get("time_limit_s"),
         )
 
     @property
@@ -90,4 +96,7 @@ class JobSettings:
             restarts=restarts,
             gpu_indices=self.gpu_indices,
             command=self.command is not None,
+            heartbeat_timeout_s=self.heartbeat_timeout_s,
+            stall_timeout_s=self.stall_timeout_s,
+            time_limit_s=self.time_limit_s,
         )

@@ -108,6 +108,29 @@ class JobSubmission(BaseModel):
     audit_samples: bool = Field(
         False, description="write every trained sample to <state>/jobs/<id>/audit/rank<k>.txt"
     )
+    heartbeat_timeout_s: float | None = Field(
+        None,
+        ge=5.0,
+        le=86400.0,
+        description="how long its link to the daemon may be silent before it is taken for lost"
+        " (the SDK's own thread speaks every second, whatever the script does); unset: the"
+        " daemon's scheduler.heartbeat_timeout_s",
+    )
+    stall_timeout_s: float | None = Field(
+        None,
+        ge=10.0,
+        le=30 * 86400.0,
+        description="how long it may go without a step or a new phase before it is reported"
+        " stalled (scheduler.stall_action says what follows); unset: the daemon's"
+        " scheduler.stall_timeout_s",
+    )
+    time_limit_s: float | None = Field(
+        None,
+        gt=0.0,
+        le=365 * 86400.0,
+        description="the longest it may run, from its first start: then it checkpoints and"
+        " ends, cancelled for its time limit (`stoker resume` goes on from there); unset: none",
+    )
     continue_from: str | None = Field(
         None,
         pattern=NAME_PATTERN,
@@ -284,6 +307,18 @@ class JobView(BaseModel):
         False,
         description="a command running without the stoker SDK: its workers never change and"
         " nothing of it is measured",
+    )
+    phase: str = Field(
+        "",
+        description="while it runs: what its script says it is doing: setup (from"
+        " stoker.init() to its first training batch), training, evaluation (an evaluation"
+        " loader's pass), saving (a checkpoint), or a phase of the script's own"
+        " (job.phase(...)); empty when not said (a script without the SDK, or an older SDK)",
+    )
+    stalled: bool = Field(
+        False,
+        description="it runs, but made no step and entered no new phase for its stall limit"
+        " (stall_timeout_s); the daemon's scheduler.stall_action says what follows",
     )
     exiting: bool = Field(
         False,

@@ -20,6 +20,7 @@ from typing import Any
 
 from agents.protocol import (
     AgentMessage,
+    AliveMessage,
     FailedMessage,
     FinishedMessage,
     HeartbeatMessage,
@@ -70,6 +71,7 @@ from scheduler.admission import GpuPool, TenantShare
 from scheduler.errors import SchedulerError, UnknownJob
 from scheduler.messages import (
     AgentHello,
+    Alive,
     Command,
     Event,
     Failed,
@@ -354,6 +356,8 @@ class Service:
             exiting=status.exiting,
             total_iterations=total,
             script_batch_size=status.script_batch_size,
+            phase=status.phase,
+            stalled=status.stalled,
             seconds_left=self.pace.seconds_left(status.id, total) if total and running else None,
         )
 
@@ -597,7 +601,13 @@ class Service:
         if self.restorer.awaiting(message.job):
             self.restorer.reattach(message)
             return
-        event: Event
+        event = self._event_of(message)
+        if event is not None:
+            self.feed(event)
+
+    def _event_of(self, message: AgentMessage) -> Event | None:
+        """What an agent's message is to the core (a heartbeat is fed by `_heartbeat`)."""
+        event: Event | None = None
         match message:
             case Hello():
                 event = AgentHello(message.job, message.gen, message.iteration, message.resizable)
@@ -605,7 +615,8 @@ class Service:
                 event = Heartbeat.last_word(message.job, message.gen, message.iteration)
             case HeartbeatMessage():
                 self._heartbeat(message)
-                return
+            case AliveMessage():
+                event = Alive(message.job, message.phase)
             case PausedMessage():
                 kept = self.actions.paused(message)  # only a file in the job's own folder
                 event = Paused(message.job, message.gen, message.iteration, kept)
@@ -619,7 +630,7 @@ class Service:
             case FailedMessage():
                 running = self.launcher.running(message.job)  # it says so before it exits
                 event = Failed(message.job, message.error, exited=not running)
-        self.feed(event)
+        return event
 
     def _heartbeat(self, message: HeartbeatMessage) -> None:
         """Take a heartbeat's rates and pace, feed it to the core, and keep where the job

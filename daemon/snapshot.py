@@ -46,6 +46,8 @@ class LiveJob:
     total_iterations: int | None = None  # where it ends: its job file's, else its script's
     seconds_left: float | None = None  # to that end at its last minute's pace; None: unknown
     script_batch_size: int | None = None  # the samples a step of its script takes; None: unsaid
+    phase: str = ""  # what its script says it is doing (setup, training, evaluation, ...)
+    stalled: bool = False  # no step and no new phase for its stall limit
 
     @property
     def holds_gpus(self) -> bool:

@@ -7,6 +7,7 @@ from allocator import POLICIES, InvalidRequest
 
 # allocator/lookahead.py: plans for the jobs' finishes on the smooth knee, weighing pauses.
 DEFAULT_POLICY = "lookahead"
+STALL_ACTIONS = ("warn", "fail")  # what follows a job's stall (SchedulerConfig.stall_action)
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,15 @@ class SchedulerConfig:
     arrival_window_s: float = 30.0  # paper Sec. III-C: both buffers at 30 s
     completion_window_s: float = 30.0
     pause_timeout_s: float = 60.0  # then jobs still pausing keep their old allocation
-    heartbeat_timeout_s: float = 10.0  # then a running job is lost
+    # A running job whose link is silent this long is lost. The SDK's link speaks every
+    # heartbeat period from a thread of its own, whatever the script does (a setup, an
+    # evaluation, a save), so only a dead or hung process goes silent; a job may set its own.
+    heartbeat_timeout_s: float = 60.0
+    # A running job that makes no progress (no step, no new phase) this long is reported
+    # stalled, and then `stall_action` applies: "warn" (reported, shown, left to run) or
+    # "fail" (stopped and failed, relaunched from its checkpoint if its policy allows).
+    stall_timeout_s: float = 3600.0
+    stall_action: str = "warn"
     launch_timeout_s: float = 120.0  # then a launched job whose agent never said hello is lost
     # A command job whose process runs this long without the SDK's hello runs on unmanaged:
     # its workers stay as launched, it is never paused, and the plans go around it.
@@ -86,6 +95,7 @@ class SchedulerConfig:
         for name in (
             "pause_timeout_s",
             "heartbeat_timeout_s",
+            "stall_timeout_s",
             "launch_timeout_s",
             "unmanaged_after_s",
         ):
@@ -94,6 +104,11 @@ class SchedulerConfig:
         if self.restart_backoff_max_s < self.restart_backoff_s:
             raise InvalidRequest(
                 "scheduler.restart_backoff_max_s", "must be at least scheduler.restart_backoff_s"
+            )
+        if self.stall_action not in STALL_ACTIONS:
+            raise InvalidRequest(
+                "scheduler.stall_action",
+                f"one of {', '.join(STALL_ACTIONS)}, not {self.stall_action!r}",
             )
         if not 0.0 <= self.fair_floor <= 1.0:
             raise InvalidRequest("scheduler.fair_floor", "must lie in [0, 1]")

@@ -53,6 +53,12 @@ class JobRequest:
     # It resizes in place (the SDK's hot resize): a pause costs it its loaders' rebuild,
     # not a restart from its checkpoint.
     hot_resize: bool = False
+    # Its own limits, None: the config's. How long its link may be silent before it is
+    # lost; how long it may go without progress (a step, a new phase) before it is stalled;
+    # how long it may run from its first start before it is stopped (None: no limit).
+    heartbeat_timeout_s: float | None = None
+    stall_timeout_s: float | None = None
+    time_limit_s: float | None = None
 
 
 # ---- events ------------------------------------------------------------------------------
@@ -123,6 +129,16 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
+class Alive:
+    """The job's link says its process lives (the SDK's own thread, every heartbeat period
+    with nothing else sent), and the phase its script is in (`setup`, `training`,
+    `evaluation`, `saving`, or the script's own). Liveness, not progress."""
+
+    job_id: str
+    phase: str
+
+
+@dataclass(frozen=True)
 class Paused:
     job_id: str
     gen: int
@@ -175,6 +191,7 @@ Event = (
     | JobCancelled
     | AgentHello
     | Heartbeat
+    | Alive
     | Paused
     | Resumed
     | Finished
@@ -301,6 +318,17 @@ class Restarting:
 
 
 @dataclass(frozen=True)
+class Stalled:
+    """A running job made no progress (no step, no new phase) for `silent_s`, its stall
+    limit (`stalled` True), or moved again after it was reported (`stalled` False)."""
+
+    job_id: str
+    stalled: bool
+    silent_s: float = 0.0
+    phase: str = ""
+
+
+@dataclass(frozen=True)
 class Planned:
     """A round's plan, generation `gen`."""
 
@@ -358,6 +386,7 @@ Record = (
     | RanUnmanaged
     | StaleMessage
     | Restarting
+    | Stalled
     | Planned
     | Gated
     | Replanned

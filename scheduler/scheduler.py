@@ -26,6 +26,7 @@ from scheduler.gate import RunningJob, decide
 from scheduler.messages import (
     DEFAULT_PIPELINE,
     AgentHello,
+    Alive,
     Allocation,
     Cancel,
     Command,
@@ -52,6 +53,7 @@ from scheduler.messages import (
     Resumed,
     SetShare,
     StaleMessage,
+    Stalled,
     StateChanged,
     Tick,
 )
@@ -112,6 +114,10 @@ class _Job:
     fixed: bool = False  # its workers cannot change (unmanaged, or not resizable): no pauses
     said_iterations: int | None = None  # where its script says it ends (`Heartbeat`)
     said_batch: int | None = None  # the samples its script's steps take (`Heartbeat`)
+    phase: str = ""  # what its script says it is doing (`Alive`); "": not said
+    progressed_at: float = 0.0  # when it last made a step or entered a new phase
+    stalled: bool = False  # reported stalled, and no progress since
+    first_ran: float | None = None  # when it first ran: its time limit counts from here
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,8 @@ class JobStatus:
     # The samples a step of its script takes, all ranks, as its heartbeats say; the plans
     # count its work in them (in its request's batch before); None: unsaid.
     script_batch_size: int | None = None
+    phase: str = ""  # what its script says it is doing: setup, training, evaluation, ...
+    stalled: bool = False  # no step and no new phase for its stall limit
 
 
 @dataclass
@@ -226,6 +234,8 @@ class Scheduler:
             exiting=job_id in self._exiting,
             total_iterations=_length(job),
             script_batch_size=job.said_batch,
+            phase=job.phase,
+            stalled=job.stalled,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:
@@ -335,6 +345,16 @@ class Scheduler:
         else:  # windows that close meanwhile are served when the round ends, not by a Tick
             times = [self._round.deadline]
         times.extend(job.last_heard + self._silence_allowed(job) for job in self._watched.values())
+        times.extend(
+            job.progressed_at + self._stall_limit(job)
+            for job in self._watched.values()
+            if job.state is JobState.RUNNING and not job.stalled
+        )
+        times.extend(
+            job.first_ran + job.request.time_limit_s
+            for job in self._live.values()
+            if job.first_ran is not None and job.request.time_limit_s is not None
+        )
         return min(times, default=None)
 
     def _starting(self, job: _Job, now: float) -> str:
@@ -356,10 +376,14 @@ class Scheduler:
     def _silence_allowed(self, job: _Job) -> float:
         """How long a watched job may be silent before the core acts."""
         if job.state is JobState.RUNNING:
-            return self._config.heartbeat_timeout_s
+            return job.request.heartbeat_timeout_s or self._config.heartbeat_timeout_s
         if job.request.command:
             return min(self._config.unmanaged_after_s, self._config.launch_timeout_s)
         return self._config.launch_timeout_s
+
+    def _stall_limit(self, job: _Job) -> float:
+        """How long a running job may go without progress before it is stalled."""
+        return job.request.stall_timeout_s or self._config.stall_timeout_s
 
     def adopt(
         self,
@@ -395,6 +419,8 @@ class Scheduler:
             started_at=iteration,
             unmanaged=unmanaged,
             fixed=unmanaged,
+            progressed_at=now,
+            first_ran=now,
         )
         self._jobs[request.id] = self._live[request.id] = job
         if not unmanaged:
@@ -461,6 +487,8 @@ class Scheduler:
                 self._hello(event, now, out)
             case Heartbeat():
                 self._heartbeat(event, now, out)
+            case Alive(job_id=job_id, phase=phase):
+                self._alive(job_id, phase, now, out)
             case Paused():
                 self._paused(event, now, out)
             case Resumed():
@@ -523,7 +551,14 @@ class Scheduler:
             self._arrivals_due = now + self._config.arrival_window_s
 
     def _cancel(
-        self, job_id: str, now: float, out: list[Command], by: str = "", *, exited: bool = True
+        self,
+        job_id: str,
+        now: float,
+        out: list[Command],
+        by: str = "",
+        *,
+        exited: bool = True,
+        why: str = "",
     ) -> None:
         job = self._job(job_id)
         if job.state.final:
@@ -532,7 +567,7 @@ class Scheduler:
         if held and not exited:
             self._exiting.add(job_id)
         waiting = self._admission is not None and self._admission.withdraw(job_id)
-        why = f"cancelled by {by}" if by else "cancelled"
+        why = why or (f"cancelled by {by}" if by else "cancelled")
         self._move(job, JobState.CANCELLED, out, f"{why} while waiting" if waiting else why)
         if held:
             out.append(Cancel(job_id))
@@ -552,10 +587,12 @@ class Scheduler:
         if job.state is JobState.STARTING:
             job.started_at = event.iteration
             job.allocation = job.planned
+            self._ran(job, now)
             self._move(job, JobState.RUNNING, out)
         elif job.unmanaged and job.state is JobState.RUNNING:  # a slow start, after all
             job.unmanaged = False
             job.started_at = event.iteration
+            self._ran(job, now)
             self._watched[job.request.id] = job
             out.append(HelloNoted(job.request.id, event.gen, job.state))
             out.append(RanUnmanaged(job.request.id, unmanaged=False))
@@ -572,6 +609,8 @@ class Scheduler:
             out.append(StaleMessage(event.job_id, "heartbeat", event.gen))
             return
         job.last_heard = now
+        if event.iteration > job.iteration:
+            self._progressed(job, now, out)
         job.iteration = max(job.iteration, event.iteration)
         job.reported = event.iteration
         if event.total_iterations:
@@ -607,6 +646,30 @@ class Scheduler:
             self._timings_new = True
         if self._config.learn_curves:
             self._learn(job, allocation, event, processes, now)
+
+    def _alive(self, job_id: str, phase: str, now: float, out: list[Command]) -> None:
+        """Its link says the process lives: heard, however long since its last step; a new
+        phase is progress (a stalled job that moved on is not stalled any more)."""
+        job = self._job(job_id)
+        if job.state.final:
+            return  # a process that runs on after its end: nothing to hear
+        job.last_heard = now
+        if phase != job.phase:
+            job.phase = phase
+            self._progressed(job, now, out)
+
+    def _progressed(self, job: _Job, now: float, out: list[Command]) -> None:
+        job.progressed_at = now
+        if job.stalled:
+            job.stalled = False
+            out.append(Stalled(job.request.id, False, phase=job.phase))
+
+    def _ran(self, job: _Job, now: float) -> None:
+        """The job runs (again): its stall clock starts, and its time limit's at its first."""
+        job.progressed_at = now
+        job.stalled = False
+        if job.first_ran is None:
+            job.first_ran = now
 
     def _learn(
         self, job: _Job, allocation: Allocation, event: Heartbeat, processes: int, now: float
@@ -711,6 +774,7 @@ class Scheduler:
         )
         refill = self._refill_s(job)  # the job's own, not the node's: kept apart
         self._pauses[job.request.hot_resize].append(max(0.0, event.gap_s - refill))
+        self._ran(job, now)
         self._move(job, JobState.RUNNING, out)
 
     def _ended(
@@ -755,9 +819,16 @@ class Scheduler:
         if job.unmanaged:
             return "not relaunched: without the SDK stoker cannot tell whether it progressed"
         if job.started_at is None or job.reported <= job.started_at:
-            return "not relaunched: it failed before its first step"
-        if job.failed_at == job.reported:
-            return f"not relaunched: it failed twice after completing step {job.reported}"
+            since = f" since its relaunch from step {job.started_at}" if job.started_at else ""
+            return f"not relaunched: it failed before its first step{since}"
+        if job.failed_at is not None and job.reported <= job.failed_at:
+            # Its relaunch got no further than the failure before (wherever it started
+            # from: a relaunch with no checkpoint starts from the top): it would only fail
+            # there again.
+            return (
+                f"not relaunched: it failed twice without getting past step {job.failed_at}"
+                f" (now at step {job.reported})"
+            )
         return None
 
     def _restart(self, job: _Job, now: float, out: list[Command], why: str) -> None:
@@ -766,6 +837,7 @@ class Scheduler:
         keeps its GPUs meanwhile."""
         job.restarts += 1
         job.started_at = None
+        job.phase = ""
         job.fixed = False  # its relaunch says again whether its loader can be resized
         config = self._config
         wait_s = min(
@@ -783,6 +855,8 @@ class Scheduler:
         job.unmanaged = job.fixed = True
         job.allocation = job.planned
         job.started_at = 0
+        if job.first_ran is None:
+            job.first_ran = job.last_heard  # when it was launched
         why = "no hello from the SDK: runs unmanaged, its workers fixed, never paused"
         self._move(job, JobState.RUNNING, out, why)
         out.append(RanUnmanaged(job.request.id))
@@ -802,18 +876,49 @@ class Scheduler:
         if current is not None and now >= current.deadline and current.waiting:
             self._give_up_on_stragglers(current, now, out)
         # In submission order, as the jobs were given: what ends first is recorded first.
+        for job in list(self._live.values()):
+            limit, ran = job.request.time_limit_s, job.first_ran
+            if limit is not None and ran is not None and now - ran >= limit:
+                why = (
+                    f"time limit: it ran {limit:g} s (time_limit_s); stopped after a checkpoint,"
+                    " which `stoker resume` goes on from"
+                )
+                self._cancel(job.request.id, now, out, exited=False, why=why)
         for job in sorted(self._watched.values(), key=lambda job: job.seq):
             silent = now - job.last_heard
-            if job.state is JobState.RUNNING and silent >= self._config.heartbeat_timeout_s:
+            if job.state is JobState.RUNNING and silent >= self._silence_allowed(job):
                 # A hung process may still hold its GPUs: they wait until it has Exited.
-                lost = "lost: no heartbeat"
+                lost = (
+                    f"lost: its link to the daemon was silent for {silent:.0f} s"
+                    f" (heartbeat_timeout_s = {self._silence_allowed(job):g} s), its process hung"
+                    " or gone"
+                )
                 self._ended(job.request.id, JobState.FAILED, now, out, lost, exited=False)
+            elif job.state is JobState.RUNNING and not job.stalled:
+                self._check_stall(job, now, out)
             elif job.state is JobState.STARTING and silent >= self._silence_allowed(job):
                 if job.request.command and silent < self._config.launch_timeout_s:
                     self._run_unmanaged(job, out)
                 else:
                     why = "never said hello"
                     self._ended(job.request.id, JobState.FAILED, now, out, why, exited=False)
+
+    def _check_stall(self, job: _Job, now: float, out: list[Command]) -> None:
+        """A running job without progress past its stall limit is reported stalled; with
+        `stall_action = "fail"` it is stopped and failed (its restart policy applies)."""
+        idle = now - job.progressed_at
+        limit = self._stall_limit(job)
+        if idle < limit:
+            return
+        job.stalled = True
+        out.append(Stalled(job.request.id, True, idle, job.phase))
+        if self._config.stall_action == "fail":
+            doing = f" in its {job.phase} phase" if job.phase else ""
+            why = (
+                f"stalled: no step and no new phase for {idle:.0f} s{doing}"
+                f" (stall_timeout_s = {limit:g} s, scheduler.stall_action = fail)"
+            )
+            self._ended(job.request.id, JobState.FAILED, now, out, why, exited=False)
 
     # ---- rounds ----------------------------------------------------------------------------
 

@@ -82,11 +82,11 @@ function bandTraces(jobs, timeline, field, now, unit) {
   const traces = bands.map(({ job, bottom, top }, index) => ({
     type: "scatter",
     mode: "lines",
-    name: job.name,
+    name: job.label,
     x,
     y: top,
     customdata: top.map((v, i) => v - bottom[i]),
-    hovertemplate: `${job.name}: %{customdata:.3~f} ${unit}<extra></extra>`,
+    hovertemplate: `${job.label}: %{customdata:.3~f} ${unit}<extra></extra>`,
     line: { shape: "hv", width: 1, color: colour(jobs, job.id) },
     fill: index === 0 ? "tozeroy" : "tonexty",
     fillcolor: colour(jobs, job.id) + "99",
@@ -112,7 +112,7 @@ function markTraces(jobs, timeline, axis, bands) {
     name: MARKS[kind] ? MARKS[kind].label : kind,
     x: points.map((p) => new Date(p.t * 1000)),
     y: points.map((p) => p.height),
-    text: points.map((p) => `${p.job.name}: ${kind}`),
+    text: points.map((p) => `${p.job.label}: ${kind}`),
     hovertemplate: "%{text}<br>%{x}<extra></extra>",
     marker: {
       symbol: MARKS[kind] ? MARKS[kind].symbol : "diamond",
@@ -146,7 +146,7 @@ function drawTimelines(data, now) {
 
 function drawThroughput(data) {
   const running = data.jobs.filter((job) => !FINAL.has(job.state) && job.predicted_samples_per_s != null);
-  const names = running.map((job) => job.name);
+  const names = running.map((job) => job.label);
   Plotly.react("throughput", [
     { type: "bar", name: "predicted", x: names, y: running.map((j) => j.predicted_samples_per_s),
       marker: { color: "#56B4E9" }, hovertemplate: "%{x}: %{y:.0f} samples/s predicted<extra></extra>" },
@@ -185,7 +185,7 @@ function drawFit(data) {
       line: { dash: "dot", color: "#8a93a3" }, hoverinfo: "skip" },
     { type: "scatter", mode: "markers", name: "running jobs",
       x: points.map((p) => p.predicted), y: points.map((p) => p.measured),
-      text: points.map((p) => byId[p.job].name),
+      text: points.map((p) => byId[p.job].label),
       marker: { size: 11, color: points.map((p) => colour(data.jobs, p.job)),
         opacity: points.map((p) => (matches(byId[p.job]) ? 1 : 0.2)) },
       hovertemplate: "%{text}: predicted %{x:.0f}, measured %{y:.0f} samples/s<extra></extra>" },
@@ -277,13 +277,14 @@ function drawJobs(data) {
   const rows = data.jobs.map((job) => {
     const tr = document.createElement("tr");
     tr.dataset.job = job.name;
-    const name = cell(job.name);
+    const name = cell(job.label);
     const swatch = document.createElement("span");
     swatch.className = "swatch";
     swatch.style.background = colour(data.jobs, job.id);
     name.prepend(swatch);
     const decoder = job.decode_mode === "device" ? `device, ${(100 * job.decoder_share).toFixed(0)} %` : (job.decode_mode || "");
-    const state = job.exiting ? `${job.state} (exiting)` : job.state;  // its processes run on
+    const state = (job.exiting ? `${job.state} (exiting)` : job.state)  // its processes run on
+      + (job.phase ? `, ${job.phase}` : "") + (job.stalled ? ", STALLED" : "");
     tr.append(name, cell(state, `state-${job.state}`), cell(job.model ?? "command"), cell(String(job.gpus)),
       cell(job.workers_per_gpu == null ? "" : String(job.workers_per_gpu)), cell(decoder),
       cell(number(job.predicted_samples_per_s)), cell(number(job.measured_samples_per_s)),
@@ -309,7 +310,7 @@ function describe(event, names) {
 }
 
 function drawEvents(data) {
-  const names = Object.fromEntries(data.jobs.map((job) => [job.id, job.name]));
+  const names = Object.fromEntries(data.jobs.map((job) => [job.id, job.label]));
   const items = data.events.slice(-60).reverse().map((event) => {
     const li = document.createElement("li");
     const time = document.createElement("time");
@@ -332,7 +333,7 @@ function pick(data) {
 async function drawJob(data) {
   const id = pick(data);
   const job = data.jobs.find((j) => j.id === id);
-  document.getElementById("job-name").textContent = job ? job.name : "(none yet)";
+  document.getElementById("job-name").textContent = job ? job.label : "(none yet)";
   if (!job) return;
   const streamName = pickedStream || (job.state === "failed" ? "stderr" : "stdout");
   document.getElementById("job-stream").value = streamName;

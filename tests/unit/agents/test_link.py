@@ -15,6 +15,7 @@ from agents.link import DaemonLink
 from agents.protocol import (
     MAX_POINTS_PER_MESSAGE,
     AgentMessage,
+    AliveMessage,
     CancelMessage,
     FinishedMessage,
     HeartbeatMessage,
@@ -206,3 +207,37 @@ def test_metrics_go_in_messages_under_the_size_limit_every_point_once_in_order()
     assert sum(len(message.points) for message in small) == 1500
     assert len(small) == 3, "1,000 points of a loss are 36 KiB: halved to fit, not cut finer"
     assert isinstance(small[0], MetricsMessage) and list(_metrics_messages("j", 1, [])) == []
+
+
+def test_the_links_own_thread_says_alive_with_the_phase_while_the_caller_is_busy(
+    router: Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STOKER_PROTOCOL", "10")  # a daemon that reads it launched the job
+    link = DaemonLink("j", router.endpoint, alive_every_s=0.1, phase="setup")
+    try:
+        time.sleep(0.35)  # the caller sends nothing: a long setup
+        said = []
+        while (message := router.next(0.0)) is not None:
+            said.append(message)
+        assert len(said) >= 2
+        assert all(isinstance(m, AliveMessage) and m.phase == "setup" for m in said)
+        link.set_phase("evaluation")  # said at once, not only at the next period
+        deadline, phases = time.monotonic() + 0.08, []
+        while (message := router.next(max(0.0, deadline - time.monotonic()))) is not None:
+            assert isinstance(message, AliveMessage)
+            phases.append(message.phase)
+        assert phases[-1:] == ["evaluation"]
+    finally:
+        link.close()
+
+
+def test_a_daemon_older_than_alive_is_sent_none(
+    router: Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STOKER_PROTOCOL", "9")
+    link = DaemonLink("j", router.endpoint, alive_every_s=0.05)
+    try:
+        link.set_phase("evaluation")
+        assert router.next(0.3) is None  # it would refuse a message type it does not know
+    finally:
+        link.close()

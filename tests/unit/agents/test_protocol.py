@@ -48,7 +48,7 @@ def test_metrics_carry_nan_and_infinity_and_refuse_oversized_points() -> None:
     [
         (b'{"type": "hello", "job": "j", "pid": 1, "colour": 2}', "hello.colour"),
         (b'{"type": "launch", "job": "j"}', "does not match"),
-        (b'{"type": "hello", "job": "j", "pid": 1, "v": 10}', "hello.v"),
+        (b'{"type": "hello", "job": "j", "pid": 1, "v": 11}', "hello.v"),
         (b'{"type": "heartbeat", "job": "j", "iteration": -1}', "heartbeat.iteration"),
         (b"\xff\xfe", "Invalid JSON"),
         (b'{"type": "pause", "job": "j"}', "does not match"),  # daemon-bound only

@@ -177,7 +177,7 @@ class Steps:
 
     def __init__(self) -> None:
         self.batches = self.boundaries = 0
-        self.ended = False
+        self.ended = self.evaluation = False
 
     def on_batch(self, samples: int, refill: bool = False) -> None:
         self.batches += 1
@@ -187,6 +187,9 @@ class Steps:
 
     def step_ended(self) -> None:
         self.ended = True
+
+    def evaluating(self, yes: bool) -> None:
+        self.evaluation = yes
 
 
 def test_ranks_split_each_global_batch_and_cover_the_epoch_once() -> None:

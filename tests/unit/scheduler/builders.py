@@ -44,6 +44,9 @@ def scheduler(
     pause_timeout_s: float = 60.0,
     default_pause_cost_s: float = 16.0,
     restart_backoff_s: float = 0.0,
+    heartbeat_timeout_s: float = 10.0,
+    stall_timeout_s: float = 3600.0,
+    stall_action: str = "warn",
 ) -> Scheduler:
     """A core on a contention-free node with `cpu_workers` loader processes."""
     return Scheduler(
@@ -58,6 +61,9 @@ def scheduler(
             default_pause_cost_s=default_pause_cost_s,
             restart_backoff_s=restart_backoff_s,
             restart_backoff_max_s=max(restart_backoff_s, 300.0),
+            heartbeat_timeout_s=heartbeat_timeout_s,
+            stall_timeout_s=stall_timeout_s,
+            stall_action=stall_action,
         ),
     )
 

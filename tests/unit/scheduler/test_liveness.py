@@ -1,0 +1,106 @@
+"""Liveness apart from progress (DESIGN.md): a job whose link speaks is alive whatever its
+script does; one that makes no progress past its limit is stalled, and the operator's
+policy applies; a job's own time limit ends it; a relaunch that gets no further than the
+failure before is not relaunched again."""
+
+from dataclasses import replace
+
+from scheduler.messages import (
+    AgentHello,
+    Alive,
+    Cancel,
+    Failed,
+    Heartbeat,
+    JobRequest,
+    JobSubmitted,
+    Launch,
+    Stalled,
+    StateChanged,
+    Tick,
+)
+from scheduler.scheduler import Scheduler
+from scheduler.states import JobState
+from tests.unit.scheduler.builders import job, only, scheduler
+
+
+def started(core: Scheduler, request: JobRequest, now: float) -> Launch:
+    (launch,) = only(core.handle(JobSubmitted(request), now), Launch)
+    core.handle(AgentHello(request.id, launch.gen, 0), now)
+    return launch
+
+
+def test_a_job_whose_link_speaks_is_never_lost_however_long_its_setup() -> None:
+    core = scheduler(heartbeat_timeout_s=10.0)
+    started(core, job("a"), 0.0)
+    for second in range(1, 120):  # two minutes of setup: no heartbeat, the link's alive
+        core.handle(Alive("a", "setup"), float(second))
+        core.handle(Tick(), second + 0.5)
+    status = core.status("a")
+    assert status.state is JobState.RUNNING
+    assert status.phase == "setup"
+
+
+def test_a_silent_link_is_lost_after_the_jobs_own_timeout() -> None:
+    core = scheduler(heartbeat_timeout_s=10.0)
+    started(core, replace(job("a"), heartbeat_timeout_s=30.0), 0.0)
+    core.handle(Tick(), 29.0)
+    assert core.status("a").state is JobState.RUNNING  # its own 30 s, not the config's 10
+    out = core.handle(Tick(), 30.0)
+    assert core.status("a").state is JobState.FAILED
+    (changed,) = only(out, StateChanged)
+    assert "silent for 30 s (heartbeat_timeout_s = 30 s)" in changed.why
+
+
+def test_no_progress_past_the_limit_is_reported_stalled_and_progress_clears_it() -> None:
+    core = scheduler(stall_timeout_s=100.0, heartbeat_timeout_s=1000.0)
+    started(core, job("a"), 0.0)
+    core.handle(Alive("a", "evaluation"), 1.0)  # a new phase is progress
+    assert core.next_deadline() == 101.0
+    for second in range(2, 101):
+        assert not only(core.handle(Alive("a", "evaluation"), float(second)), Stalled)
+    out = core.handle(Tick(), 101.0)
+    assert only(out, Stalled) == [Stalled("a", True, 100.0, "evaluation")]
+    assert core.status("a").stalled
+    assert core.status("a").state is JobState.RUNNING  # warn: reported, left to run
+    assert not only(core.handle(Tick(), 500.0), Stalled)  # said once
+    out = core.handle(Heartbeat("a", 1, 7, 100.0, 0.0, 10), 501.0)  # a step: it moves again
+    assert only(out, Stalled) == [Stalled("a", False, phase="evaluation")]
+    assert not core.status("a").stalled
+
+
+def test_a_stall_fails_the_job_when_the_operator_says_so() -> None:
+    core = scheduler(stall_timeout_s=100.0, stall_action="fail", heartbeat_timeout_s=1000.0)
+    started(core, replace(job("a"), stall_timeout_s=50.0), 0.0)
+    core.handle(Alive("a", "training"), 1.0)
+    out = core.handle(Tick(), 51.0)
+    assert core.status("a").state is JobState.FAILED
+    (changed,) = only(out, StateChanged)
+    assert changed.why.startswith("stalled: no step and no new phase for 50 s in its training")
+    assert "a" in core.exiting  # its hung process keeps its GPUs until it exits
+
+
+def test_a_time_limit_cancels_the_job_through_its_checkpoint() -> None:
+    core = scheduler(heartbeat_timeout_s=1000.0)
+    started(core, replace(job("a"), time_limit_s=60.0), 5.0)
+    assert core.next_deadline() == 65.0
+    out = core.handle(Tick(), 65.0)
+    assert core.status("a").state is JobState.CANCELLED
+    assert only(out, Cancel) == [Cancel("a")]  # the SDK checkpoints, then leaves
+    (changed,) = only(out, StateChanged)
+    assert changed.why.startswith("time limit: it ran 60 s (time_limit_s)")
+
+
+def test_a_relaunch_that_gets_no_further_than_the_last_failure_is_not_relaunched() -> None:
+    # The word_language_model case: killed at step 119 of an evaluation each time, relaunched
+    # from the top (no checkpoint yet), and its last heartbeat one step short the second time.
+    core = scheduler()
+    request = replace(job("a"), max_restarts=5)
+    started(core, request, 0.0)
+    core.handle(Heartbeat("a", 1, 119, 100.0, 0.0, 10), 10.0)
+    (launch,) = only(core.handle(Failed("a", "killed"), 11.0), Launch)  # progress: relaunched
+    core.handle(AgentHello("a", launch.gen, 0), 22.0)  # from the top
+    core.handle(Heartbeat("a", launch.gen, 118, 100.0, 0.0, 10), 30.0)
+    out = core.handle(Failed("a", "killed"), 31.0)
+    assert core.status("a").state is JobState.FAILED
+    (changed,) = only(out, StateChanged)
+    assert "failed twice without getting past step 119 (now at step 118)" in changed.why
