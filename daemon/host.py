@@ -18,6 +18,9 @@ from daemon.config import NodeConfig
 from daemon.gpus import detect_gpus
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+# A node without GPUs runs at least this many jobs at once, however few its CPUs: one job
+# at a time would leave nothing to share (a 2-core host gave one slot and one loader).
+MIN_CPU_SLOTS = 2
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,23 @@ class NodeResources:
         return self.gpus > 0
 
 
+# The paper's testbed (A-Dloader Sec. IV-A; configs/workloads/paper-dynamic.toml): what a
+# simulated daemon simulates where its config does not say.
+PAPER_GPUS = 4
+PAPER_CPU_WORKERS = 18
+
+
+def simulated_node(node: NodeConfig) -> NodeConfig:
+    """The node a daemon of simulated agents simulates: what `node` states, the paper's
+    testbed for the rest; never this host's CPUs, which simulated agents do not use."""
+    return node.model_copy(
+        update={
+            "gpus": PAPER_GPUS if node.gpus is None else node.gpus,
+            "cpu_workers": PAPER_CPU_WORKERS if node.cpu_workers is None else node.cpu_workers,
+        }
+    )
+
+
 def detect_node(node: NodeConfig) -> NodeResources:
     """The node on this host: `plan_node` with this process's CPUs, and NVML asked for the
     GPUs only when `node.gpus` is unset. `stoker serve` and `stoker node` both use it."""
@@ -156,8 +176,11 @@ def plan_node(
 
     - With GPUs, each rank's host thread needs a CPU: the loaders get the rest, at least
       one. Training threads: one per rank (the GPU computes).
-    - Without, training runs on the CPUs: a slot for every 4 CPUs (at least one), half
-      the CPUs for training threads and the other half for loaders.
+    - Without, training runs on the CPUs: a slot for every 4 CPUs, half the CPUs for
+      training threads and the other half for loaders; but, on a small host, at least
+      `MIN_CPU_SLOTS` slots and twice as many loader processes as slots: jobs share the
+      node, and each has workers to give up when another arrives (loader processes spend
+      much of their time waiting; the contention curve the core learns prices the rest).
     """
     chosen = []
     gpus = node.gpus if node.gpus is not None else detected_gpus
@@ -167,13 +190,16 @@ def plan_node(
         slots = gpus
         training = gpus
     else:
-        slots = node.cpu_slots if node.cpu_slots is not None else max(1, cpus.usable // 4)
+        slots = (
+            node.cpu_slots if node.cpu_slots is not None else max(MIN_CPU_SLOTS, cpus.usable // 4)
+        )
         if node.cpu_slots is None:
             chosen.append("cpu_slots")
         training = max(slots, cpus.usable // 2)
     workers = node.cpu_workers
     if workers is None:
-        workers = max(1, cpus.usable - training)
+        spare = cpus.usable - training
+        workers = max(1, spare) if gpus > 0 else max(2 * slots, spare)
         chosen.append("cpu_workers")
     threads = 1 if gpus > 0 else max(1, training // slots)
     sets = slot_cpus(allowed, slots) if node.cpu_sets and allowed else ()

@@ -35,7 +35,7 @@ from daemon.actions import Actions
 from daemon.agentargs import own_ranks, unstartable
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
-from daemon.host import detect_node
+from daemon.host import detect_node, simulated_node
 from daemon.items import (
     CancelCall,
     Fitted,
@@ -146,7 +146,9 @@ class Service:
             config.node.decoder_endpoint or f"ipc://{self.state_dir / 'decoder.sock'}"
         )
         self.launcher = launcher or Launcher(self.state_dir / "jobs")
-        self.node = detect_node(config.node)  # what the config leaves unset, from the host
+        # What the config leaves unset, from the host; simulated agents simulate a node.
+        simulated = config.agent_mode == "simulate"
+        self.node = detect_node(simulated_node(config.node) if simulated else config.node)
         self.uses_gpus = self.node.uses_gpus
         self.slots = self.node.slots
         # A node that trains on its CPUs plans on one budget of them (allocator/cpunode.py);

@@ -925,6 +925,11 @@ class Scheduler:
     def _maybe_start_round(self, now: float, out: list[Command]) -> None:
         if self._round is not None:
             return
+        early = self._arrivals_due is not None and now < self._arrivals_due
+        if early and self._config.start_when_free:
+            self._start_beside_running(now, out)
+            if self._round is not None:
+                return
         arrivals_due = self._arrivals_due is not None and now >= self._arrivals_due
         completions_due = self._completions_due is not None and now >= self._completions_due
         held = self._held_until is not None
@@ -969,9 +974,38 @@ class Scheduler:
             return
         self._start_round(planned, now, out)
 
-    def _start_round(self, planned: list[_Job], now: float, out: list[Command]) -> None:
+    def _start_beside_running(self, now: float, out: list[Command]) -> None:
+        """Arrivals that fit in what the jobs holding processes leave start at once, planned
+        on that alone: no one is paused for them, so nothing is worth waiting for (an idle
+        node's first job starts now, not at the window's close). Giving the node's share
+        back among all of them pauses someone: that waits for the arrival window, whose
+        round then plans every job (the gate judges whom to change)."""
+        arriving = [self._jobs[job_id] for job_id in self._arrivals]
+        holding = [job for job in self._live.values() if job.state.holds_resources]
+        held = sum(job.request.gpus * _workers(_holding(job)) for job in holding)
+        left = self._node.cpu_workers - held
+        if left < sum(job.request.gpus for job in arriving) or any(j.fixed for j in arriving):
+            return
+        shares = sum(_share(_holding(job)) for job in holding)
+        node = replace(
+            self._node,
+            cpu_workers=left,
+            decoder_capacity=self._node.decoder_capacity * max(0.0, 1.0 - shares),
+        )
+        rebalance_due = self._arrivals_due if holding else None
+        self._arrivals, self._arrivals_due = [], None
+        for job in arriving:
+            self._move(job, JobState.PENDING, out)
+        self._start_round(arriving, now, out, node)
+        if rebalance_due is not None and self._completions_due is None:
+            self._completions_due = rebalance_due
+
+    def _start_round(
+        self, planned: list[_Job], now: float, out: list[Command], node: NodeSpec | None = None
+    ) -> None:
+        """Plan `planned` on `node` (None: the node less the jobs no plan can change now)."""
         self._relearn_contention()
-        plan = self._plan(planned, self._node_left())
+        plan = self._plan(planned, node or self._node_left())
         self._generation += 1
         for job in planned:
             job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s

@@ -237,7 +237,11 @@ class Workload(_Strict):
         return NodeTruth(**self.truth)
 
     def scheduler_config(self, policy: str) -> SchedulerConfig:
-        return SchedulerConfig(**{**self.scheduler, "policy": policy})
+        """The file's `[scheduler]` settings under `policy`. Arrivals wait for their window
+        unless it says `start_when_free = true`: a workload reproduces the paper's buffers
+        (a live daemon starts a job that pauses no one at once)."""
+        given = {"start_when_free": False, **self.scheduler}
+        return SchedulerConfig(**{**given, "policy": policy})
 
 
 def _overrides(cls: type, given: dict[str, Any], table: str) -> None:

@@ -47,8 +47,10 @@ def scheduler(
     heartbeat_timeout_s: float = 10.0,
     stall_timeout_s: float = 3600.0,
     stall_action: str = "warn",
+    start_when_free: bool = False,
 ) -> Scheduler:
-    """A core on a contention-free node with `cpu_workers` loader processes."""
+    """A core on a contention-free node with `cpu_workers` loader processes. Arrivals wait
+    for their window unless `start_when_free` (the windows' own tests are written so)."""
     return Scheduler(
         NodeSpec(cpu_workers=cpu_workers, contention=ContentionCurve.contention_free()),
         RateModel(),
@@ -64,6 +66,7 @@ def scheduler(
             heartbeat_timeout_s=heartbeat_timeout_s,
             stall_timeout_s=stall_timeout_s,
             stall_action=stall_action,
+            start_when_free=start_when_free,
         ),
     )
 

@@ -149,31 +149,33 @@ def test_weights_and_running_caps_share_the_node() -> None:
 
 def test_a_waiting_job_says_what_it_waits_for() -> None:
     scheduler = Scheduler(
-        NodeSpec(cpu_workers=32, contention=ContentionCurve.contention_free()),
+        NodeSpec(cpu_workers=1, contention=ContentionCurve.contention_free()),
         RateModel(),
         SchedulerConfig(arrival_window_s=30.0, completion_window_s=0.0),
-        GpuPool(1),
+        GpuPool(2),
     )
-    scheduler.handle(JobSubmitted(job("a")), 0.0)
-    scheduler.handle(JobSubmitted(job("b")), 1.0)
-    scheduler.handle(JobSubmitted(job("c")), 2.0)
-    assert scheduler.waiting("a", 10.0) == (
+    scheduler.handle(JobSubmitted(job("a")), 0.0)  # an idle node: it starts at once
+    assert (scheduler.waiting("a", 0.5) or "").startswith("launched; waiting for its agent's")
+    scheduler.handle(AgentHello("a", scheduler.generation, 0), 1.0)
+    assert scheduler.waiting("a", 1.0) is None
+    scheduler.handle(JobSubmitted(job("b")), 1.0)  # no worker left beside `a`: it must pause
+    scheduler.handle(JobSubmitted(job("c")), 2.0)  # no GPU left: c and d wait in the queue
+    scheduler.handle(JobSubmitted(job("d")), 2.0)
+    assert scheduler.waiting("b", 11.0) == (
         "waiting for the arrival window: planned in 20 s with every job that arrives meanwhile"
         " (scheduler.arrival_window_s = 30 s)"
     )
-    said = scheduler.waiting("c", 10.0)
+    said = scheduler.waiting("d", 10.0)
     assert said is not None and "1 job(s) ahead of it in the queue" in said
-    scheduler.handle(Tick(), 30.0)  # the window closes: `a` launches
-    assert (scheduler.waiting("a", 30.0) or "").startswith("launched; waiting for its agent's")
-    scheduler.handle(AgentHello("a", scheduler.generation, 0), 31.0)
-    assert scheduler.waiting("a", 31.0) is None
 
 
 def test_a_job_whose_window_closed_during_a_round_says_it_waits_for_the_round() -> None:
     scheduler = Scheduler(
         NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free()),
         RateModel(),
-        SchedulerConfig(arrival_window_s=1.0, completion_window_s=0.0, policy="waa"),
+        SchedulerConfig(
+            arrival_window_s=1.0, completion_window_s=0.0, policy="waa", start_when_free=False
+        ),
         GpuPool(3),
     )
     (launch,) = only(

@@ -14,6 +14,7 @@ from scheduler.messages import (
     JobRequest,
     JobSubmitted,
     Launch,
+    Pause,
     Stalled,
     StateChanged,
     Tick,
@@ -104,3 +105,26 @@ def test_a_relaunch_that_gets_no_further_than_the_last_failure_is_not_relaunched
     assert core.status("a").state is JobState.FAILED
     (changed,) = only(out, StateChanged)
     assert "failed twice without getting past step 119 (now at step 118)" in changed.why
+
+
+def test_a_job_that_pauses_no_one_starts_at_once_and_the_window_batches_the_rest() -> None:
+    core = scheduler(cpu_workers=30, window_s=30.0, start_when_free=True, heartbeat_timeout_s=1e3)
+    (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)  # an idle node
+    core.handle(AgentHello("a", launch.gen, 0), 0.5)
+    held = launch.allocation.workers_per_gpu
+    assert held < 30  # room beside it: b starts at once, on what a leaves
+    (second,) = only(core.handle(JobSubmitted(job("b")), 1.0), Launch)
+    assert second.allocation.workers_per_gpu <= 30 - held
+    assert core.status("a").allocation == launch.allocation  # nobody paused for b
+    assert core.next_deadline() == 31.0  # b's window: its round may still share better
+
+
+def test_a_job_that_would_pause_someone_waits_for_the_window() -> None:
+    core = scheduler(cpu_workers=10, window_s=30.0, start_when_free=True, heartbeat_timeout_s=1e3)
+    (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
+    assert launch.allocation.workers_per_gpu == 10  # it keeps up with 10: the node's all
+    core.handle(AgentHello("a", launch.gen, 0), 0.5)
+    assert not only(core.handle(JobSubmitted(job("b")), 1.0), Launch)
+    assert core.status("b").state is JobState.SUBMITTED
+    out = core.handle(Tick(), 31.0)  # the window closes: a shrinks for b
+    assert [pause.job_id for pause in only(out, Pause)] == ["a"]

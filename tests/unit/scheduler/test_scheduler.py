@@ -713,7 +713,7 @@ def test_a_replan_after_a_pause_timeout_plans_as_a_round_does() -> None:
         RateModel(),
         SchedulerConfig(
             policy="fair", arrival_window_s=1.0, completion_window_s=1.0, gate=False,
-            pause_timeout_s=20.0, fair_floor=0.7,
+            pause_timeout_s=20.0, fair_floor=0.7, start_when_free=False,
         ),
     )  # fmt: skip
     core.handle(JobSubmitted(job("s")), 0.0)
