@@ -14,6 +14,7 @@ from cli.client import register_client
 from cli.dataset import dataset_app, profile_command
 from cli.decoder import decoder_app
 from cli.demo import demo_command
+from cli.events import register_events
 from cli.job_view import register_job_view
 from cli.serve import register_serve
 from cli.simulate import register_simulate
@@ -35,6 +36,7 @@ register_allocate(app)
 register_simulate(app)
 register_serve(app)
 register_client(app)
+register_events(app)
 register_job_view(app)
 app.command("demo")(demo_command)
 app.command("backup")(backup)

@@ -57,6 +57,7 @@ DEFAULT_STATE_DIR = ".stoker"
 JOB_DID_NOT_COMPLETE = 1
 
 
+JsonOut = typer.Option("--json", help="the whole job, as JSON")
 Follow = typer.Option(
     "--follow", "-f", help="then print its logs until it ends; exit 1 unless it completed"
 )
@@ -116,17 +117,18 @@ class Daemon:
             fail(f"{method} {path}: {reply.status_code} {detail(reply)}")
         return reply
 
-    def every_page(self, path: str) -> list[Any]:
-        """Every item of a paginated list (GET /v1/jobs), following `X-Next-Cursor`."""
+    def every_page(self, path: str, query: dict[str, Any] | None = None) -> list[Any]:
+        """Every item of a paginated list (GET /v1/jobs) under `query`, following
+        `X-Next-Cursor`."""
         items: list[Any] = []
-        params: dict[str, Any] = {}
+        params: dict[str, Any] = dict(query or {})
         while True:
             reply = self._checked("GET", path, self.request("GET", path, params=params))
             items += reply.json()
             cursor = reply.headers.get("X-Next-Cursor")
             if cursor is None:
                 return items
-            params = {"after": cursor}
+            params = {**(query or {}), "after": cursor}
 
     def request(
         self, method: str, path: str, body: object = None, params: dict[str, Any] | None = None
@@ -293,14 +295,23 @@ def submit(
             " resume ID` runs it again with its own settings)",
         ),
     ] = None,
+    time_limit: Annotated[
+        float | None,
+        typer.Option(
+            min=1.0,
+            metavar="SECONDS",
+            help="the longest it may run: then it checkpoints and ends (`stoker resume` goes on)",
+        ),
+    ] = None,
     follow: Annotated[bool, Follow] = False,
+    json_output: Annotated[bool, JsonOut] = False,
     url: Url = None,
     token: Token = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Submit a job and print it as JSON, its `id` among the fields (with --follow instead:
-    its id, then its logs until it ends): a TOML (or JSON) file of its fields, or a command to run
-    from this directory (`stoker submit --gpus 2 -- python train.py --lr 0.1`)."""
+    """Submit a job and print its id (--json: the whole job; --follow: its id, then its logs
+    until it ends): a TOML (or JSON) file of its fields, or a command to run from this
+    directory (`stoker submit --gpus 2 -- python train.py --lr 0.1`)."""
     given = list(args or [])
     if not given:
         fail("give a job file (JOB.toml or JOB.json) or a command after --")
@@ -321,14 +332,17 @@ def submit(
                 body[field] = value
     if continue_from is not None:
         body["continue_from"] = continue_from
+    if time_limit is not None:
+        body["time_limit_s"] = time_limit
     daemon = Daemon(url, token, state_dir)
-    _submitted(daemon, daemon.call("POST", "/v1/jobs", body), follow)
+    _submitted(daemon, daemon.call("POST", "/v1/jobs", body), follow, json_output)
 
 
 def resume(
     job_id: Annotated[str, typer.Argument(metavar="ID")],
     *,
     follow: Annotated[bool, Follow] = False,
+    json_output: Annotated[bool, JsonOut] = False,
     again: Annotated[
         bool,
         typer.Option(
@@ -341,8 +355,8 @@ def resume(
 ) -> None:
     """Submit an ended job (cancelled, failed or completed) again from its newest
     checkpoint: a new job of the same settings that goes on where it stopped (its model,
-    optimizer, epoch and data position). Prints it as JSON (with --follow instead: its id,
-    then its logs until it ends). A job resumed already is refused, pointing to the job
+    optimizer, epoch and data position). Prints its id (--json: the whole job; --follow: its
+    id, then its logs until it ends). A job resumed already is refused, pointing to the job
     that went on from it, unless --again. To change a setting on the way (more epochs,
     say), submit the job anew with `--continue-from ID`."""
     daemon = Daemon(url, token, state_dir)
@@ -350,13 +364,17 @@ def resume(
     job = daemon.call("POST", f"/v1/jobs/{job_id}/resume{query}")
     if follow:
         typer.echo(f"{job['id']} goes on from {job_id}'s newest checkpoint", err=True)
-    _submitted(daemon, job, follow)
+    _submitted(daemon, job, follow, json_output)
 
 
-def _submitted(daemon: Daemon, job: dict[str, Any], follow: bool) -> None:
-    """Print a job just submitted as JSON; or, `follow`, its id and its logs until it ends."""
-    if not follow:
+def _submitted(daemon: Daemon, job: dict[str, Any], follow: bool, whole: bool) -> None:
+    """Print a job just submitted: its id (`whole`: all of it, as JSON), as sbatch prints
+    its job's number; or, `follow`, its id and its logs until it ends."""
+    if whole:
         print_json(job)
+        return
+    if not follow:
+        typer.echo(job["id"])
         return
     typer.echo(f"submitted {job['id']}", err=True)
     if job["state"] == "submitted" and job.get("reason"):  # the window it waits for, say
@@ -608,10 +626,25 @@ class _LogUnreadable(Exception):
 
 
 def jobs(
+    *,
     url: Url = None,
     token: Token = None,
     state_dir: StateDir = None,
     json_output: Annotated[bool, typer.Option("--json", help="as JSON")] = False,
+    states: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--state",
+            "-t",
+            metavar="STATE",
+            help="only jobs in this state (running, submitted, completed, failed, ...); repeat"
+            " it, or give several with commas",
+        ),
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", "-u", help="only this tenant's jobs (the admin's)")
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", "-n", help="only jobs of this name")] = None,
 ) -> None:
     """List the jobs the token may see, oldest first: id, state, model (or the command's
     script), GPUs, loader workers per GPU, iterations done (of how many), and for a running
@@ -619,7 +652,10 @@ def jobs(
     heartbeat and how far that is from what the plan predicted (`vs_plan`). A job that
     ended while its processes run on (a script saving after training, holding its GPUs)
     reads `completed (exiting)`."""
-    found = Daemon(url, token, state_dir).every_page("/v1/jobs")
+    query: dict[str, Any] = {"tenant": tenant, "name": name}
+    query["state"] = [part.strip() for given in states or [] for part in given.split(",")]
+    query = {key: value for key, value in query.items() if value}
+    found = Daemon(url, token, state_dir).every_page("/v1/jobs", query)
     if json_output:
         print_json(found)
         return

@@ -53,6 +53,7 @@ from daemon.stopping import streaming
 from daemon.store import JobRecord
 from daemon.summary import node_summary
 from daemon.tenants import ADMIN
+from scheduler.states import JobState
 from tpm import FittedTPM, SampleError, TpmError, UnknownModel
 
 log = logging.getLogger(__name__)
@@ -210,12 +211,29 @@ async def jobs(
         str | None, Query(max_length=400, description="the cursor of the page before")
     ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    state: Annotated[
+        list[JobState] | None, Query(description="only jobs in these states (repeat it)")
+    ] = None,
+    tenant: Annotated[
+        str | None, Query(max_length=128, description="only this tenant's jobs (the admin's)")
+    ] = None,
+    name: Annotated[str | None, Query(max_length=128, description="only jobs of this name")] = None,
 ) -> list[JobView]:
-    """The caller's jobs (the admin's: all), oldest first, `limit` at a time. When more
-    follow, the `X-Next-Cursor` header holds the cursor to pass as `after`, and `Link`
-    the next page's URL (rel="next")."""
+    """The caller's jobs (the admin's: all), oldest first, `limit` at a time; only those in
+    the `state`s, of the `tenant` and of the `name` given. When more follow, the
+    `X-Next-Cursor` header holds the cursor to pass as `after`, and `Link` the next page's
+    URL (rel="next")."""
     node = service.snapshot()
-    page = service.store.jobs_page(_tenant(who), _cursor(after), limit + 1)
+    visible = _tenant(who)
+    if tenant is not None and visible is not None and tenant != visible:
+        return []  # a tenant sees only its own jobs: another's are none of them
+    page = service.store.jobs_page(
+        visible if tenant is None else tenant,
+        _cursor(after),
+        limit + 1,
+        states=[given.value for given in state or ()],
+        name=name,
+    )
     if len(page) > limit:
         page = page[:limit]
         cursor = _encode_cursor(page[-1])

@@ -150,11 +150,15 @@ PAPER_CPU_WORKERS = 18
 
 
 def simulated_node(node: NodeConfig) -> NodeConfig:
-    """The node a daemon of simulated agents simulates: what `node` states, the paper's
-    testbed for the rest; never this host's CPUs, which simulated agents do not use."""
+    """The node a daemon of simulated agents simulates: what `node` states (`cpu_slots`
+    given: a node without GPUs), the paper's testbed for the rest; never this host's CPUs
+    or GPUs, which simulated agents do not use."""
+    gpus = node.gpus
+    if gpus is None:
+        gpus = 0 if node.cpu_slots is not None else PAPER_GPUS
     return node.model_copy(
         update={
-            "gpus": PAPER_GPUS if node.gpus is None else node.gpus,
+            "gpus": gpus,
             "cpu_workers": PAPER_CPU_WORKERS if node.cpu_workers is None else node.cpu_workers,
         }
     )

@@ -359,15 +359,28 @@ class Store:
         return None if row is None else _job(row)
 
     def jobs_page(
-        self, tenant: str | None, after: tuple[float, str] | None, limit: int
+        self,
+        tenant: str | None,
+        after: tuple[float, str] | None,
+        limit: int,
+        *,
+        states: Sequence[str] = (),
+        name: str | None = None,
     ) -> list[JobRecord]:
         """Up to `limit` jobs (-1: all), oldest first, after the job at (submitted_at, id)
-        `after`; only `tenant`'s when given."""
+        `after`; only `tenant`'s when given, only those in `states` when any, only those
+        called `name` when given."""
         clauses: list[str] = ["1"]
         arguments: list[object] = []
         if tenant is not None:
             clauses.append("tenant = ?")
             arguments.append(tenant)
+        if states:
+            clauses.append(f"state IN ({', '.join('?' * len(states))})")
+            arguments += list(states)
+        if name is not None:
+            clauses.append("name = ?")
+            arguments.append(name)
         if after is not None:
             clauses.append("(submitted_at, id) > (?, ?)")
             arguments += list(after)

@@ -1,6 +1,7 @@
 """`stoker submit`, `jobs` and `cancel` against a live daemon."""
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -32,11 +33,14 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
         'name = "cli-job"\nmodel = "mdResnet12"\nbatch_size = 64\ngpus = 1\niterations = 100000\n'
     )
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    submitted = stoker("submit", *where, job_file)
+    submitted = stoker("submit", *where, job_file)  # the id alone, as sbatch prints its number
     assert submitted.code == 0, submitted.stderr
-    job_id = str(submitted.json()["id"])
+    job_id = submitted.stdout.strip()
+    assert re.fullmatch(r"cli-job-[0-9a-f]{12}", job_id), submitted.stdout
     long_name = "a-rather-long-experiment-name-lr0.1"
-    command = stoker("submit", "--name", long_name, *where, "--", "sleep", "60", cwd=tmp_path)
+    command = stoker(
+        "submit", "--json", "--name", long_name, *where, "--", "sleep", "60", cwd=tmp_path
+    )
     assert command.code == 0, command.stderr
     with daemon.client() as client:
         wait_for(
@@ -104,7 +108,9 @@ def test_errors_say_what_to_change(serve: Callable[..., Daemon], tmp_path: Path)
     ), "refused before any daemon is asked"
     wrong = stoker("jobs", "--url", daemon.url, "--token", "nope")
     assert wrong.code == 2 and "401" in wrong.stderr
-    made = stoker("submit", "--url", daemon.url, "--token", token, "--", "sleep", "30").json()
+    made = stoker(
+        "submit", "--json", "--url", daemon.url, "--token", token, "--", "sleep", "30"
+    ).json()
     cut = stoker("cancel", str(made["id"])[:-6], "--url", daemon.url, "--token", token)
     assert cut.code == 2 and f"did you mean {made['id']}?" in cut.stderr, "an id copied short"
     nobody = stoker("jobs", "--url", "http://127.0.0.1:9", "--token", token)
@@ -171,7 +177,7 @@ def test_a_job_files_relative_dataset_is_read_from_the_files_folder(
         'model = "smResnet20"\nbatch_size = 8\ngpus = 1\niterations = 1\ndataset = "data"\n'
     )
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    submitted = stoker("submit", *where, "project/job.toml", cwd=tmp_path)
+    submitted = stoker("submit", "--json", *where, "project/job.toml", cwd=tmp_path)
     assert submitted.code == 0, submitted.stderr
     assert submitted.json()["name"] == "job"
     assert stoker("cancel", str(submitted.json()["id"]), *where).code == 0
@@ -183,7 +189,7 @@ def test_a_job_files_relative_dataset_is_read_from_the_files_folder(
     # The same job as JSON, the body POST /v1/jobs takes, read the same way.
     fields = {"model": "smResnet20", "batch_size": 8, "gpus": 1, "iterations": 1, "dataset": "data"}
     (project / "as.json").write_text(json.dumps(fields))
-    as_json = stoker("submit", *where, "project/as.json", cwd=tmp_path)
+    as_json = stoker("submit", "--json", *where, "project/as.json", cwd=tmp_path)
     assert as_json.code == 0 and as_json.json()["name"] == "as", as_json.stderr
     assert stoker("cancel", str(as_json.json()["id"]), *where).code == 0
     (project / "bad.json").write_text("{model: smResnet20}")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from daemon.config import NodeConfig
-from daemon.host import CpuLimit, cgroup_quota, cpu_limit, plan_node, slot_cpus
+from daemon.host import CpuLimit, cgroup_quota, cpu_limit, plan_node, simulated_node, slot_cpus
 
 
 def write(path: Path, text: str) -> None:
@@ -148,3 +148,12 @@ def test_stoker_node_warns_of_loader_processes_far_past_the_cpus(tmp_path: Path)
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "\nwarning: cpu_workers 500 on " in run.stdout, run.stdout
+
+
+def test_a_simulated_daemon_simulates_the_stated_node_else_the_papers() -> None:
+    papers = simulated_node(NodeConfig())
+    assert (papers.gpus, papers.cpu_workers) == (4, 18)  # never this host's CPUs
+    stated = simulated_node(NodeConfig(gpus=8, cpu_workers=40))
+    assert (stated.gpus, stated.cpu_workers) == (8, 40)
+    slots = simulated_node(NodeConfig(cpu_slots=3))  # a node without GPUs, as stated
+    assert (slots.gpus, slots.cpu_slots, slots.cpu_workers) == (0, 3, 18)

@@ -1,0 +1,101 @@
+"""Ordinary scripts survive under the daemon (issue 36): a long setup after `stoker.init()`
+and a long evaluation at each epoch's end are phases, shown by `stoker show`, `stoker jobs`
+filters and the dashboard, never taken for a hang; progress counts training steps only.
+Real processes, real ZeroMQ, real training of a tiny model; the link's silence limit is
+cut to 2 s so that 5-s phases outlast it several times over (the default is 60 s)."""
+
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cli import stoker
+from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, ended, wait_for
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+@pytest.fixture
+def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
+    yield from daemon_factory(tmp_path)
+
+
+def test_a_long_setup_and_a_long_evaluation_are_phases_not_hangs(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(
+        agent_mode="process",
+        scheduler={**FAST["scheduler"], "heartbeat_timeout_s": 2.0},  # type: ignore[dict-item]
+    )
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    script = str(SCRIPTS / "slow_phases.py")
+    submitted = stoker(
+        "submit", *where, "--name", "slow", "--env", "SETUP_S=5", "--env", "EVAL_S=5",
+        "--", sys.executable, script, "2",
+    )  # fmt: skip
+    assert submitted.code == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    phases: set[str] = set()
+    with daemon.client() as client:
+
+        def seen() -> bool:
+            job = client.get(f"/v1/jobs/{job_id}").json()
+            phases.add(job["phase"])
+            return job["state"] in ("completed", "failed", "cancelled")
+
+        wait_for("its end", seen, timeout_s=90.0)
+        job = ended(client, job_id)
+        assert job is not None
+        assert job["state"] == "completed", job["reason"]
+        assert job["restarts"] == 0
+        assert job["iteration"] == 16, "2 epochs of 8 training steps; the evaluations' are none"
+        assert {"setup", "training", "evaluation"} <= phases, phases
+    shown = stoker("show", job_id, *where).stdout
+    assert "done at step 16" in stoker("logs", job_id, *where).stdout
+    assert re.search(r"^state\s+completed", shown, re.M), shown
+
+
+def test_the_phase_is_shown_while_it_lasts_and_jobs_filter_like_squeue(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(
+        agent_mode="process",
+        scheduler={**FAST["scheduler"], "heartbeat_timeout_s": 2.0},  # type: ignore[dict-item]
+    )
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    script = str(SCRIPTS / "slow_phases.py")
+    job_id = stoker(
+        "submit", *where, "--name", "setup", "--env", "SETUP_S=60", "--env", "EVAL_S=0",
+        "--", sys.executable, script, "1",
+    ).stdout.strip()  # fmt: skip
+    other = stoker("submit", *where, "--name", "other", "--", "sleep", "60").stdout.strip()
+    with daemon.client() as client:
+        wait_for(
+            "its setup phase",
+            lambda: client.get(f"/v1/jobs/{job_id}").json()["phase"] == "setup",
+            timeout_s=30.0,
+        )
+        time.sleep(3.0)  # past the 2-s silence limit: its link still speaks
+        shown = stoker("show", job_id, *where).stdout
+        assert re.search(r"^phase\s+setup$", shown, re.M), shown
+        assert re.search(r"^state\s+running", shown, re.M), shown
+        board = client.get("/v1/dashboard").json()
+        assert {job["id"]: job["phase"] for job in board["jobs"]}[job_id] == "setup"
+    named = stoker("jobs", *where, "--name", "setup").stdout
+    assert job_id in named and other not in named
+    assert stoker("cancel", other, *where).code == 0
+    wait_for(
+        "the cancel",
+        lambda: other in stoker("jobs", *where, "-t", "cancelled").stdout,
+        timeout_s=30.0,
+    )
+    running = stoker("jobs", *where, "--state", "running,submitted").stdout
+    assert job_id in running and other not in running
+    assert stoker("jobs", *where, "-u", "nobody-here").stdout.count("\n") == 1, "a header only"
+    events = stoker("events", other, *where).stdout
+    assert re.search(r"state  \w+ -> cancelled: cancelled by admin", events), events
+    everything = stoker("events", *where).stdout
+    assert job_id in everything and other in everything
