@@ -825,9 +825,11 @@ class Scheduler:
             # Its relaunch got no further than the failure before (wherever it started
             # from: a relaunch with no checkpoint starts from the top): it would only fail
             # there again.
+            if job.reported == job.failed_at:
+                return f"not relaunched: it failed twice after completing step {job.reported}"
             return (
-                f"not relaunched: it failed twice without getting past step {job.failed_at}"
-                f" (now at step {job.reported})"
+                f"not relaunched: it failed again before getting past step {job.failed_at}"
+                f" (this time after step {job.reported})"
             )
         return None
 

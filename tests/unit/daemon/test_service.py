@@ -36,7 +36,10 @@ from daemon.store import Store
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
 
-NOW = SchedulerConfig(arrival_window_s=0.0, completion_window_s=0.0, gate=False)
+# Windows of 0, and the 10-s silence limit these scenarios were written around.
+NOW = SchedulerConfig(
+    arrival_window_s=0.0, completion_window_s=0.0, gate=False, heartbeat_timeout_s=10.0
+)
 ONE_GPU = NodeConfig(gpus=1, cpu_workers=8, max_jobs_per_gpu=1)  # one job at a time
 
 

@@ -104,7 +104,7 @@ def test_a_relaunch_that_gets_no_further_than_the_last_failure_is_not_relaunched
     out = core.handle(Failed("a", "killed"), 31.0)
     assert core.status("a").state is JobState.FAILED
     (changed,) = only(out, StateChanged)
-    assert "failed twice without getting past step 119 (now at step 118)" in changed.why
+    assert "failed again before getting past step 119 (this time after step 118)" in changed.why
 
 
 def test_a_job_that_pauses_no_one_starts_at_once_and_the_window_batches_the_rest() -> None:
