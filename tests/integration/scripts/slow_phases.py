@@ -29,7 +29,7 @@ def main() -> None:
         for x, y in train:
             loss = nn.functional.mse_loss(model(x), y)
             optimizer.zero_grad()
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
             job.report(loss=loss)
         with torch.no_grad():
