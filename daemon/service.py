@@ -91,6 +91,7 @@ from tpm import TpmError
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.2  # agent exits are noticed at least this often
+_UNTICKED_MAX = 1000  # queued items applied before time is let pass, at most
 STATE_CHECK_S = 5.0  # the state file is checked for being deleted or replaced this often
 # On the way out, how long the agents that paused get to leave by themselves (stopping
 # their loader workers), before their process groups are stopped.
@@ -183,6 +184,7 @@ class Service:
         self._clock = clock
         self._started = clock()
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
+        self._unticked = 0  # items applied since the writer last let time pass (`step`)
         self._agent_versions: dict[str, int] = {}  # protocol version of each agent's hello
         self._lost: str | None = None  # why the state file can no longer be trusted
         # job -> the secret of its current launch (stored: a restart re-attaches with it);
@@ -465,10 +467,18 @@ class Service:
             self.step(item)
 
     def step(self, item: Item | None) -> None:
-        """Apply one item (or none), then let time pass: a tick, and agents that exited."""
+        """Apply one item (or none), then let time pass: a tick, and agents that exited.
+        The tick waits while items are queued (for `_UNTICKED_MAX` items at most, so that a
+        flood cannot hold windows shut): a daemon that was busy reads what its agents said
+        meanwhile before it judges their silence, so a message that waited in its own queue
+        never makes a job lost."""
         try:
             if item is not None:
                 self._apply(item)
+            if not self._queue.empty() and self._unticked < _UNTICKED_MAX:
+                self._unticked += 1
+                return
+            self._unticked = 0
             self.feed(Tick())
             self.actions.reap()
             self.actions.pin_cpus()

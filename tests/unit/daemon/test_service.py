@@ -762,3 +762,33 @@ def test_metrics_still_queued_when_the_daemon_stops_are_kept(tmp_path: Path) -> 
     asyncio.run(scenario())
     kept = Store(tmp_path / "state" / "stoker.db").reported.series("a")
     assert kept["loss"].points == [(7, 0.5)]
+
+
+def test_a_busy_daemon_reads_what_its_agents_said_before_it_judges_their_silence(
+    tmp_path: Path,
+) -> None:
+    # Issue 36: under load, jobs were failed as lost exactly at the timeout while their
+    # heartbeats waited in the daemon's own queue ("stale" a moment later).
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW, node=NodeConfig(gpus=2, cpu_workers=8))
+        for job in ("a", "b"):
+            driver.at(1.0).submit(job)
+        for job in ("a", "b"):
+            driver.at(1.5).agent(
+                Hello(job=job, gen=driver.service.scheduler.generation, pid=40_001)
+            )
+        secrets = driver.service.agent_secrets
+        said = [beat(job, 1, 5).model_copy(update={"secret": secrets[job]}) for job in "ab"]
+        driver.at(30.0)  # the writer was busy for 28 s: both beats waited in its queue
+        driver.service._queue.put_nowait(FromAgent(said[1]))
+        driver.service.step(FromAgent(said[0]))  # no tick yet: b's beat is still queued
+        assert (driver.state("a"), driver.state("b")) == ("running", "running")
+        driver.service.step(driver.service._queue.get_nowait())
+        assert (driver.state("a"), driver.state("b")) == ("running", "running")
+        driver.at(45.0).tick()  # and silence after that is silence: lost, to be relaunched
+        for job in ("a", "b"):
+            (restart,) = driver.events(job, "restart")
+            assert restart["why"].startswith("lost: its link to the daemon was silent for 15 s")
+        await driver.close()
+
+    asyncio.run(scenario())
