@@ -48,6 +48,7 @@ from agents.audit import Audit
 from agents.control import EVALUATION, SAVING, SETUP, TRAINING, Allocation, Control, Decision
 from agents.loader import Position, ResizableLoader
 from agents.phases import PhaseScope
+from agents.steploop import steps
 from allocator.types import DecodeMode
 
 FORMAT = "stoker-sdk-checkpoint"
@@ -195,6 +196,7 @@ class Job:
         self._reports = 0  # the step of the last report, in a script with no job.loader
         self._not_series: set[str] = set()  # reported names that are not numbers, said once
         self._stop_signal: int | None = None
+        self.steps_cursor = 0  # `job.steps` inside an epoch: the steps its pass has taken
         self._trained = False  # epochs() ended: no boundary will come to stop at
         self._final = False  # the next checkpoint is the one `epochs()` ends with
         self._last_checkpoint = time.monotonic()
@@ -219,15 +221,7 @@ class Job:
             )
         self._metrics = _Metrics(self.output_dir / "metrics.jsonl", self._control)
         if self._restored is not None:
-            self.step = int(self._restored["step"])
-            self._epoch = int(self._restored["epoch"])
-            _set_rng(self._restored["rng"])
-            self._reports = int(self._restored.get("reports", 0))  # a script with no loader
-            args = self._restored.get("args")
-            other = (
-                ", a run of this script with other arguments" if args and args != _args() else ""
-            )
-            self._say(f"resuming from {newest} (epoch {self._epoch}, step {self.step}{other})")
+            self._resume(self._restored, newest)
         elif self._control is not None and self.attempt > 0:
             # A relaunch after a failure that came before the first checkpoint (one every
             # checkpoint_every_s): it trains again from the top, which the log should say.
@@ -245,6 +239,17 @@ class Job:
         # reports after its last epoch keeps that too. Through a weak reference: the hook
         # must not keep a job (its model, its loaders) alive in a process that makes more.
         atexit.register(_at_exit, weakref.ref(self))
+
+    def _resume(self, restored: Mapping[str, Any], newest: Path | None) -> None:
+        """Take the position a checkpoint kept, and say where the run goes on from."""
+        self.step = int(restored["step"])
+        self._epoch = int(restored["epoch"])
+        _set_rng(restored["rng"])
+        self._reports = int(restored.get("reports", 0))  # a script with no loader
+        self.steps_cursor = int(restored.get("steps_cursor", 0))
+        args = restored.get("args")
+        other = ", a run of this script with other arguments" if args and args != _args() else ""
+        self._say(f"resuming from {newest} (epoch {self._epoch}, step {self.step}{other})")
 
     def _start_from(self, environment: JobEnvironment) -> tuple[Path | None, dict[str, Any] | None]:
         """The checkpoint this run goes on from, and what it holds: the newest of its own,
@@ -514,6 +519,25 @@ class Job:
             self._epoch_began = self.step  # the next one's: a heartbeat at this boundary
             if self._epoch < count:
                 self.at_boundary()
+        self.finish()
+
+    @property
+    def in_epochs(self) -> bool:
+        """Whether `job.epochs(n)` is running: its passes are epochs'."""
+        return bool(self._epochs_asked) and not self._trained
+
+    @property
+    def control(self) -> Control | None:
+        """The link to the daemon on this rank (None standalone, or once finished)."""
+        return self._control
+
+    def fix_workers(self) -> None:
+        """Tell the daemon the job has no loader workers it can change (`job.steps`)."""
+        if self._control is not None:
+            self._control.fix_workers(self.step)
+
+    def finish(self) -> None:
+        """Training is done: the final checkpoint, and `finished` to the daemon."""
         self._final = True  # the checkpoint that ends it: a new run does not resume it
         self.checkpoint()
         self._metrics.flush()
@@ -528,6 +552,17 @@ class Job:
         self._trained = True  # after `finished`: a signal now ends a finished job
         if self._stop_signal is not None:  # one came during the final checkpoint
             raise SystemExit(128 + self._stop_signal)
+
+    def steps(self, total: int | None = None, *, samples: int = 1) -> Iterator[int]:
+        """A step loop for a script without a DataLoader (its data already in memory):
+        `for i in job.steps(n): ...` yields 0 to n - 1, or from where a checkpoint left it,
+        each step a pause and checkpoint point as a loader's batch is. Inside
+        `job.epochs(...)`, a pass over one epoch (its position saved mid-epoch); alone, the
+        whole run, whose end (the last step, or a `break`) writes the final checkpoint.
+        `total` None: until the script breaks out. `samples`: what a step trains, all
+        ranks, for the samples/s the daemon shows. The script's own state (a learning rate,
+        the best loss so far, an RNN's hidden state) goes in `job.track(...)`."""
+        return steps(self, total, samples)
 
     def planned_iterations(self) -> int:
         """The step this rank will have reached when the running `job.epochs(n)` ends (0
@@ -573,8 +608,8 @@ class Job:
             self._metrics.flush()  # no batch boundary of a loader flushes them either
 
     def _report_step(self, step: SupportsIndex | None) -> int:
-        """The step a `report` records at: `step` when given, else the loaders' count, else
-        (no loader) one more than the last report's."""
+        """The step a `report` records at: `step` when given, else the loaders' (or
+        `job.steps`') count, else one more than the last report's."""
         if step is not None:
             try:  # an int, a NumPy integer or a 0-d integer tensor (a `global_step`)
                 given = operator.index(step)
@@ -584,7 +619,7 @@ class Job:
                 raise ValueError(f"job.report(step=...): a whole number >= 0, got {step!r}")
             self._reports = max(self._reports, given)
             return given
-        if self._loaders:
+        if self._loaders or self.step:
             return self.step
         self._reports += 1
         if self._reports == 1:
@@ -778,6 +813,7 @@ class Job:
             },
             "rng": _rng_state(),
             "reports": self._reports,  # a script with no loader: its series goes on
+            "steps_cursor": self.steps_cursor,  # `job.steps`: where its pass is
             # Which run wrote it (not its arguments, which may hold a secret): another
             # script's is not resumed, and a resume says when the arguments differ.
             "script": _script(),
