@@ -73,6 +73,7 @@ def _described(
         ("runs", _what(job)),
         ("env", ", ".join(job.get("env_names", []))),
         ("continues", _continues(job)),
+        ("history", _history(job)),
         ("gpus", f"{gpus}, {_batch(job)}"),
         ("workers", "" if state in FINAL_STATES else _workers(job)),
         ("progress", progress),
@@ -118,6 +119,14 @@ def _what(job: dict[str, Any]) -> str:
         where = job.get("workdir")  # absent from an older daemon's reply
         return shlex.join(job["command"]) + (f"  (in {where})" if where else "")
     return f"the built-in trainer on zoo model {job['model']}"
+
+
+def _history(job: dict[str, Any]) -> str:
+    """Its lineage as one line (absent from an older daemon's reply), when it has one."""
+    lineage = job.get("lineage") or []
+    if len(lineage) < 2:
+        return ""
+    return " -> ".join(lineage[:-1]) + " -> this job (its metrics are one series across them)"
 
 
 def _continues(job: dict[str, Any]) -> str:

@@ -26,6 +26,7 @@ from agents.protocol import (
     read_last_step_marker,
     read_stop_signal,
 )
+from daemon import continuing
 from daemon.agentargs import (
     PASSED_ON,
     AgentLaunch,
@@ -378,6 +379,9 @@ class Actions:
             threads=service.node.threads_per_slot,
             user=service.job_user(job_id),
             cpus=service.node.job_cpus(placed, _occupied(self._placed())),
+            lineage_root=continuing.lineage(service.store, job_id)[0].id
+            if settings.continue_from
+            else "",
         )
         if launch.cpus:
             self._pinned[job_id] = launch.cpus

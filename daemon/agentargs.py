@@ -48,6 +48,9 @@ class AgentLaunch:
     user: UnixUser | None = None  # the tenant's unix user, which the job runs as
     cpus: tuple[int, ...] = ()  # `node.cpu_sets`: the CPUs its ranks run on; (): any
     secret: str = field(default="", repr=False)  # what its agent's messages carry; never logged
+    # The first job of its lineage (`continuing.lineage`): a job that goes on from an ended
+    # one audits into that one's folder, one audit across its continuations.
+    lineage_root: str = ""
 
 
 def command_ranks(
@@ -103,7 +106,9 @@ def command_ranks(
     if settings.command is None:  # the zoo trainer, from the daemon's own code
         common["PYTHONPATH"] = str(SOURCE_ROOT)
     if settings.audit_samples:  # the SDK writes it (agents/audit.py)
-        common["STOKER_AUDIT_DIR"] = str(job_dir / "audit")
+        common["STOKER_AUDIT_DIR"] = str(
+            job_dir.parent / (launch.lineage_root or launch.job_id) / "audit"
+        )
     if settings.continue_from is not None:  # read by the job, as its user: never by the daemon
         common["STOKER_CONTINUE_FROM"] = str(job_dir.parent / settings.continue_from / CHECKPOINTS)
     workdir = Path(settings.workdir) if settings.workdir else job_dir

@@ -39,7 +39,7 @@ from daemon.auth import (
     visible_job,
 )
 from daemon.config import DaemonConfig
-from daemon.continuing import resumed_already
+from daemon.continuing import lineage_of, resumed_already
 from daemon.dashboard import data_router, page_router
 from daemon.host import host_summary
 from daemon.items import IdTaken, QuotaExceeded, Replayed, SubmitError
@@ -627,6 +627,7 @@ def _view(
         workdir=settings.workdir,
         env_names=[name for name, _ in settings.env],
         continue_from=settings.continue_from,
+        lineage=[job.id for job in lineage_of(service.store, fresh)],
         gpus=settings.gpus,
         batch_size=settings.batch_size,
         iterations=service.length(fresh, live),

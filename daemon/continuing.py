@@ -15,9 +15,52 @@ from typing import Any
 
 from agents.protocol import CHECKPOINTS, newest_checkpoint
 from daemon.items import SubmitError
+from daemon.reported import Series
 from daemon.store import JobRecord, Store
 from daemon.tenants import ADMIN
 from scheduler.states import JobState
+
+# A job's lineage is walked this far back at most: a chain of resumes is bounded by what a
+# tenant submits, but a read must not be.
+MAX_LINEAGE = 100
+
+
+def lineage(store: Store, job_id: str) -> list[JobRecord]:
+    """The job and the ended ones it goes on from (`continue_from`, `stoker resume`),
+    oldest first, `MAX_LINEAGE` at most: one job's history, as Slurm's requeue keeps one
+    id."""
+    return lineage_of(store, store.job(job_id))
+
+
+def lineage_of(store: Store, record: JobRecord | None) -> list[JobRecord]:
+    """`lineage` from the job's record (no query for a job that goes on from none)."""
+    chain: list[JobRecord] = []
+    seen: set[str] = set()
+    current = record
+    while current is not None and current.id not in seen and len(chain) < MAX_LINEAGE:
+        chain.append(current)
+        seen.add(current.id)
+        earlier = current.settings.continue_from
+        current = store.job(earlier) if earlier else None
+    return chain[::-1]
+
+
+def one_series(segments: list[dict[str, Series]]) -> dict[str, Series]:
+    """The reported series of a lineage's jobs (oldest first) as one: each job's points up to
+    the first step its continuation reported (the steps after its last checkpoint were
+    trained again), then the continuation's."""
+    merged: dict[str, Series] = {}
+    for segment in segments:
+        starts = [found.points[0][0] for found in segment.values() if found.points]
+        cut = min(starts, default=None)
+        for name, found in merged.items():
+            if cut is not None:
+                merged[name] = Series([p for p in found.points if p[0] < cut], found.stride)
+        for name, found in segment.items():
+            earlier = merged.get(name)
+            points = (earlier.points if earlier else []) + found.points
+            merged[name] = Series(points, max(found.stride, earlier.stride if earlier else 1))
+    return merged
 
 
 def check(

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
 from daemon.auth import Daemon, Who, visible_job
+from daemon.continuing import lineage, one_series
 from daemon.jobfiles import read_end, read_from
 from daemon.launcher import EARLIER_HEADER, log_file
 from daemon.stopping import streaming
@@ -93,7 +94,8 @@ async def metrics(
     newest always kept); the newest values; and each series' stored stride (1 until a long
     run is downsampled, daemon/reported.py)."""
     visible_job(service, who, job_id)
-    stored = service.store.reported.series(job_id)
+    chain = lineage(service.store, job_id)  # a resumed job's series goes on from its own
+    stored = one_series([service.store.reported.series(job.id) for job in chain])
     return {
         "job": job_id,
         "series": {

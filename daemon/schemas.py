@@ -258,6 +258,11 @@ class JobView(BaseModel):
     continue_from: str | None = Field(
         None, description="the ended job whose newest checkpoint it started from"
     )
+    lineage: list[str] = Field(
+        default_factory=list,
+        description="its history, oldest first: the jobs it goes on from (`stoker resume`,"
+        " continue_from) and itself; its metrics are one series across them",
+    )
     gpus: int
     batch_size: int
     iterations: int | None = Field(

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.cli import stoker
-from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, ended, wait_for
+from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, ended, job_body, wait_for
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -99,3 +99,20 @@ def test_the_phase_is_shown_while_it_lasts_and_jobs_filter_like_squeue(
     assert re.search(r"state  \w+ -> cancelled: cancelled by admin", events), events
     everything = stoker("events", *where).stdout
     assert job_id in everything and other in everything
+
+
+def test_a_job_submitted_to_an_idle_node_runs_within_two_seconds(
+    serve: Callable[..., Daemon],
+) -> None:
+    # The paper's 30-s arrival window, as configured by default: it batches the decisions
+    # that pause someone, and a job on an idle node pauses no one.
+    daemon = serve(scheduler={**FAST["scheduler"], "arrival_window_s": 30.0})  # type: ignore[dict-item]
+    with daemon.client() as client:
+        submitted = time.monotonic()
+        job_id = client.post("/v1/jobs", json=job_body("first")).json()["id"]
+        wait_for(
+            "it to run",
+            lambda: client.get(f"/v1/jobs/{job_id}").json()["state"] == "running",
+            timeout_s=10.0,
+        )
+        assert time.monotonic() - submitted < 2.0

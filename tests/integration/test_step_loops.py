@@ -90,6 +90,8 @@ def test_under_the_daemon_a_step_loop_completes_and_a_cancelled_one_resumes(
         assert job["state"] == "completed", job["reason"]
         assert job["iteration"] == 40 * 43, "40 epochs of 43 steps (674 rows, bptt 16), once"
         assert job["unmanaged"] is False
+        assert job["lineage"] == [job_id, resumed], "one history, as Slurm's requeue keeps"
+        assert f"{job_id} -> this job" in stoker("show", resumed, *where).stdout
         log = stoker("logs", resumed, *where).stderr
         assert f"step {stopped}" in log, log  # "resuming from ... (epoch E, step N)"
         wait_for("the regression", lambda: ended(client, quick) is not None)

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from daemon.continuing import check, resumed_already
+from daemon.continuing import check, lineage, one_series, resumed_already
 from daemon.items import SubmitError
 from daemon.store import JobRecord, Store
 
@@ -133,3 +133,25 @@ def test_a_job_resumed_already_points_to_the_job_that_went_on(store: Store, tmp_
     checkpoint(jobs, "second", 1)  # it had trained on: go on from it instead
     with pytest.raises(SubmitError, match="`stoker resume second` goes on from there"):
         resumed_already(store, jobs, ended)
+
+
+def test_a_resumed_jobs_lineage_and_metrics_are_one_history(store: Store) -> None:
+    # `ended` reported to step 30 and checkpointed at 20; `again` went on from 20 and was
+    # cancelled at 50; `third` goes on from there: one series, the retrained steps once.
+    store.add_job(record("again", continue_from="ended"))
+    store.add_job(record("third", continue_from="again"))
+    store.reported.add("ended", [(step, {"loss": 1.0 / step}) for step in (10, 20, 25, 30)])
+    store.reported.add("again", [(step, {"loss": 2.0 / step}) for step in (21, 30, 40, 50)])
+    store.reported.add("third", [(step, {"loss": 3.0 / step, "lr": 0.1}) for step in (45, 60)])
+    assert [job.id for job in lineage(store, "third")] == ["ended", "again", "third"]
+    assert [job.id for job in lineage(store, "ended")] == ["ended"]
+    merged = one_series([store.reported.series(job) for job in ("ended", "again", "third")])
+    assert [step for step, _ in merged["loss"].points] == [10, 20, 21, 30, 40, 45, 60]
+    assert merged["loss"].points[-1] == (60, 3.0 / 60)
+    assert merged["lr"].points == [(45, 0.1), (60, 0.1)]
+
+
+def test_a_lineage_that_loops_or_runs_long_is_walked_a_bounded_way(store: Store) -> None:
+    store.add_job(record("a", continue_from="b"))
+    store.add_job(record("b", continue_from="a"))  # a state dir edited by hand
+    assert [job.id for job in lineage(store, "a")] == ["b", "a"]
