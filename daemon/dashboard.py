@@ -11,6 +11,7 @@ from PyPI with the daemon, served from `/assets/plotly.min.js`: no CDN at page l
 """
 
 import bisect
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from importlib.resources import files
@@ -64,12 +65,15 @@ _SIGN_IN = """<!doctype html><html lang="en"><head><meta charset="utf-8">
 </body></html>"""
 
 page_router = APIRouter(include_in_schema=False)
+_INLINE_AT = '<script src="/assets/dashboard.js" defer></script>'  # the snapshot goes before it
 data_router = APIRouter(prefix="/v1")
 
 
 @page_router.get("/")
-async def page(request: Request, token: str | None = None) -> Response:
-    """The dashboard; `?token=` trades a token for the cookie and comes back here."""
+async def page(request: Request, service: Daemon, token: str | None = None) -> Response:
+    """The dashboard; `?token=` trades a token for the cookie and comes back here. The page
+    carries the node as it is now, so its first paint draws it (a headless browser's
+    screenshot, a slow link) before the live updates connect."""
     tokens: dict[str, str] = request.app.state.tokens
     if token is not None:
         if tenant_of(tokens, token) is None:
@@ -77,9 +81,15 @@ async def page(request: Request, token: str | None = None) -> Response:
         back = RedirectResponse("/", status_code=303)
         back.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
         return back
-    if tenant_of(tokens, request.cookies.get(COOKIE, "")) is None:
+    who = tenant_of(tokens, request.cookies.get(COOKIE, ""))
+    if who is None:
         return HTMLResponse(_SIGN_IN.format(problem="You are not signed in."), 401)
-    return FileResponse(ASSETS / "index.html", headers={"Cache-Control": "no-store"})
+    now = json.dumps(await dashboard(who, service), allow_nan=False, default=str)
+    # Inside <script>, "<" could close the element: what a tenant named its job is data.
+    safe = now.replace("<", "\\u003c")
+    inline = f'<script type="application/json" id="snapshot">{safe}</script>'
+    html = (ASSETS / "index.html").read_text().replace(_INLINE_AT, inline + "\n  " + _INLINE_AT)
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
 @page_router.get("/assets/{name}")

@@ -6,6 +6,7 @@ import collections
 import os
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -201,3 +202,29 @@ def _resumed(client: httpx.Client, job_id: str) -> dict[str, Any] | None:
             data: dict[str, Any] = event["data"]
             return data
     return None
+
+
+def test_a_headless_browser_gets_the_node_drawn_in_its_first_paint(
+    daemon: Daemon, tmp_path: Path
+) -> None:
+    # `chromium --headless --screenshot URL` caught only "connecting" (issue 36): the page
+    # drew nothing until its first request came back. It now carries the node as served.
+    with daemon.client() as admin:
+        first = submit(admin, "twin")
+        second = submit(admin, "twin")  # two jobs of one name: told apart by their ids' ends
+        wait_for(
+            "both running",
+            lambda: all(
+                admin.get(f"/v1/jobs/{job}").json()["state"] == "running" for job in (first, second)
+            ),
+        )
+    dumped = subprocess.run(
+        [
+            CHROMIUM or "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+            f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+            f"{daemon.url}/?token={TOKENS['admin']}",
+        ],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert f"twin ({first[-6:]})" in dumped and f"twin ({second[-6:]})" in dumped
+    assert ">connecting<" not in dumped

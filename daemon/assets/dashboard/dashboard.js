@@ -420,5 +420,15 @@ document.getElementById("job-stream").addEventListener("change", (event) => {
   pickedStream = event.target.value;
   draw();
 });
-refresh().catch(offline);
+// The page carries the node as it was served: drawn at once, before any request (a headless
+// browser's screenshot, a slow link), then kept live by the event stream.
+const served = document.getElementById("snapshot");
+if (served) {
+  snapshot = JSON.parse(served.textContent);
+  draw();
+  document.getElementById("live").textContent = `as of ${new Date().toLocaleTimeString()}`;
+  listen(snapshot.last_event);
+} else {
+  refresh().catch(offline);
+}
 setInterval(() => { refresh().catch(offline); }, POLL_MS);
