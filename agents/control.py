@@ -215,13 +215,15 @@ class Control:
     def set_phase(self, phase: str) -> None:
         """The script is now in `phase` (said to the daemon at once). Back in training, the
         time spent elsewhere (an evaluation, a save, the script's own) is no step and no
-        wait for data: the next heartbeat measures from here."""
+        wait for data: the next heartbeat measures from here. (The setup before the first
+        batch stays in the first heartbeat, as the loaders' start: the core takes that one
+        for warming up, and it says at once where the job ends.)"""
         if phase == self.phase:
             return
-        self._phase = phase
+        before, self._phase = self._phase, phase
         if self.link is not None:
             self.link.set_phase(phase)
-        if phase == TRAINING:
+        if phase == TRAINING and before != SETUP:
             self._meter, self._handed_out = _Meter(), time.monotonic()
 
     def on_batch(self, samples: int, refill: bool = False) -> None:

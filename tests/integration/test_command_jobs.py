@@ -472,7 +472,7 @@ def test_stoker_submit_runs_a_command_from_here_and_follows_it(
     # first word, every option is the command's (as srun and docker run have it).
     typo = stoker("submit", *where, "--folow", "--", sys.executable, "fail_first.py", cwd=SCRIPTS)
     assert typo.code == 2 and "No such option: --folow" in typo.stderr, typo.stderr
-    theirs = stoker("submit", *where, "--name", "own-flags", sys.executable, "-c", "pass",
+    theirs = stoker("submit", "--json", *where, "--name", "own-flags", sys.executable, "-c", "pass",
                     "--gpus", "2", cwd=SCRIPTS)  # fmt: skip
     assert theirs.code == 0, theirs.stderr
     sent = theirs.json()
@@ -564,18 +564,21 @@ def test_a_cancelled_script_goes_on_from_its_checkpoint_as_a_new_job(
         gone = lambda: not client.get(f"/v1/jobs/{first}").json()["exiting"]  # noqa: E731
         wait_for("its processes to exit, its last checkpoint written", gone)
         stopped = client.get(f"/v1/jobs/{first}").json()  # at its checkpoint's step now
-        resumed = stoker("resume", first, *where)
+        resumed = stoker("resume", first, "--json", *where)
         assert resumed.code == 0, resumed.stderr
         second = str(resumed.json()["id"])
         assert resumed.json()["name"] == "on" and second != first
         assert resumed.json()["continue_from"] == first
         done = wait_for("the second job", partial(ended, client, second), timeout_s=120)
         losses = client.get(f"/v1/jobs/{second}/metrics").json()["series"]["loss"]
+        own = client.get(f"/v1/jobs/{first}/metrics").json()["series"]["loss"]
     assert done["state"] == "completed" and done["iteration"] == 36, done
     said = (daemon.state_dir / "jobs" / second / "stderr.log").read_text()
     assert f"resuming from {daemon.state_dir / 'jobs' / first / 'checkpoints'}" in said, said
-    # It went on from the cancel's checkpoint, where the cancelled job says it stopped.
-    assert losses[0][0] == stopped["iteration"] + 1, (losses[0], stopped)
+    # It went on from the cancel's checkpoint, where the cancelled job says it stopped: its
+    # series goes on the first's, one point a step across both (the retrained steps once).
+    assert [step for step, _ in losses] == list(range(1, 37)), (losses, stopped)
+    assert losses[: stopped["iteration"]] == own[: stopped["iteration"]]
     # Every sample of every epoch once, over both jobs: none trained twice, none skipped.
     trained = seen(daemon, first) + seen(daemon, second)
     assert sorted(trained) == sorted(f"{epoch} {i}" for epoch in range(3) for i in range(96))

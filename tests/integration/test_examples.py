@@ -82,7 +82,7 @@ def test_the_tabular_example_runs_under_the_daemon_from_its_toml(
 ) -> None:
     daemon = serve()
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    submitted = stoker("submit", *where, EXAMPLES / "tabular.toml")
+    submitted = stoker("submit", "--json", *where, EXAMPLES / "tabular.toml")
     assert submitted.code == 0, submitted.stderr
     job = submitted.json()
     with daemon.client() as client:
@@ -231,7 +231,7 @@ def test_the_ddp_example_runs_two_ranks_under_the_daemon_and_is_resized_live(
     job_file["command"] += ["--samples", "8192"]  # time for the resize while it runs
     (tmp_path / "ddp.toml").write_text(tomli_w.dumps(job_file))
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    submitted = stoker("submit", *where, tmp_path / "ddp.toml")
+    submitted = stoker("submit", "--json", *where, tmp_path / "ddp.toml")
     assert submitted.code == 0, submitted.stderr
     job = submitted.json()
     job_dir = daemon.state_dir / "jobs" / str(job["id"])
