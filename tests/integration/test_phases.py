@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.bench_honest_ends import one_run
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, ended, job_body, wait_for
 
@@ -116,3 +117,12 @@ def test_a_job_submitted_to_an_idle_node_runs_within_two_seconds(
             timeout_s=10.0,
         )
         assert time.monotonic() - submitted < 2.0
+
+
+def test_four_real_jobs_under_load_end_as_their_own_files_say(tmp_path: Path) -> None:
+    # Four SDK jobs at once on two cores, two busy loops beside them, the default silence
+    # limit: none is taken for lost, none relaunched, each ends as its markers say
+    # (`python -m bench.bench_honest_ends` runs this ten times; docs/results.md).
+    ends = one_run(tmp_path / "state", jobs=4, burners=2, epochs=2)
+    assert all(job["honest"] for job in ends), ends
+    assert [job["state"] for job in ends] == ["completed"] * 4, ends
