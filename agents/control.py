@@ -201,10 +201,14 @@ class Control:
                 )
             )
 
-    def fix_workers(self, iteration: int) -> None:
-        """A loader cannot change its workers (an iterable dataset): say so, so that the
-        scheduler plans around the job and never pauses it."""
-        if self.resizable:
+    def fix_workers(self, iteration: int, *, loaderless: bool = False) -> None:
+        """A loader cannot change its workers (an iterable dataset), or, `loaderless`, the
+        job has none (`job.steps`): say so, so that the scheduler plans around the job,
+        never pauses it, and counts no loader process for one without a loader."""
+        news = self.resizable or (loaderless and self.allocation.workers_per_rank != 0)
+        if loaderless:
+            self.allocation = replace(self.allocation, workers_per_rank=0)
+        if news:  # said once
             self.resizable = False
             self.hello(iteration)
 

@@ -532,9 +532,10 @@ class Job:
         return self._control
 
     def fix_workers(self) -> None:
-        """Tell the daemon the job has no loader workers it can change (`job.steps`)."""
+        """Tell the daemon the job has no loader workers it can change (`job.steps`): none
+        at all, unless a `job.loader` of its own has some."""
         if self._control is not None:
-            self._control.fix_workers(self.step)
+            self._control.fix_workers(self.step, loaderless=not self._loaders)
 
     def finish(self) -> None:
         """Training is done: the final checkpoint, and `finished` to the daemon."""

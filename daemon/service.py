@@ -622,7 +622,9 @@ class Service:
         event: Event | None = None
         match message:
             case Hello():
-                event = AgentHello(message.job, message.gen, message.iteration, message.resizable)
+                event = AgentHello(
+                    message.job, message.gen, message.iteration, message.resizable, message.workers
+                )
             case HeartbeatMessage(last=True):  # the steps it completed, as it exits: no rates
                 event = Heartbeat.last_word(message.job, message.gen, message.iteration)
             case HeartbeatMessage():

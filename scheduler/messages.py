@@ -88,6 +88,9 @@ class AgentHello:
     # False: its loader cannot change workers (an iterable dataset): planned around, never
     # paused, like a job running unmanaged.
     resizable: bool = True
+    # Its loader workers per GPU now, as it says; 0 with `resizable` False: it has no loader
+    # at all (`job.steps`), and holds no loader process. -1: not said.
+    workers: int = -1
 
 
 @dataclass(frozen=True)

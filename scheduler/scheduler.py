@@ -584,6 +584,10 @@ class Scheduler:
         job.iteration = max(job.iteration, event.iteration)
         job.reported = event.iteration
         job.fixed = not event.resizable
+        if job.fixed and event.workers == 0:  # no loader at all: it holds no loader process
+            for held in ("allocation", "planned"):
+                if (allocation := getattr(job, held)) is not None:
+                    setattr(job, held, replace(allocation, workers_per_gpu=0))
         if job.state is JobState.STARTING:
             job.started_at = event.iteration
             job.allocation = job.planned

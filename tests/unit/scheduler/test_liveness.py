@@ -128,3 +128,14 @@ def test_a_job_that_would_pause_someone_waits_for_the_window() -> None:
     assert core.status("b").state is JobState.SUBMITTED
     out = core.handle(Tick(), 31.0)  # the window closes: a shrinks for b
     assert [pause.job_id for pause in only(out, Pause)] == ["a"]
+
+
+def test_a_job_without_a_loader_holds_no_loader_process() -> None:
+    # `job.steps`: its hello says it cannot resize and has no workers at all.
+    core = scheduler(cpu_workers=4, window_s=0.0)
+    (launch,) = only(core.handle(JobSubmitted(job("steps")), 0.0), Launch)
+    assert launch.allocation.workers_per_gpu == 4  # planned before it said
+    core.handle(AgentHello("steps", launch.gen, 0, resizable=False, workers=0), 1.0)
+    assert core.loader_processes() == 0
+    (second,) = only(core.handle(JobSubmitted(job("loader")), 2.0), Launch)
+    assert second.allocation.workers_per_gpu == 4  # the node's loaders, all free for it
