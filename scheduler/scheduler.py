@@ -998,20 +998,36 @@ class Scheduler:
             cpu_workers=left,
             decoder_capacity=self._node.decoder_capacity * max(0.0, 1.0 - shares),
         )
+        self._relearn_contention()
+        try:
+            plan = self._plan(arriving, node)
+        except InvalidRequest:
+            return
+        asked = sum(
+            j.request.gpus * _allocation(plan, j.request.id).workers_per_gpu for j in arriving
+        )
+        if asked > left:  # more than the leftover holds (`static` honours asked workers): wait
+            return
         rebalance_due = self._arrivals_due if holding else None
         self._arrivals, self._arrivals_due = [], None
         for job in arriving:
             self._move(job, JobState.PENDING, out)
-        self._start_round(arriving, now, out, node)
+        self._start_round(arriving, now, out, plan)
         if rebalance_due is not None and self._completions_due is None:
             self._completions_due = rebalance_due
 
     def _start_round(
-        self, planned: list[_Job], now: float, out: list[Command], node: NodeSpec | None = None
+        self,
+        planned: list[_Job],
+        now: float,
+        out: list[Command],
+        plan: AllocationPlan | None = None,
     ) -> None:
-        """Plan `planned` on `node` (None: the node less the jobs no plan can change now)."""
-        self._relearn_contention()
-        plan = self._plan(planned, node or self._node_left())
+        """Start a round with `plan` for `planned` (None: the policy's, on the node less the
+        jobs no plan can change now)."""
+        if plan is None:
+            self._relearn_contention()
+            plan = self._plan(planned, self._node_left())
         self._generation += 1
         for job in planned:
             job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s

@@ -139,3 +139,13 @@ def test_a_job_without_a_loader_holds_no_loader_process() -> None:
     assert core.loader_processes() == 0
     (second,) = only(core.handle(JobSubmitted(job("loader")), 2.0), Launch)
     assert second.allocation.workers_per_gpu == 4  # the node's loaders, all free for it
+
+
+def test_an_arrival_the_leftover_cannot_hold_waits_for_its_window() -> None:
+    # `static` honours the workers a job asked for: 8 do not fit beside a running job's 6.
+    core = scheduler(cpu_workers=12, policy="static", window_s=30.0, start_when_free=True)
+    first = replace(job("a"), workers_per_gpu=6)
+    (launch,) = only(core.handle(JobSubmitted(first), 0.0), Launch)
+    core.handle(AgentHello("a", launch.gen, 0), 0.5)
+    assert not only(core.handle(JobSubmitted(replace(job("b"), workers_per_gpu=8)), 1.0), Launch)
+    assert core.status("b").state is JobState.SUBMITTED
