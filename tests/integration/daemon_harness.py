@@ -24,6 +24,7 @@ FAST = {
         "completion_window_s": 0.3,
         "gate": False,
         "restart_backoff_s": 0.2,
+        "heartbeat_timeout_s": 10.0,  # the silence limit these scenarios were written around
     },
     "simulated": {"time_scale": 0.05, "pause_s": 0.2, "resume_s": 0.2},
     "node": {"cpu_slots": 4, "cpu_workers": 18},
