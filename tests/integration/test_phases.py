@@ -126,3 +126,17 @@ def test_four_real_jobs_under_load_end_as_their_own_files_say(tmp_path: Path) ->
     ends = one_run(tmp_path / "state", jobs=4, burners=2, epochs=2)
     assert all(job["honest"] for job in ends), ends
     assert [job["state"] for job in ends] == ["completed"] * 4, ends
+
+
+def test_a_simulated_daemon_simulates_the_papers_node_not_this_hosts(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(node={})  # simulated agents, no node in the config: the paper's testbed
+    with daemon.client() as client:
+        node = client.get("/v1/node").json()
+        assert (node["gpus"], node["cpu_workers"]) == (4, 18), node
+        ids = [client.post("/v1/jobs", json=job_body(f"j{n}")).json()["id"] for n in range(3)]
+        wait_for(
+            "three jobs side by side",
+            lambda: [client.get(f"/v1/jobs/{i}").json()["state"] for i in ids] == ["running"] * 3,
+        )
