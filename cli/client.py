@@ -440,13 +440,14 @@ def logs(
     stdout: Annotated[bool, typer.Option("--stdout", help="its stdout only")] = False,
     stderr: Annotated[bool, typer.Option("--stderr", help="its stderr only")] = False,
     rank: Annotated[int, typer.Option(help="which rank's")] = 0,
-    tail: Annotated[int, typer.Option(help="lines from the end of each stream")] = 100,
+    tail: Annotated[int, typer.Option(help="lines from the end")] = 100,
     url: Url = None,
     token: Token = None,
     state_dir: StateDir = None,
 ) -> None:
-    """Print a job's output as it would show in a terminal, its stdout here on stdout and
-    its stderr on stderr (or one of them), and with -f what it writes next."""
+    """Print a job's output as it would show in a terminal: its stdout here on stdout and
+    its stderr on stderr, in the order it wrote them (or one of them), and with -f what it
+    writes next."""
     if stdout and stderr:
         fail("--stdout and --stderr: give one of them, or neither for both")
     streams = ("stdout",) if stdout else ("stderr",) if stderr else _STREAMS
@@ -454,7 +455,7 @@ def logs(
             until_end=follow)  # fmt: skip
 
 
-_STREAMS = ("stdout", "stderr")
+_STREAMS = ("all",)  # both, in the order the job wrote them
 _SHOWN_LINES = 100  # more than a reason quotes of a stderr (daemon/exitreason.py)
 FINAL_STATES = ("completed", "failed", "cancelled")
 
@@ -489,7 +490,7 @@ def _follow(
 
     def copy(stream: str) -> None:
         once = first_time if len(streams) > 1 else None
-        kept = shown if stream == "stderr" else None
+        kept = shown if stream in ("stderr", "all") else None
         try:
             _copy_log(daemon, job_id, stream, rank=rank, tail=tail, follow=until_end, once=once,
                       shown=kept)  # fmt: skip
@@ -513,7 +514,7 @@ def _follow(
     if closed:  # quietly, with `cat`'s status (128 + SIGPIPE): its reader went away
         for stream in closed:
             quiet = os.open(os.devnull, os.O_WRONLY)  # the interpreter's last flush finds it
-            os.dup2(quiet, (sys.stdout if stream == "stdout" else sys.stderr).fileno())
+            os.dup2(quiet, (sys.stderr if stream == "stderr" else sys.stdout).fileno())
         raise typer.Exit(128 + signal.SIGPIPE)
     if failures:
         fail(failures[0])
@@ -586,7 +587,8 @@ def _copy_log(
         "tail": tail,
         "follow": follow,
     }
-    out = sys.stdout if stream == "stdout" else sys.stderr
+    out = sys.stderr if stream == "stderr" else sys.stdout
+    prefix, errors = f"[rank {rank}] ", f"[rank {rank} stderr] "  # `all`: its stderr's lines
     try:
         with daemon.http.stream(
             "GET", f"/v1/jobs/{job_id}/logs", params=params, timeout=None
@@ -597,14 +599,17 @@ def _copy_log(
                     f"GET /v1/jobs/{job_id}/logs: {reply.status_code} {detail(reply)}"
                 )
             if tail and reply.headers.get(EARLIER_HEADER):  # said first, where it is seen
-                typer.echo(f"(its {stream}: the last {tail} lines; --tail N shows more)", err=True)
-            lines = reply.iter_text() if once is None and shown is None else _lines(reply, once)
-            prefix = f"[rank {rank}] "
-            for text in lines:
-                out.write(text)
-                out.flush()
-                if shown is not None:
-                    shown.append(text.rstrip("\n").removeprefix(prefix))
+                what = "output" if stream == "all" else stream
+                typer.echo(f"(its {what}: the last {tail} lines; --tail N shows more)", err=True)
+            whole = once is None and shown is None and stream != "all"
+            for text in reply.iter_text() if whole else _lines(reply, once):
+                to, line = out, text
+                if stream == "all" and text.startswith(errors):
+                    to, line = sys.stderr, prefix + text.removeprefix(errors)
+                to.write(line)
+                to.flush()
+                if shown is not None and (stream == "stderr" or to is sys.stderr):
+                    shown.append(line.rstrip("\n").removeprefix(prefix))
     except httpx.TransportError as error:
         raise _LogUnreadable(
             f"no daemon at {daemon.url} ({error}); start one with `stoker serve`"

@@ -4,7 +4,7 @@ processes write under `<state dir>/jobs/<id>/`, and the metrics its script repor
 own jobs only."""
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -14,7 +14,7 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from daemon.auth import Daemon, Who, visible_job
 from daemon.continuing import lineage, one_series
 from daemon.jobfiles import read_end, read_from
-from daemon.launcher import EARLIER_HEADER, log_file
+from daemon.launcher import EARLIER_HEADER, STDERR_TAG, STDOUT_TAG, log_file
 from daemon.stopping import streaming
 
 router = APIRouter(prefix="/v1")
@@ -47,20 +47,29 @@ async def logs(
     service: Daemon,
     request: Request,
     *,
-    stream: Literal["stdout", "stderr"] = "stderr",
+    stream: Annotated[
+        Literal["all", "stdout", "stderr"],
+        Query(description="all: both, in the order they were written (stderr's lines say so)"),
+    ] = "all",
     rank: Annotated[int, Query(ge=0, le=1023)] = 0,
     tail: Annotated[int, Query(ge=0, le=100_000)] = 100,
     follow: bool = False,
 ) -> Any:
-    """The last `tail` lines of one rank's stdout or stderr, each `[rank N]`-prefixed (the
-    header X-Earlier-Lines says when lines came before them); with `follow`, then every new
-    line as it is written, until the job ends and its processes have exited."""
+    """The last `tail` lines of one rank's output, each `[rank N]`-prefixed: both streams in
+    the order they were written, a stderr line `[rank N stderr]`-prefixed (`stream=all`), or
+    one stream (the header X-Earlier-Lines says when lines came before them); with
+    `follow`, then every new line as it is written, until the job ends and its processes
+    have exited."""
     visible_job(service, who, job_id)
-    path = log_file(service.launcher.jobs_dir / job_id, stream, rank)
+    job_dir = service.launcher.jobs_dir / job_id
+    path = log_file(job_dir, "stdall" if stream == "all" else stream, rank)
     lines, offset = tail_lines(path, tail + 1)  # one more: whether lines come before them
+    if stream == "all" and not lines:  # a job an older daemon started: one stream, then the other
+        lines = _untimed(job_dir, rank, tail + 1)
+    label = _labels(rank, tagged=stream == "all")
     earlier = {EARLIER_HEADER: "1"} if len(lines) > tail else {}
     shown = lines[-tail:] if tail else []
-    head = "".join(f"[rank {rank}] {line}\n" for line in shown)
+    head = "".join(label(line) for line in shown)
     if not follow:
         return PlainTextResponse(head, headers=earlier)
 
@@ -74,7 +83,7 @@ async def logs(
             ended = final and not service.launcher.running(job_id)
             chunk, position = _read_from(path, position)
             for line in chunk:
-                yield f"[rank {rank}] {line}\n"
+                yield label(line)
             if ended or not streaming(request):
                 return
             await asyncio.sleep(_FOLLOW_POLL_S)
@@ -117,6 +126,31 @@ def _thin(values: list[list[Any]], points: int) -> list[list[Any]]:
         return values[-1:]
     # Spread over the span: n > points makes the indices strictly increasing.
     return [values[round(i * (count - 1) / (points - 1))] for i in range(points)]
+
+
+def _labels(rank: int, *, tagged: bool) -> Callable[[str], str]:
+    """How a log's line is served: `[rank N] ` before it; from the interleaved log, by its
+    tag (daemon/logsink.py), `[rank N stderr] ` before a stderr line."""
+    plain, errors = f"[rank {rank}] ", f"[rank {rank} stderr] "
+
+    def label(line: str) -> str:
+        if not tagged:
+            return f"{plain}{line}\n"
+        if line.startswith(STDERR_TAG):
+            return f"{errors}{line.removeprefix(STDERR_TAG)}\n"
+        return f"{plain}{line.removeprefix(STDOUT_TAG)}\n"
+
+    return label
+
+
+def _untimed(job_dir: Path, rank: int, lines: int) -> list[str]:
+    """Both streams of a rank with no interleaved log, tagged: its stdout, then its
+    stderr."""
+    found = []
+    for stream, tag in (("stdout", STDOUT_TAG), ("stderr", STDERR_TAG)):
+        kept, _ = tail_lines(log_file(job_dir, stream, rank), lines)
+        found += [tag + line for line in kept]
+    return found[-lines:]
 
 
 def _read_from(path: Path, offset: int) -> tuple[list[str], int]:

@@ -1,6 +1,8 @@
 """Starting and stopping agent processes: one per job, or one per rank for a command job,
 each job in its own process group, stdout and stderr in `<state dir>/jobs/<id>/` (rank 0's
-as stdout.log and stderr.log, rank k's as stdout.rank<k>.log and stderr.rank<k>.log)."""
+as stdout.log and stderr.log, rank k's as stdout.rank<k>.log and stderr.rank<k>.log), and
+both interleaved in the order they were written in stdall.log (stdall.rank<k>.log): each
+rank writes into pipes that its log sink (daemon/logsink.py) copies to the three."""
 
 import contextlib
 import logging
@@ -8,8 +10,9 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -20,6 +23,10 @@ from daemon.jobfiles import NO_SURPRISES, append_to
 from daemon.tenants import UnixUser
 
 log = logging.getLogger(__name__)
+SINK = Path(__file__).with_name("logsink.py")
+SINK_START_S = 10.0  # a log sink forks within this (a Python start: tens of ms)
+# The interleaved log's tags: what each line of stdall.log begins with (daemon/logsink.py).
+STDOUT_TAG, STDERR_TAG = "o ", "e "
 
 
 @dataclass(frozen=True)
@@ -80,14 +87,7 @@ class Launcher:
         """Start the agent with exactly the environment `env` (nothing of the daemon's is
         added: its tokens stay with it); its pid."""
         directory = self.job_dir(job_id)
-        mine = {os.geteuid()}
-        with (
-            append_to(directory / "stdout.log", mine) as out,
-            append_to(directory / "stderr.log", mine) as err,
-        ):
-            for opened in (out, err):
-                _own(opened.fileno(), None)
-                _mark_start_again(opened, env)
+        with self._outputs(directory, 0, {os.geteuid()}, None, env) as (out, err):
             process = subprocess.Popen(
                 list(argv),
                 stdout=out,
@@ -110,13 +110,7 @@ class Launcher:
         started: list[subprocess.Popen[bytes]] = []
         try:
             for rank, process in enumerate(ranks):
-                with (
-                    append_to(log_file(directory, "stdout", rank), owners) as out,
-                    append_to(log_file(directory, "stderr", rank), owners) as err,
-                ):
-                    for opened in (out, err):
-                        _own(opened.fileno(), user)
-                        _mark_start_again(opened, process.env)
+                with self._outputs(directory, rank, owners, user, process.env) as (out, err):
                     started.append(
                         subprocess.Popen(
                             list(process.argv),
@@ -139,6 +133,52 @@ class Launcher:
         self._other_ranks[job_id] = started[1:]
         log.info("job %s: %d rank(s) started, pid %d", job_id, len(started), started[0].pid)
         return started[0].pid
+
+    @contextlib.contextmanager
+    def _outputs(
+        self,
+        directory: Path,
+        rank: int,
+        owners: Collection[int],
+        user: UnixUser | None,
+        env: Mapping[str, str],
+    ) -> Iterator[tuple[int, int]]:
+        """Where a rank writes its stdout and stderr: pipes to a log sink of its own, which
+        keeps each stream's log and the interleaved one; or, where no sink can start, the
+        two logs themselves."""
+        with (
+            append_to(log_file(directory, "stdout", rank), owners) as out,
+            append_to(log_file(directory, "stderr", rank), owners) as err,
+            append_to(log_file(directory, "stdall", rank), owners) as both,
+        ):
+            for opened, tag in ((out, ""), (err, ""), (both, STDOUT_TAG)):
+                _own(opened.fileno(), user)
+                _mark_start_again(opened, env, tag)
+            pipes = [os.pipe(), os.pipe()]  # (read, write) each, not inherited by default
+            try:
+                given = (pipes[0][0], pipes[1][0], out.fileno(), err.fileno(), both.fileno())
+                sink = subprocess.Popen(
+                    [sys.executable, "-S", "-E", str(SINK), *map(str, given)],
+                    pass_fds=given,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    start_new_session=True,  # the job's signals are not its
+                )
+                if sink.wait(timeout=SINK_START_S) != 0:  # it forks and leaves a child at work
+                    raise OSError(f"the log sink exited with code {sink.returncode}")
+            except (OSError, subprocess.TimeoutExpired) as error:
+                log.warning("%s: no log sink (%s): its logs are not interleaved", directory, error)
+                for descriptor in (*pipes[0], *pipes[1]):
+                    os.close(descriptor)
+                yield out.fileno(), err.fileno()
+                return
+            for read, _ in pipes:
+                os.close(read)
+            try:
+                yield pipes[0][1], pipes[1][1]
+            finally:  # the rank holds them now: the sink reads to their end
+                for _, write in pipes:
+                    os.close(write)
 
     def adopt(self, job_id: str, pid: int) -> None:
         """Watch an agent a previous daemon started; its exit code is not ours to read."""
@@ -257,16 +297,17 @@ AGAIN_MARK = "----- stoker: started again"
 EARLIER_HEADER = "X-Earlier-Lines"
 
 
-def _mark_start_again(log_file: BinaryIO, env: Mapping[str, str]) -> None:
+def _mark_start_again(log_file: BinaryIO, env: Mapping[str, str], tag: str = "") -> None:
     """A line between one process's output and the next's in a log that already holds
     some (a relaunch after a failure, or a cold resize): `stoker logs` shows where each
-    began, and a failure's reason reads the last one's alone."""
+    began, and a failure's reason reads the last one's alone. `tag`: each line's, in the
+    interleaved log."""
     if os.fstat(log_file.fileno()).st_size == 0:
         return
     when = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     restart = env.get("STOKER_ATTEMPT", "0")
     after = f", restart {restart}" if restart != "0" else ""
-    log_file.write(f"\n{AGAIN_MARK} at {when}{after} -----\n".encode())
+    log_file.write(f"{tag}\n{tag}{AGAIN_MARK} at {when}{after} -----\n".encode())
     log_file.flush()
 
 

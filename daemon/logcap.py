@@ -1,5 +1,5 @@
-"""Jobs' logs stay within a size: each rank's stdout and stderr file is cut when it passes
-`job_log_max_bytes`, logrotate's `copytruncate` way.
+"""Jobs' logs stay within a size: each rank's stdout, stderr and interleaved (stdall) file
+is cut when it passes `job_log_max_bytes`, logrotate's `copytruncate` way.
 
 The processes write their logs through file descriptors the launcher opened in append mode,
 so the daemon cannot swap the files under them; it copies the last `job_log_max_bytes` of a
@@ -25,7 +25,7 @@ from daemon.jobfiles import open_checked
 
 log = logging.getLogger(__name__)
 
-LOG_GLOB = "std*.log"  # stdout.log, stderr.log, stdout.rank1.log, ...
+LOG_GLOB = "std*.log"  # stdout.log, stderr.log, stdall.log, stdout.rank1.log, ...
 CHECK_S = 1.0  # logs are measured this often: a few stat calls a job
 
 
