@@ -7,7 +7,7 @@ import os
 import socket
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -249,7 +249,7 @@ def node(
         + ("the host" if ("gpus" if found["gpus"] else "cpu_slots") in chosen else _SET)
         + f" ({slots})",
         f"cpu_workers       {found['cpu_workers']:>5}  "
-        + ("the host (usable CPUs less training's)" if "cpu_workers" in chosen else _SET),
+        + (_workers_from_host(found) if "cpu_workers" in chosen else _SET),
         f"threads_per_slot  {found['threads_per_slot']:>5}  the host (a job's intra-op threads)",
     ]
     if found["cpu_sets"]:  # node.cpu_sets: each slot's CPUs while every slot holds a job
@@ -264,3 +264,11 @@ def node(
             " loader processes contend for them (unset, it is chosen from the host)"
         )
     typer.echo("\n".join(lines))
+
+
+def _workers_from_host(found: dict[str, Any]) -> str:
+    """Where the default loader processes came from: the CPUs training leaves, or, on a
+    small host without GPUs, the floor of two a slot (daemon/host.py)."""
+    if not found["gpus"] and found["cpu_workers"] == 2 * found["slots"]:
+        return "the host (a small one: two a CPU slot, to share when jobs come and go)"
+    return "the host (usable CPUs less training's)"
