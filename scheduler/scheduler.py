@@ -191,6 +191,7 @@ class Scheduler:
         self._held_until: float | None = None
         self._round: _Round | None = None
         self._generation = 0
+        self._tried_beside: tuple[tuple[str, ...], int] | None = None  # `_start_beside_running`
         # The node's contention as configured (or fitted from profiles), and the loader
         # timings of jobs running together that relearn it (`_relearn_contention`).
         self._prior_contention = node.contention
@@ -992,6 +993,12 @@ class Scheduler:
         left = self._node.cpu_workers - held
         if left < sum(job.request.gpus for job in arriving) or any(j.fixed for j in arriving):
             return
+        # Tried once for these arrivals on this much room: every heartbeat meanwhile would
+        # plan them again to the same answer.
+        tried = (tuple(self._arrivals), left)
+        if tried == self._tried_beside:
+            return
+        self._tried_beside = tried
         shares = sum(_share(_holding(job)) for job in holding)
         node = replace(
             self._node,
