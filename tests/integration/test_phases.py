@@ -140,3 +140,17 @@ def test_a_simulated_daemon_simulates_the_papers_node_not_this_hosts(
             "three jobs side by side",
             lambda: [client.get(f"/v1/jobs/{i}").json()["state"] for i in ids] == ["running"] * 3,
         )
+
+
+def test_a_job_past_its_time_limit_checkpoints_and_ends_with_that_reason(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve()
+    with daemon.client() as client:
+        body = job_body("limited", iterations=10**6, time_limit_s=2.0)
+        job_id = client.post("/v1/jobs", json=body).json()["id"]
+        wait_for("its end", lambda: ended(client, job_id) is not None, timeout_s=30.0)
+        job = client.get(f"/v1/jobs/{job_id}").json()
+        assert job["state"] == "cancelled", job
+        assert job["reason"].startswith("time limit: it ran 2 s (time_limit_s)"), job["reason"]
+        assert 0 < job["iteration"] < 10**6
