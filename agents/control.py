@@ -252,6 +252,8 @@ class Control:
         self._handed_out = now
         decision, share = _GO, _NO_SHARE
         link = self.link
+        if link is not None:
+            link.iteration = iteration  # what its `alive` says during a long evaluation
         # Most boundaries end here: nothing came, no heartbeat is due (a few attribute reads;
         # code run right after a step finds the caches cold, so every line counts).
         if link is not None and (

@@ -79,6 +79,7 @@ class DaemonLink:
             alive_every_s = None
         self._alive_every_s = alive_every_s
         self._phase = phase  # what `alive` says the script is doing
+        self.iteration = 0  # the steps it has completed, as `alive` says (set at each step)
         self._outbox: queue.SimpleQueue[tuple[float, AgentMessage | Build] | None] = (
             queue.SimpleQueue()
         )
@@ -117,7 +118,7 @@ class DaemonLink:
             return
         self._phase = phase
         if self._alive_every_s is not None and not self._closed and self._failure is None:
-            self.send(AliveMessage(job=self.job_id, phase=phase))
+            self.send(AliveMessage(job=self.job_id, phase=phase, iteration=self.iteration))
 
     def send(self, message: AgentMessage) -> None:
         """Send, stamped with the wall clock (the thread sends it)."""
@@ -236,7 +237,10 @@ class DaemonLink:
                         return
                     sent_at = time.monotonic()
                 elif every is not None and time.monotonic() - sent_at >= every:
-                    self._send_stamped(socket, AliveMessage(job=self.job_id, phase=self._phase))
+                    alive = AliveMessage(
+                        job=self.job_id, phase=self._phase, iteration=self.iteration
+                    )
+                    self._send_stamped(socket, alive)
                     sent_at = time.monotonic()
         except BaseException as error:  # told to the caller at its next call
             self._failure = error

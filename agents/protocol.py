@@ -197,6 +197,7 @@ class AliveMessage(_Message):
 
     type: Literal["alive"] = "alive"
     phase: str = Field("training", min_length=1, max_length=MAX_PHASE, pattern=PHASE_PATTERN)
+    iteration: int = Field(0, ge=0, description="the training steps it has completed")
 
 
 class MetricPoint(BaseModel):

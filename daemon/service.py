@@ -630,7 +630,7 @@ class Service:
             case HeartbeatMessage():
                 self._heartbeat(message)
             case AliveMessage():
-                event = Alive(message.job, message.phase)
+                event = Alive(message.job, message.phase, message.iteration)
             case PausedMessage():
                 kept = self.actions.paused(message)  # only a file in the job's own folder
                 event = Paused(message.job, message.gen, message.iteration, kept)

@@ -139,6 +139,7 @@ class Alive:
 
     job_id: str
     phase: str
+    iteration: int = 0  # the training steps it has completed
 
 
 @dataclass(frozen=True)

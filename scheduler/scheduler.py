@@ -488,8 +488,8 @@ class Scheduler:
                 self._hello(event, now, out)
             case Heartbeat():
                 self._heartbeat(event, now, out)
-            case Alive(job_id=job_id, phase=phase):
-                self._alive(job_id, phase, now, out)
+            case Alive():
+                self._alive(event, now, out)
             case Paused():
                 self._paused(event, now, out)
             case Resumed():
@@ -652,16 +652,19 @@ class Scheduler:
         if self._config.learn_curves:
             self._learn(job, allocation, event, processes, now)
 
-    def _alive(self, job_id: str, phase: str, now: float, out: list[Command]) -> None:
+    def _alive(self, event: Alive, now: float, out: list[Command]) -> None:
         """Its link says the process lives: heard, however long since its last step; a new
-        phase is progress (a stalled job that moved on is not stalled any more)."""
-        job = self._job(job_id)
+        step or a new phase is progress (a stalled job that moved on is not stalled any
+        more)."""
+        job = self._job(event.job_id)
         if job.state.final:
             return  # a process that runs on after its end: nothing to hear
         job.last_heard = now
-        if phase != job.phase:
-            job.phase = phase
+        if event.phase != job.phase or event.iteration > job.iteration:
+            job.phase = event.phase
             self._progressed(job, now, out)
+        if event.iteration > job.iteration:
+            job.iteration = job.reported = event.iteration
 
     def _progressed(self, job: _Job, now: float, out: list[Command]) -> None:
         job.progressed_at = now

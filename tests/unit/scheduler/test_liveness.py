@@ -149,3 +149,14 @@ def test_an_arrival_the_leftover_cannot_hold_waits_for_its_window() -> None:
     core.handle(AgentHello("a", launch.gen, 0), 0.5)
     assert not only(core.handle(JobSubmitted(replace(job("b"), workers_per_gpu=8)), 1.0), Launch)
     assert core.status("b").state is JobState.SUBMITTED
+
+
+def test_a_long_evaluation_still_shows_the_steps_its_link_says() -> None:
+    # No heartbeat comes in an evaluation: its `alive` carries the steps done before it.
+    core = scheduler(stall_timeout_s=100.0, heartbeat_timeout_s=1000.0)
+    started(core, job("a"), 0.0)
+    core.handle(Alive("a", "evaluation", 8), 1.0)
+    assert core.status("a").iteration == 8
+    core.handle(Tick(), 100.5)
+    core.handle(Alive("a", "evaluation", 8), 100.5)  # the same: no progress
+    assert only(core.handle(Tick(), 101.0), Stalled)
