@@ -92,7 +92,7 @@ def test_under_the_daemon_a_step_loop_completes_and_a_cancelled_one_resumes(
         assert job["unmanaged"] is False
         assert job["lineage"] == [job_id, resumed], "one history, as Slurm's requeue keeps"
         assert f"{job_id} -> this job" in stoker("show", resumed, *where).stdout
-        log = stoker("logs", resumed, *where).stderr
+        log = stoker("logs", resumed, "--stderr", *where).stderr
         assert f"step {stopped}" in log, log  # "resuming from ... (epoch E, step N)"
         wait_for("the regression", lambda: ended(client, quick) is not None)
         done = client.get(f"/v1/jobs/{quick}").json()
