@@ -55,6 +55,9 @@ from allocator.types import DecodeMode
 _LINGER_MS = 2000  # the last `finished` gets out
 _WAIT_SLICE_S = 0.5  # a blocking wait looks for a reconnection this often
 ALIVE_VERSION = 10  # the protocol version that brought `alive`
+# A new phase is said at once, but not more often than this: a script that changes phase
+# every step must not flood the daemon; the newest is said with the next `alive`.
+PHASE_SAID_EVERY_S = 0.2
 
 Build = Callable[[], Iterable[AgentMessage]]
 
@@ -80,6 +83,8 @@ class DaemonLink:
         self._alive_every_s = alive_every_s
         self._phase = phase  # what `alive` says the script is doing
         self.iteration = 0  # the steps it has completed, as `alive` says (set at each step)
+        self._phase_said_at = 0.0  # monotonic
+        self._phase_unsaid = False  # a change held back by PHASE_SAID_EVERY_S
         self._outbox: queue.SimpleQueue[tuple[float, AgentMessage | Build] | None] = (
             queue.SimpleQueue()
         )
@@ -117,8 +122,14 @@ class DaemonLink:
         if phase == self._phase:
             return
         self._phase = phase
-        if self._alive_every_s is not None and not self._closed and self._failure is None:
-            self.send(AliveMessage(job=self.job_id, phase=phase, iteration=self.iteration))
+        if self._alive_every_s is None or self._closed or self._failure is not None:
+            return
+        now = time.monotonic()
+        if now - self._phase_said_at < PHASE_SAID_EVERY_S:
+            self._phase_unsaid = True  # the link's thread says it with its next `alive`
+            return
+        self._phase_said_at, self._phase_unsaid = now, False
+        self.send(AliveMessage(job=self.job_id, phase=phase, iteration=self.iteration))
 
     def send(self, message: AgentMessage) -> None:
         """Send, stamped with the wall clock (the thread sends it)."""
@@ -236,12 +247,12 @@ class DaemonLink:
                     if not self._send_posted(socket):
                         return
                     sent_at = time.monotonic()
-                elif every is not None and time.monotonic() - sent_at >= every:
-                    alive = AliveMessage(
-                        job=self.job_id, phase=self._phase, iteration=self.iteration
-                    )
+                if every is not None and self._alive_due(sent_at, every):
+                    phase, iteration = self._phase, self.iteration
+                    alive = AliveMessage(job=self.job_id, phase=phase, iteration=iteration)
                     self._send_stamped(socket, alive)
-                    sent_at = time.monotonic()
+                    sent_at = self._phase_said_at = time.monotonic()
+                    self._phase_unsaid = False
         except BaseException as error:  # told to the caller at its next call
             self._failure = error
             traceback.print_exc(file=sys.stderr)
@@ -250,6 +261,13 @@ class DaemonLink:
             monitor.close()
             socket.close()
             context.term()
+
+    def _alive_due(self, sent_at: float, every: float) -> bool:
+        """Whether to say `alive` now: nothing went out for `every`, or a new phase was held
+        back and may go now."""
+        now = time.monotonic()
+        held = self._phase_unsaid and now - self._phase_said_at >= PHASE_SAID_EVERY_S
+        return now - sent_at >= every or held
 
     def _hand_in(self, socket: zmq.Socket[Any]) -> None:
         while True:

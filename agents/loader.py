@@ -49,13 +49,11 @@ class Boundary(Protocol):
     batch is the first of a pass, whose wait was the workers starting and the pipeline
     filling."""
 
-    def on_batch(self, samples: int, refill: bool = False) -> None: ...
+    def on_batch(self, samples: int, refill: bool = False, evaluation: bool = False) -> None: ...
 
     def at_boundary(self) -> None: ...
 
     def step_ended(self) -> None: ...
-
-    def evaluating(self, yes: bool) -> None: ...
 
 
 @dataclass
@@ -180,15 +178,6 @@ class ResizableLoader:
         return kwargs
 
     def __iter__(self) -> Iterator[Any]:
-        if self.evaluation:
-            self._job.evaluating(True)
-        try:
-            yield from self._passes()
-        finally:
-            if self.evaluation:
-                self._job.evaluating(False)
-
-    def _passes(self) -> Iterator[Any]:
         if not self.resizable:
             yield from self._plain()
             return
@@ -216,7 +205,7 @@ class ResizableLoader:
                         self.position.epoch, self.position.consumed, self._share(batch)
                     )
                 self.position.consumed += len(batch)
-                self._job.on_batch(len(batch), refill=number == 0)
+                self._job.on_batch(len(batch), refill=number == 0, evaluation=self.evaluation)
                 yield data
                 if number == len(batches) - 1:
                     self._job.step_ended()  # a failure in the script's end of epoch is after it

@@ -180,7 +180,6 @@ class Job:
         # an evaluation loader's batches are no training steps.
         self._phase = SETUP
         self._training = False
-        self._evaluating = False
         self._tracked: dict[str, Any] = {}
         self._loaders: list[ResizableLoader] = []
         # Each loader by its dataset and what it was asked for: a script that makes it inside
@@ -368,14 +367,6 @@ class Job:
         if self._control is not None:
             self._control.set_phase(name)
 
-    def evaluating(self, yes: bool) -> None:
-        """An evaluation loader's pass begins (`yes`) or ends: its batches are no training
-        steps, and the job is in its `evaluation` phase meanwhile."""
-        if yes == self._evaluating:
-            return
-        self._evaluating = yes
-        self._set_phase(EVALUATION if yes else TRAINING if self.step else SETUP)
-
     def loader(
         self,
         dataset: Dataset[Any],
@@ -559,10 +550,11 @@ class Job:
         `for i in job.steps(n): ...` yields 0 to n - 1, or from where a checkpoint left it,
         each step a pause and checkpoint point as a loader's batch is. Inside
         `job.epochs(...)`, a pass over one epoch (its position saved mid-epoch); alone, the
-        whole run, whose end (the last step, or a `break`) writes the final checkpoint.
-        `total` None: until the script breaks out. `samples`: what a step trains, all
-        ranks, for the samples/s the daemon shows. The script's own state (a learning rate,
-        the best loss so far, an RNN's hidden state) goes in `job.track(...)`."""
+        whole run, whose last step writes the final checkpoint. `total` None: until the
+        script breaks out (the daemon takes its exit 0 as its end; no final checkpoint).
+        `samples`: what a step trains, all ranks, for the samples/s the daemon shows. The
+        script's own state (a learning rate, the best loss so far, an RNN's hidden state)
+        goes in `job.track(...)`."""
         return steps(self, total, samples)
 
     def planned_iterations(self) -> int:
@@ -679,11 +671,13 @@ class Job:
 
     # ---- the loaders' side --------------------------------------------------------------
 
-    def on_batch(self, samples: int, refill: bool = False) -> None:
+    def on_batch(self, samples: int, refill: bool = False, evaluation: bool = False) -> None:
         """A batch of `samples` (all ranks) went to the script: one more step, unless an
-        evaluation's. `refill`: the first batch of a pass, whose wait was the pipeline
-        filling."""
-        if self._evaluating:
+        `evaluation` loader's (the job is in its evaluation phase until its next training
+        batch). `refill`: the first batch of a pass, whose wait was the pipeline filling."""
+        if evaluation:
+            if self._phase != EVALUATION:
+                self._set_phase(EVALUATION)
             return
         if not self._training:
             self._set_phase(TRAINING)

@@ -269,6 +269,8 @@ def node(
 def _workers_from_host(found: dict[str, Any]) -> str:
     """Where the default loader processes came from: the CPUs training leaves, or, on a
     small host without GPUs, the floor of two a slot (daemon/host.py)."""
-    if not found["gpus"] and found["cpu_workers"] == 2 * found["slots"]:
+    slots, usable = found["slots"], found["cpus_usable"]
+    spare = usable - max(slots, usable // 2)  # what training leaves (daemon/host.py)
+    if not found["gpus"] and spare < 2 * slots:
         return "the host (a small one: two a CPU slot, to share when jobs come and go)"
     return "the host (usable CPUs less training's)"

@@ -643,7 +643,7 @@ def _view(
         pause_cost_s=live.pause_cost_s if live is not None else None,
         unmanaged=live is not None and live.unmanaged,
         phase=live.phase if live is not None and not live.state.final else "",
-        stalled=live is not None and live.stalled,
+        stalled=live is not None and live.stalled and not live.state.final,
         exiting=exiting,
         **_exit(service, fresh, exiting),
         restarts=fresh.restarts,

@@ -84,11 +84,15 @@ async def page(request: Request, service: Daemon, token: str | None = None) -> R
     who = tenant_of(tokens, request.cookies.get(COOKIE, ""))
     if who is None:
         return HTMLResponse(_SIGN_IN.format(problem="You are not signed in."), 401)
-    now = json.dumps(await dashboard(who, service), allow_nan=False, default=str)
+    html = (ASSETS / "index.html").read_text()
+    try:
+        now = json.dumps(await dashboard(who, service), allow_nan=False, default=str)
+    except ValueError:  # a value JSON cannot hold: the page asks for the snapshot itself
+        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
     # Inside <script>, "<" could close the element: what a tenant named its job is data.
     safe = now.replace("<", "\\u003c")
     inline = f'<script type="application/json" id="snapshot">{safe}</script>'
-    html = (ASSETS / "index.html").read_text().replace(_INLINE_AT, inline + "\n  " + _INLINE_AT)
+    html = html.replace(_INLINE_AT, inline + "\n  " + _INLINE_AT)
     return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
@@ -203,7 +207,7 @@ def _job(
         "gpu_indices": service.gpus_held(fresh, live),
         "exiting": record.id in service.scheduler.exiting,  # ended; its processes run on
         "phase": live.phase if live is not None and not live.state.final else "",
-        "stalled": live is not None and live.stalled,
+        "stalled": live is not None and live.stalled and not live.state.final,
         "iteration": max(fresh.iteration, live.iteration if live is not None else 0),
         "iterations": service.length(fresh, live),
         "seconds_left": live.seconds_left if live is not None else None,

@@ -7,6 +7,7 @@ rank writes into pipes that its log sink (daemon/logsink.py) copies to the three
 import contextlib
 import logging
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -25,6 +26,10 @@ from daemon.tenants import UnixUser
 log = logging.getLogger(__name__)
 SINK = Path(__file__).with_name("logsink.py")
 SINK_START_S = 10.0  # a log sink forks within this (a Python start: tens of ms)
+SINK_DRAIN_S = 2.0  # a job's exit waits this long at most for its sinks' last copies
+NO_SINK_MARK = (
+    "----- stoker: no log sink for this start: its output is in stdout.log and stderr.log"
+)
 # The interleaved log's tags: what each line of stdall.log begins with (daemon/logsink.py).
 STDOUT_TAG, STDERR_TAG = "o ", "e "
 
@@ -56,6 +61,10 @@ class Launcher:
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._other_ranks: dict[str, list[subprocess.Popen[bytes]]] = {}
         self._adopted: dict[str, int] = {}  # job -> pid of an agent another daemon started
+        # Each rank's log sink keeps one end of a pipe open until it has copied the last of
+        # the rank's output: the job's exit is told once they have (`_drained`).
+        self._sink_done: dict[str, list[int]] = {}
+        self._drain_since: dict[str, float] = {}
 
     def job_dir(self, job_id: str) -> Path:
         path = self.jobs_dir / job_id
@@ -86,8 +95,8 @@ class Launcher:
     def launch(self, job_id: str, argv: Sequence[str], env: Mapping[str, str]) -> int:
         """Start the agent with exactly the environment `env` (nothing of the daemon's is
         added: its tokens stay with it); its pid."""
-        directory = self.job_dir(job_id)
-        with self._outputs(directory, 0, {os.geteuid()}, None, env) as (out, err):
+        self.job_dir(job_id)  # made if missing
+        with self._outputs(job_id, 0, {os.geteuid()}, None, env) as (out, err):
             process = subprocess.Popen(
                 list(argv),
                 stdout=out,
@@ -104,13 +113,13 @@ class Launcher:
         """Start a command job's ranks in one process group (rank 0 leads it), each with
         exactly the environment given; rank 0's pid."""
         user = ranks[0].user if ranks else None
-        directory = self.hand_over(job_id, user)
+        self.hand_over(job_id, user)
         # The folder may be the tenant's: a log name there may be a link it planted.
         owners = {os.geteuid(), *([user.uid] if user is not None else [])}
         started: list[subprocess.Popen[bytes]] = []
         try:
             for rank, process in enumerate(ranks):
-                with self._outputs(directory, rank, owners, user, process.env) as (out, err):
+                with self._outputs(job_id, rank, owners, user, process.env) as (out, err):
                     started.append(
                         subprocess.Popen(
                             list(process.argv),
@@ -137,7 +146,7 @@ class Launcher:
     @contextlib.contextmanager
     def _outputs(
         self,
-        directory: Path,
+        job_id: str,
         rank: int,
         owners: Collection[int],
         user: UnixUser | None,
@@ -145,7 +154,8 @@ class Launcher:
     ) -> Iterator[tuple[int, int]]:
         """Where a rank writes its stdout and stderr: pipes to a log sink of its own, which
         keeps each stream's log and the interleaved one; or, where no sink can start, the
-        two logs themselves."""
+        two logs themselves (the interleaved one says so)."""
+        directory = self.jobs_dir / job_id
         with (
             append_to(log_file(directory, "stdout", rank), owners) as out,
             append_to(log_file(directory, "stderr", rank), owners) as err,
@@ -154,31 +164,36 @@ class Launcher:
             for opened, tag in ((out, ""), (err, ""), (both, STDOUT_TAG)):
                 _own(opened.fileno(), user)
                 _mark_start_again(opened, env, tag)
-            pipes = [os.pipe(), os.pipe()]  # (read, write) each, not inherited by default
-            try:
-                given = (pipes[0][0], pipes[1][0], out.fileno(), err.fileno(), both.fileno())
-                sink = subprocess.Popen(
-                    [sys.executable, "-S", "-E", str(SINK), *map(str, given)],
-                    pass_fds=given,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL,
-                    start_new_session=True,  # the job's signals are not its
-                )
-                if sink.wait(timeout=SINK_START_S) != 0:  # it forks and leaves a child at work
-                    raise OSError(f"the log sink exited with code {sink.returncode}")
-            except (OSError, subprocess.TimeoutExpired) as error:
-                log.warning("%s: no log sink (%s): its logs are not interleaved", directory, error)
-                for descriptor in (*pipes[0], *pipes[1]):
-                    os.close(descriptor)
+            (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
+            done = _start_sink((out_read, err_read, out.fileno(), err.fileno(), both.fileno()))
+            os.close(out_read)
+            os.close(err_read)
+            if done is None:
+                os.close(out_write)
+                os.close(err_write)
+                both.write(f"{STDOUT_TAG}{NO_SINK_MARK}\n".encode())
                 yield out.fileno(), err.fileno()
                 return
-            for read, _ in pipes:
-                os.close(read)
+            self._sink_done.setdefault(job_id, []).append(done)
             try:
-                yield pipes[0][1], pipes[1][1]
+                yield out_write, err_write
             finally:  # the rank holds them now: the sink reads to their end
-                for _, write in pipes:
-                    os.close(write)
+                os.close(out_write)
+                os.close(err_write)
+
+    def _drained(self, job_id: str) -> bool:
+        """Whether the log sinks of a job whose processes have all exited copied the last
+        of their output (a failure's traceback, which its reason quotes): at once, mostly;
+        `SINK_DRAIN_S` at most after the first look, for output that a process the job left
+        behind still holds open."""
+        waiting = [done for done in self._sink_done.get(job_id, []) if not _at_end(done)]
+        first = self._drain_since.setdefault(job_id, time.monotonic())
+        if waiting and time.monotonic() - first < SINK_DRAIN_S:
+            return False
+        for done in self._sink_done.pop(job_id, []):
+            os.close(done)
+        self._drain_since.pop(job_id, None)
+        return True
 
     def adopt(self, job_id: str, pid: int) -> None:
         """Watch an agent a previous daemon started; its exit code is not ours to read."""
@@ -189,7 +204,7 @@ class Launcher:
         done: list[Exit] = []
         for job_id, first in list(self._processes.items()):
             codes = self._job_exit(first, self._other_ranks.get(job_id, []))
-            if codes is not None:
+            if codes is not None and self._drained(job_id):
                 done.append(Exit(job_id, *codes))
         # An adopted job ends with the last process of its group: its rank 0 leads it, and
         # the other ranks may hold its GPUs a while longer.
@@ -309,6 +324,45 @@ def _mark_start_again(log_file: BinaryIO, env: Mapping[str, str], tag: str = "")
     after = f", restart {restart}" if restart != "0" else ""
     log_file.write(f"{tag}\n{tag}{AGAIN_MARK} at {when}{after} -----\n".encode())
     log_file.flush()
+
+
+def _start_sink(given: tuple[int, int, int, int, int]) -> int | None:
+    """Start a rank's log sink on `given` (its stdout and stderr pipes' read ends, its
+    stdout, stderr and interleaved logs); the read end of the pipe it holds until it is
+    done, or None when it could not start (said in the daemon's log)."""
+    done_read, done_write = os.pipe()
+    try:
+        starter = subprocess.Popen(
+            [sys.executable, "-S", "-E", str(SINK), *map(str, given), str(done_write)],
+            pass_fds=(*given, done_write),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,  # nothing of the daemon's output held open by it
+            start_new_session=True,  # the job's signals are not its
+        )
+    except OSError as error:
+        log.warning("no log sink (%s): a job's logs are not interleaved", error)
+        os.close(done_read)
+        return None
+    finally:
+        os.close(done_write)
+    try:
+        code = starter.wait(timeout=SINK_START_S)  # it forks, and leaves its child at work
+    except subprocess.TimeoutExpired:
+        starter.kill()
+        starter.wait()
+        code = None
+    if code != 0:
+        log.warning("no log sink (its start ended with %s): a job's logs are not interleaved", code)
+        os.close(done_read)
+        return None
+    return done_read
+
+
+def _at_end(descriptor: int) -> bool:
+    """Whether a pipe nobody writes to has reached its end (its last writer is gone)."""
+    readable, _, _ = select.select([descriptor], [], [], 0)
+    return bool(readable) and not os.read(descriptor, 1)
 
 
 def _own(descriptor: int, user: UnixUser | None) -> None:

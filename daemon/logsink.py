@@ -11,10 +11,16 @@ not reach it, a daemon that restarts leaves it be, and it ends when the rank and
 everything that inherited its output have exited (end of file on both pipes). Run by
 path with `python -S -E`: the standard library only, nothing of the daemon's to import.
 
-    python -S -E logsink.py STDOUT_PIPE STDERR_PIPE STDOUT_LOG STDERR_LOG STDALL_LOG
+    python -S -E logsink.py STDOUT_PIPE STDERR_PIPE STDOUT_LOG STDERR_LOG STDALL_LOG [DONE]
+
+DONE, if given, is a pipe it holds open until it has copied everything: the launcher tells
+the job's exit once it closes, so that a failure's reason quotes its last traceback.
+A carriage return ends a line in the interleaved log as a newline does: a progress bar's
+updates show as they come, not when it ends.
 """
 
 import os
+import re
 import selectors
 import signal
 import sys
@@ -22,14 +28,16 @@ import sys
 CHUNK = 65536
 LONGEST_LINE = 65536  # a line longer than this goes to the interleaved log in parts
 TAGS = (b"o ", b"e ")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 def main(argv: list[str]) -> int:
-    out_pipe, err_pipe, out_log, err_log, both_log = (int(arg) for arg in argv)
-    if os.fork():
-        os._exit(0)  # the launcher waits for this one; the copy goes on in the child
+    out_pipe, err_pipe, out_log, err_log, both_log = (int(arg) for arg in argv[:5])
+    # argv[5], the launcher's DONE pipe, stays open in this process until it exits.
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_IGN)  # the job's group's signals are not ours
+    if os.fork():
+        os._exit(0)  # the launcher waits for this one; the copy goes on in the child
     own_log = {out_pipe: out_log, err_pipe: err_log}
     tag = {out_pipe: TAGS[0], err_pipe: TAGS[1]}
     pending = {out_pipe: b"", err_pipe: b""}
@@ -46,7 +54,7 @@ def main(argv: list[str]) -> int:
                     write(both_log, tag[pipe] + pending[pipe] + b"\n")
                 continue
             write(own_log[pipe], chunk)
-            lines = (pending[pipe] + chunk).split(b"\n")
+            lines = _LINE_END.split(pending[pipe] + chunk)
             pending[pipe] = lines.pop()
             if len(pending[pipe]) > LONGEST_LINE:
                 lines.append(pending[pipe])

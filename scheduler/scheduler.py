@@ -848,6 +848,7 @@ class Scheduler:
         job.restarts += 1
         job.started_at = None
         job.phase = ""
+        job.stalled = False
         job.fixed = False  # its relaunch says again whether its loader can be resized
         config = self._config
         wait_s = min(
@@ -890,8 +891,9 @@ class Scheduler:
             limit, ran = job.request.time_limit_s, job.first_ran
             if limit is not None and ran is not None and now - ran >= limit:
                 why = (
-                    f"time limit: it ran {limit:g} s (time_limit_s); stopped after a checkpoint,"
-                    " which `stoker resume` goes on from"
+                    f"time limit: it ran {limit:g} s (time_limit_s); told to stop as a cancel"
+                    " is (the SDK checkpoints at its next step), `stoker resume` goes on from"
+                    " its newest checkpoint"
                 )
                 self._cancel(job.request.id, now, out, exited=False, why=why)
         for job in sorted(self._watched.values(), key=lambda job: job.seq):
@@ -1020,6 +1022,7 @@ class Scheduler:
             return
         rebalance_due = self._arrivals_due if holding else None
         self._arrivals, self._arrivals_due = [], None
+        self._tried_beside = None  # only the tries that failed are remembered
         for job in arriving:
             self._move(job, JobState.PENDING, out)
         self._start_round(arriving, now, out, plan)

@@ -241,3 +241,23 @@ def test_a_daemon_older_than_alive_is_sent_none(
         assert router.next(0.3) is None  # it would refuse a message type it does not know
     finally:
         link.close()
+
+
+def test_a_script_changing_phase_every_step_sends_a_few_the_newest_last(
+    router: Router, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STOKER_PROTOCOL", "10")
+    link = DaemonLink("j", router.endpoint, alive_every_s=0.1)
+    try:
+        for step in range(1000):  # `with job.phase(...)` around every step, say
+            link.set_phase(f"phase {step % 2}")
+        link.set_phase("done")
+        time.sleep(0.6)
+        said = []
+        while (message := router.next(0.0)) is not None:
+            assert isinstance(message, AliveMessage)
+            said.append(message.phase)
+        assert len(said) < 20, said  # not a thousand
+        assert "done" in said
+    finally:
+        link.close()

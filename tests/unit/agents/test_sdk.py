@@ -179,17 +179,15 @@ class Steps:
         self.batches = self.boundaries = 0
         self.ended = self.evaluation = False
 
-    def on_batch(self, samples: int, refill: bool = False) -> None:
+    def on_batch(self, samples: int, refill: bool = False, evaluation: bool = False) -> None:
         self.batches += 1
+        self.evaluation = evaluation
 
     def at_boundary(self) -> None:
         self.boundaries += 1
 
     def step_ended(self) -> None:
         self.ended = True
-
-    def evaluating(self, yes: bool) -> None:
-        self.evaluation = yes
 
 
 def test_ranks_split_each_global_batch_and_cover_the_epoch_once() -> None:

@@ -119,3 +119,24 @@ def test_an_adopted_job_ends_with_the_last_process_of_its_group(tmp_path: Path) 
         time.sleep(0.05)
     assert ended == [Exit("j", None)]
     assert time.monotonic() - started > 1.5, "not at its leader's exit: its group's last"
+
+
+def test_an_exit_is_told_once_its_log_sink_has_copied_the_last_of_its_output(
+    tmp_path: Path,
+) -> None:
+    # 4 MB to stderr, then a traceback's last line and exit 1: the reason quotes that line,
+    # which the sink may still be copying when the process is reaped.
+    launcher = Launcher(tmp_path)
+    loud = (
+        "import sys\n"
+        "sys.stderr.write(('x' * 99 + '\\n') * 40_000)\n"
+        "sys.stderr.write('ValueError: the last line\\n')\n"
+        "sys.exit(1)\n"
+    )
+    launcher.launch_ranks("j", ranks(loud))
+    ended = wait_for_exit(launcher)
+    assert ended.code == 1
+    log = log_file(tmp_path / "j", "stderr", 0).read_bytes()
+    assert log.endswith(b"ValueError: the last line\n"), log[-200:]
+    both = log_file(tmp_path / "j", "stdall", 0).read_bytes()
+    assert both.endswith(b"e ValueError: the last line\n")

@@ -41,10 +41,11 @@ def test_the_sink_copies_each_stream_and_interleaves_their_lines(tmp_path: Path)
     assert logs[0].read_bytes() == b"one\ntwo, progress 1\rprogress 2\nthree"
     assert logs[1].read_bytes() == b"oops\n" + b"x" * (LONGEST_LINE + 10)
     lines = logs[2].read_bytes().split(b"\n")
-    # In the order they came; the endless line and the unfinished one close at the end, in
-    # whichever order the two pipes closed.
-    assert lines[:3] == [b"o one", b"e oops", b"o two, progress 1\rprogress 2"]
-    assert sorted(lines[3:]) == [b"", b"e " + b"x" * (LONGEST_LINE + 10), b"o three"]
+    # In the order they came (a carriage return ends a line: a progress bar's updates show
+    # as they come); the endless line and the unfinished one close at the end, in whichever
+    # order the two pipes closed.
+    assert lines[:4] == [b"o one", b"o two, progress 1", b"e oops", b"o progress 2"]
+    assert sorted(lines[4:]) == [b"", b"e " + b"x" * (LONGEST_LINE + 10), b"o three"]
 
 
 def test_the_sink_outlives_the_jobs_signals(tmp_path: Path) -> None:
