@@ -25,7 +25,7 @@ from typing import Any
 import psutil
 
 from bench.daemon_driver import Daemon, free_port, wait_for
-from daemon.launcher import SINK
+from daemon.sinks import SINK
 
 OUT = Path(__file__).resolve().parent / "out" / "start_latency.json"
 SDK_JOB = "import stoker, time\njob = stoker.init()\ntime.sleep(3)\n"

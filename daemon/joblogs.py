@@ -14,7 +14,8 @@ from fastapi.responses import PlainTextResponse, StreamingResponse
 from daemon.auth import Daemon, Who, visible_job
 from daemon.continuing import lineage, one_series
 from daemon.jobfiles import read_end, read_from
-from daemon.launcher import EARLIER_HEADER, STDERR_TAG, STDOUT_TAG, log_file
+from daemon.launcher import EARLIER_HEADER, log_file
+from daemon.sinks import STDERR_TAG, STDOUT_TAG
 from daemon.stopping import streaming
 
 router = APIRouter(prefix="/v1")

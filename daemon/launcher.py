@@ -7,11 +7,9 @@ rank writes into pipes that its log sink (daemon/logsink.py) copies to the three
 import contextlib
 import logging
 import os
-import select
 import signal
 import stat
 import subprocess
-import sys
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,17 +19,10 @@ from typing import Any, BinaryIO
 import psutil
 
 from daemon.jobfiles import NO_SURPRISES, append_to
+from daemon.sinks import NO_SINK_MARK, STDOUT_TAG, Sinks, start_sink
 from daemon.tenants import UnixUser
 
 log = logging.getLogger(__name__)
-SINK = Path(__file__).with_name("logsink.py")
-SINK_START_S = 10.0  # a log sink forks within this (a Python start: tens of ms)
-SINK_DRAIN_S = 2.0  # a job's exit waits this long at most for its sinks' last copies
-NO_SINK_MARK = (
-    "----- stoker: no log sink for this start: its output is in stdout.log and stderr.log"
-)
-# The interleaved log's tags: what each line of stdall.log begins with (daemon/logsink.py).
-STDOUT_TAG, STDERR_TAG = "o ", "e "
 
 
 @dataclass(frozen=True)
@@ -61,10 +52,7 @@ class Launcher:
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._other_ranks: dict[str, list[subprocess.Popen[bytes]]] = {}
         self._adopted: dict[str, int] = {}  # job -> pid of an agent another daemon started
-        # Each rank's log sink keeps one end of a pipe open until it has copied the last of
-        # the rank's output: the job's exit is told once they have (`_drained`).
-        self._sink_done: dict[str, list[int]] = {}
-        self._drain_since: dict[str, float] = {}
+        self._sinks = Sinks()  # a job's exit is told once its log sinks have copied all
 
     def job_dir(self, job_id: str) -> Path:
         path = self.jobs_dir / job_id
@@ -165,7 +153,7 @@ class Launcher:
                 _own(opened.fileno(), user)
                 _mark_start_again(opened, env, tag)
             (out_read, out_write), (err_read, err_write) = os.pipe(), os.pipe()
-            done = _start_sink((out_read, err_read, out.fileno(), err.fileno(), both.fileno()))
+            done = start_sink((out_read, err_read, out.fileno(), err.fileno(), both.fileno()))
             os.close(out_read)
             os.close(err_read)
             if done is None:
@@ -174,26 +162,12 @@ class Launcher:
                 both.write(f"{STDOUT_TAG}{NO_SINK_MARK}\n".encode())
                 yield out.fileno(), err.fileno()
                 return
-            self._sink_done.setdefault(job_id, []).append(done)
+            self._sinks.add(job_id, done)
             try:
                 yield out_write, err_write
             finally:  # the rank holds them now: the sink reads to their end
                 os.close(out_write)
                 os.close(err_write)
-
-    def _drained(self, job_id: str) -> bool:
-        """Whether the log sinks of a job whose processes have all exited copied the last
-        of their output (a failure's traceback, which its reason quotes): at once, mostly;
-        `SINK_DRAIN_S` at most after the first look, for output that a process the job left
-        behind still holds open."""
-        waiting = [done for done in self._sink_done.get(job_id, []) if not _at_end(done)]
-        first = self._drain_since.setdefault(job_id, time.monotonic())
-        if waiting and time.monotonic() - first < SINK_DRAIN_S:
-            return False
-        for done in self._sink_done.pop(job_id, []):
-            os.close(done)
-        self._drain_since.pop(job_id, None)
-        return True
 
     def adopt(self, job_id: str, pid: int) -> None:
         """Watch an agent a previous daemon started; its exit code is not ours to read."""
@@ -204,7 +178,7 @@ class Launcher:
         done: list[Exit] = []
         for job_id, first in list(self._processes.items()):
             codes = self._job_exit(first, self._other_ranks.get(job_id, []))
-            if codes is not None and self._drained(job_id):
+            if codes is not None and self._sinks.drained(job_id):
                 done.append(Exit(job_id, *codes))
         # An adopted job ends with the last process of its group: its rank 0 leads it, and
         # the other ranks may hold its GPUs a while longer.
@@ -324,45 +298,6 @@ def _mark_start_again(log_file: BinaryIO, env: Mapping[str, str], tag: str = "")
     after = f", restart {restart}" if restart != "0" else ""
     log_file.write(f"{tag}\n{tag}{AGAIN_MARK} at {when}{after} -----\n".encode())
     log_file.flush()
-
-
-def _start_sink(given: tuple[int, int, int, int, int]) -> int | None:
-    """Start a rank's log sink on `given` (its stdout and stderr pipes' read ends, its
-    stdout, stderr and interleaved logs); the read end of the pipe it holds until it is
-    done, or None when it could not start (said in the daemon's log)."""
-    done_read, done_write = os.pipe()
-    try:
-        starter = subprocess.Popen(
-            [sys.executable, "-S", "-E", str(SINK), *map(str, given), str(done_write)],
-            pass_fds=(*given, done_write),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,  # nothing of the daemon's output held open by it
-            start_new_session=True,  # the job's signals are not its
-        )
-    except OSError as error:
-        log.warning("no log sink (%s): a job's logs are not interleaved", error)
-        os.close(done_read)
-        return None
-    finally:
-        os.close(done_write)
-    try:
-        code = starter.wait(timeout=SINK_START_S)  # it forks, and leaves its child at work
-    except subprocess.TimeoutExpired:
-        starter.kill()
-        starter.wait()
-        code = None
-    if code != 0:
-        log.warning("no log sink (its start ended with %s): a job's logs are not interleaved", code)
-        os.close(done_read)
-        return None
-    return done_read
-
-
-def _at_end(descriptor: int) -> bool:
-    """Whether a pipe nobody writes to has reached its end (its last writer is gone)."""
-    readable, _, _ = select.select([descriptor], [], [], 0)
-    return bool(readable) and not os.read(descriptor, 1)
 
 
 def _own(descriptor: int, user: UnixUser | None) -> None:

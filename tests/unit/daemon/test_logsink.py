@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from daemon.launcher import SINK
 from daemon.logsink import LONGEST_LINE
+from daemon.sinks import SINK
 
 
 def test_the_sink_copies_each_stream_and_interleaves_their_lines(tmp_path: Path) -> None:
