@@ -406,7 +406,10 @@ class Service:
         )
         # A simulated agent's pauses are the simulated testbed's, not an in-place resize's.
         hot = settings.resize == "hot" and not self.simulated(settings)
-        return replace(request, tenant=record.tenant, hot_resize=hot)
+        # An earlier daemon's start counts against its time limit (a restored job).
+        first = stored.started_at if stored is not None else None
+        ran_before = max(0.0, time.time() - first) if first is not None else 0.0
+        return replace(request, tenant=record.tenant, hot_resize=hot, ran_before_s=ran_before)
 
     def simulated(self, settings: JobSettings) -> bool:
         """Whether the job runs as a simulated agent (a zoo job under `agent_mode =

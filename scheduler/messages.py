@@ -59,6 +59,9 @@ class JobRequest:
     heartbeat_timeout_s: float | None = None
     stall_timeout_s: float | None = None
     time_limit_s: float | None = None
+    # The seconds since its first start, when an earlier daemon started it (a job restored
+    # after a restart): its time limit counts them.
+    ran_before_s: float = 0.0
 
 
 # ---- events ------------------------------------------------------------------------------

@@ -352,7 +352,7 @@ class Scheduler:
             if job.state is JobState.RUNNING and not job.stalled
         )
         times.extend(
-            job.first_ran + job.request.time_limit_s
+            job.first_ran + job.request.time_limit_s - job.request.ran_before_s
             for job in self._live.values()
             if job.first_ran is not None and job.request.time_limit_s is not None
         )
@@ -889,7 +889,11 @@ class Scheduler:
         # In submission order, as the jobs were given: what ends first is recorded first.
         for job in list(self._live.values()):
             limit, ran = job.request.time_limit_s, job.first_ran
-            if limit is not None and ran is not None and now - ran >= limit:
+            if (
+                limit is not None
+                and ran is not None
+                and now - ran + job.request.ran_before_s >= limit
+            ):
                 why = (
                     f"time limit: it ran {limit:g} s (time_limit_s); told to stop as a cancel"
                     " is (the SDK checkpoints at its next step), `stoker resume` goes on from"

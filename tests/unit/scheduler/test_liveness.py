@@ -8,6 +8,7 @@ from dataclasses import replace
 from scheduler.messages import (
     AgentHello,
     Alive,
+    Allocation,
     Cancel,
     Failed,
     Heartbeat,
@@ -160,3 +161,13 @@ def test_a_long_evaluation_still_shows_the_steps_its_link_says() -> None:
     core.handle(Tick(), 100.5)
     core.handle(Alive("a", "evaluation", 8), 100.5)  # the same: no progress
     assert only(core.handle(Tick(), 101.0), Stalled)
+
+
+def test_a_time_limit_counts_what_an_earlier_daemon_ran() -> None:
+    # Restored after a restart, 50 s into its 60: it has 10 s left, not 60 again.
+    core = scheduler(heartbeat_timeout_s=1000.0)
+    request = replace(job("a"), time_limit_s=60.0, ran_before_s=50.0)
+    core.adopt(request, Allocation(4), iteration=100, now=0.0)
+    assert core.next_deadline() == 10.0
+    core.handle(Tick(), 10.0)
+    assert core.status("a").state is JobState.CANCELLED
