@@ -24,21 +24,31 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield from daemon_factory(tmp_path)
 
 
-def test_a_long_setup_and_a_long_evaluation_are_phases_not_hangs(
-    serve: Callable[..., Daemon],
-) -> None:
+def short_silence(serve: Callable[..., Daemon]) -> tuple[Daemon, tuple[str, ...]]:
+    """A daemon that trains for real, with a 2-s silence limit; and the CLI's options for it."""
     daemon = serve(
         agent_mode="process",
         scheduler={**FAST["scheduler"], "heartbeat_timeout_s": 2.0},  # type: ignore[dict-item]
     )
-    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    script = str(SCRIPTS / "slow_phases.py")
+    return daemon, ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+
+
+def slow_job(where: tuple[str, ...], name: str, *, setup_s: int, eval_s: int, epochs: int) -> str:
+    """Submit scripts/slow_phases.py; its id."""
     submitted = stoker(
-        "submit", *where, "--name", "slow", "--env", "SETUP_S=5", "--env", "EVAL_S=5",
-        "--", sys.executable, script, "2",
+        "submit", *where, "--name", name, "--env", f"SETUP_S={setup_s}",
+        "--env", f"EVAL_S={eval_s}", "--", sys.executable, str(SCRIPTS / "slow_phases.py"),
+        str(epochs),
     )  # fmt: skip
     assert submitted.code == 0, submitted.stderr
-    job_id = submitted.stdout.strip()
+    return submitted.stdout.strip()
+
+
+def test_a_long_setup_and_a_long_evaluation_are_phases_not_hangs(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon, where = short_silence(serve)
+    job_id = slow_job(where, "slow", setup_s=5, eval_s=5, epochs=2)
     phases: set[str] = set()
     with daemon.client() as client:
 
@@ -62,16 +72,8 @@ def test_a_long_setup_and_a_long_evaluation_are_phases_not_hangs(
 def test_the_phase_is_shown_while_it_lasts_and_jobs_filter_like_squeue(
     serve: Callable[..., Daemon],
 ) -> None:
-    daemon = serve(
-        agent_mode="process",
-        scheduler={**FAST["scheduler"], "heartbeat_timeout_s": 2.0},  # type: ignore[dict-item]
-    )
-    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    script = str(SCRIPTS / "slow_phases.py")
-    job_id = stoker(
-        "submit", *where, "--name", "setup", "--env", "SETUP_S=60", "--env", "EVAL_S=0",
-        "--", sys.executable, script, "1",
-    ).stdout.strip()  # fmt: skip
+    daemon, where = short_silence(serve)
+    job_id = slow_job(where, "setup", setup_s=60, eval_s=0, epochs=1)
     other = stoker("submit", *where, "--name", "other", "--", "sleep", "60").stdout.strip()
     with daemon.client() as client:
         wait_for(
