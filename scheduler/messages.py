@@ -53,9 +53,8 @@ class JobRequest:
     # It resizes in place (the SDK's hot resize): a pause costs it its loaders' rebuild,
     # not a restart from its checkpoint.
     hot_resize: bool = False
-    # Its own limits, None: the config's. How long its link may be silent before it is
-    # lost; how long it may go without progress (a step, a new phase) before it is stalled;
-    # how long it may run from its first start before it is stopped (None: no limit).
+    # Its own limits (None: the config's; for time_limit_s, none): link silence before it is
+    # lost, no progress (a step, a new phase) before it is stalled, run time before it stops.
     heartbeat_timeout_s: float | None = None
     stall_timeout_s: float | None = None
     time_limit_s: float | None = None

@@ -901,18 +901,17 @@ class Scheduler:
                 )
                 self._cancel(job.request.id, now, out, exited=False, why=why)
         for job in sorted(self._watched.values(), key=lambda job: job.seq):
-            silent = now - job.last_heard
-            if job.state is JobState.RUNNING and silent >= self._silence_allowed(job):
+            silent, allowed = now - job.last_heard, self._silence_allowed(job)
+            if job.state is JobState.RUNNING and silent >= allowed:
                 # A hung process may still hold its GPUs: they wait until it has Exited.
                 lost = (
                     f"lost: its link to the daemon was silent for {silent:.0f} s"
-                    f" (heartbeat_timeout_s = {self._silence_allowed(job):g} s), its process hung"
-                    " or gone"
+                    f" (heartbeat_timeout_s = {allowed:g} s), its process hung or gone"
                 )
                 self._ended(job.request.id, JobState.FAILED, now, out, lost, exited=False)
             elif job.state is JobState.RUNNING and not job.stalled:
                 self._check_stall(job, now, out)
-            elif job.state is JobState.STARTING and silent >= self._silence_allowed(job):
+            elif job.state is JobState.STARTING and silent >= allowed:
                 if job.request.command and silent < self._config.launch_timeout_s:
                     self._run_unmanaged(job, out)
                 else:
@@ -998,8 +997,7 @@ class Scheduler:
         round then plans every job (the gate judges whom to change)."""
         arriving = [self._jobs[job_id] for job_id in self._arrivals]
         holding = [job for job in self._live.values() if job.state.holds_resources]
-        held = sum(job.request.gpus * _workers(_holding(job)) for job in holding)
-        left = self._node.cpu_workers - held
+        left = self._node.cpu_workers - self.loader_processes()
         if left < sum(job.request.gpus for job in arriving) or any(j.fixed for j in arriving):
             return
         # Tried once for these arrivals on this much room: every heartbeat meanwhile would
