@@ -33,6 +33,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from daemon.limits import Limits
 from scheduler.config import SchedulerConfig
 
 TASKSET = "taskset"  # util-linux: starts a command on a set of CPUs (`node.cpu_sets`)
@@ -207,6 +208,7 @@ class DaemonConfig(BaseSettings):
     scheduler: SchedulerConfig = SchedulerConfig()  # scheduler/config.py: the one set
     simulated: SimulatedAgents = SimulatedAgents()
     training: TrainingSettings = TrainingSettings()
+    limits: Limits = Limits()  # daemon/limits.py: what one client, tenant or job may take
 
     @field_validator("unix_users")
     @classmethod
