@@ -7,6 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,8 @@ from daemon.agentargs import (
 )
 from daemon.exitreason import exit_reason, launch_failure, zoo_launch_failure
 from daemon.launcher import Exit
+from daemon.relaunch import Retries
+from daemon.spawn import daemons_own
 from scheduler.errors import UnknownJob
 from scheduler.messages import (
     Allocation,
@@ -164,6 +167,7 @@ class Actions:
         self._stopped_after_end: dict[str, str] = {}
         self._cold_pauses: dict[str, float] = {}  # cold-resize job paused -> when (epoch s)
         self._pinned: dict[str, tuple[int, ...]] = {}  # `node.cpu_sets`: job -> its CPUs
+        self._retries = Retries()  # launches that failed for the daemon's reasons
 
     def carry_out_all(self, commands: Sequence[Command]) -> None:
         """Every command, even when one fails: a launch that fails is the job's failure."""
@@ -182,7 +186,8 @@ class Actions:
         logged with its traceback."""
         run = self._command_run(job_id)
         if isinstance(error, OSError) and run is not None:
-            why = launch_failure(error, *run, self._workdir(job_id))
+            user = self._service.job_user(job_id)
+            why = launch_failure(error, *run, self._workdir(job_id), user)
             log.warning("job %s: %s", job_id, why)
         elif isinstance(error, OSError) and (said := zoo_launch_failure(error, sys.executable)):
             why = said  # the operator's to fix: where stoker is installed
@@ -199,7 +204,16 @@ class Actions:
                 service.store.update_job(job_id, time.time(), placement=gpu_indices)
             case Launch(job_id=job_id, gen=gen, allocation=allocation):
                 resume_from = command.resume_from or self._resume_from.pop(job_id, "")
-                self._start_agent(job_id, gen, allocation, resume_from)
+                self._retries.replaced(job_id)
+                try:
+                    self._start_agent(job_id, gen, allocation, resume_from)
+                except OSError as error:  # the node's lack is no failure of the job's
+                    if not daemons_own(error):
+                        raise
+                    again = replace(command, resume_from=resume_from)
+                    self._retries.later(again, error, service.now(), service.store, time.time())
+                    return
+                self._retries.started(job_id)
             case Pause(job_id=job_id, gen=gen):
                 service.counters.pauses += 1
                 self._send(PauseMessage(job=job_id, gen=gen))
@@ -212,7 +226,8 @@ class Actions:
                     ResumeMessage(
                         job=job_id,
                         gen=gen,
-                        workers_per_gpu=allocation.workers_per_gpu,
+                        # A job without a loader holds none; its SDK ignores the count
+                        workers_per_gpu=max(1, allocation.workers_per_gpu),
                         decoder_share=allocation.decoder_share,
                         decode_mode=allocation.decode_mode,
                     )
@@ -386,9 +401,9 @@ class Actions:
         if launch.cpus:
             self._pinned[job_id] = launch.cpus
         if simulated:
-            argv = agent_argv(
-                service.config, launch, service.link.endpoint, service.decoder_endpoint
-            )
+            # its tenant's socket, as a process agent's (issue 37, finding 13)
+            endpoint = service.link.endpoint_for(service.job_user_name(job_id))
+            argv = agent_argv(service.config, launch, endpoint, service.decoder_endpoint)
             indices = ",".join(str(index) for index in launch.gpu_indices)
             slot = "CUDA_VISIBLE_DEVICES" if service.uses_gpus else "STOKER_CPU_SLOTS"
             own = {slot: indices, "STOKER_JOB_ID": job_id, "STOKER_JOB_DIR": str(launch.job_dir)}
@@ -451,6 +466,7 @@ class Actions:
             now = service.scheduler.jobs().get(job_id)  # as its end made it
             self._note_exit(ended, now.state if now is not None else None, finished_at)
         service.restorer.expire()
+        self.carry_out_all(self._retries.due(service.now(), service.scheduler))
         for job_id, since in list(self._cancelled_at.items()):
             if service.now() - since >= _CANCEL_GRACE_S:
                 del self._cancelled_at[job_id]

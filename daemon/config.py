@@ -117,7 +117,10 @@ class TenantPolicy(BaseModel):
         None, description="folders its jobs' datasets must lie in; unset: any the daemon reads"
     )
     workdir_roots: list[Path] | None = Field(
-        None, description="folders its command jobs' workdir must lie in; unset: any"
+        None,
+        description="folders its command jobs' workdir must lie in, checked at submit on the"
+        " folder it resolves to, which every launch then runs in, entered as the job's user;"
+        " unset: any folder that user may enter (under `unix_users`), else any",
     )
 
     @field_validator("dataset_roots", "workdir_roots")

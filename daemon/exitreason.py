@@ -1,10 +1,13 @@
 """Why a job's processes ended, as its failure `reason` says it: the exit code or the
 signal, the tail of stderr, and a hint where the tail shows a mistake the daemon can name."""
 
+import json
 import os
 import re
 import shutil
 import signal
+import subprocess
+import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -12,6 +15,8 @@ from agents.protocol import read_stop_signal
 from daemon.agentargs import PATH_FIX
 from daemon.jobfiles import open_checked, read_end
 from daemon.launcher import AGAIN_MARK, log_file
+from daemon.spawn import WorkdirError
+from daemon.tenants import UnixUser
 
 # The last line of a traceback for an import that found nothing.
 _TRACEBACK = "Traceback (most recent call last):"
@@ -65,22 +70,26 @@ def exit_reason(
 
 
 def launch_failure(
-    error: OSError, command: Sequence[str], search_path: str | None, workdir: str | None = None
+    error: OSError,
+    command: Sequence[str],
+    search_path: str | None,
+    workdir: str | None = None,
+    user: UnixUser | None = None,
 ) -> str:
     """Why a command job's processes could not be started, for its `reason`: the program the
     launch could not execute, where it was looked for (`workdir`: the folder it ran in),
-    and the fix."""
+    and the fix. What is looked at in the job's folders is looked at as its `user` (None:
+    the daemon's): a reason tells a tenant nothing its user may not see (issue 37, 8)."""
     program = command[0] if command else ""
     if error.filename != program:  # not the program: its workdir, a log file, ...
-        where = f": {error.filename}" if error.filename is not None else ""
-        return f"launch failed: {error.strerror or error}{where}"
+        return _not_the_program(error)
     if isinstance(error, FileNotFoundError) and os.sep not in program:
         return (
             f"launch failed: {program!r} is not on the job's PATH ({search_path or ''}); "
             f"{PATH_FIX} (a job's PATH is the daemon's unless its env sets PATH)"
         )
     if isinstance(error, FileNotFoundError):
-        return _not_found(program, workdir)
+        return _not_found(program, workdir, user)
     if isinstance(error, PermissionError):
         closed = _closed_folder(program, search_path)
         if closed is not None:  # the usual cause under `unix_users`: an env in root's home
@@ -96,6 +105,17 @@ def launch_failure(
             "a script without its executable bit runs as `python script.py`"
         )
     return f"launch failed: {error}"
+
+
+def _not_the_program(error: OSError) -> str:
+    """A launch that failed before it came to the program: its workdir, a log file, ..."""
+    if isinstance(error, WorkdirError):
+        return (
+            f"launch failed: the job's user cannot enter its workdir {error.filename}"
+            f" ({error.strerror}); give a folder that user may enter"
+        )
+    where = f": {error.filename}" if error.filename is not None else ""
+    return f"launch failed: {error.strerror or error}{where}"
 
 
 def _closed_folder(program: str, search_path: str | None) -> tuple[str, Path, int] | None:
@@ -144,14 +164,15 @@ def zoo_launch_failure(error: OSError, interpreter: str) -> str | None:
     )
 
 
-def _not_found(program: str, workdir: str | None) -> str:
+def _not_found(program: str, workdir: str | None, user: UnixUser | None) -> str:
     """A program given by its path that could not be executed: it is not there, or what its
-    `#!` line names is not."""
+    `#!` line names is not (as `user` sees it)."""
     found = Path(workdir or "", program)
-    if found.is_file():
+    there, shebang = _look(found) if user is None else _look_as(user, found)
+    if there:
         return (
             f"launch failed: {program!r} is there, but the interpreter its first line (#!)"
-            f" names is not: {_shebang(found)!r}; fix that line, or run it as"
+            f" names is not: {shebang!r}; fix that line, or run it as"
             " `python script.py`"
         )
     if os.path.isabs(program):
@@ -161,6 +182,39 @@ def _not_found(program: str, workdir: str | None) -> str:
         f"launch failed: {program!r} does not exist in {folder}, where the job runs; "
         "give its path from there (or an absolute one), or submit from its folder"
     )
+
+
+def _look(script: Path) -> tuple[bool, str]:
+    """Whether `script` is a file, and what its `#!` line names, as the daemon sees them."""
+    return (True, _shebang(script)) if script.is_file() else (False, "")
+
+
+# `_look` as a tenant's user: the daemon's interpreter, isolated, that becomes the user
+# before it looks (a plain file only: a FIFO would hold it, O_NONBLOCK opens it at once).
+_LOOK_AS = """import json, os, stat, sys
+os.setgroups([]); os.setgid(int(sys.argv[2])); os.setuid(int(sys.argv[1]))
+try:
+    fd = os.open(sys.argv[3], os.O_RDONLY | os.O_NONBLOCK)
+except OSError:
+    print(json.dumps([False, ""])); sys.exit()
+if not stat.S_ISREG(os.fstat(fd).st_mode):
+    print(json.dumps([False, ""])); sys.exit()
+first = (os.read(fd, 256).splitlines() or [b""])[0].decode(errors="replace").strip()
+print(json.dumps([True, first[2:].strip() if first.startswith("#!") else ""]))
+"""
+
+
+def _look_as(user: UnixUser, script: Path) -> tuple[bool, str]:
+    """`_look` done by a short-lived process that first becomes `user`: a file of another
+    user's, reached through a link or a folder the tenant's user may not enter, is neither
+    confirmed nor read. (False, "") when it cannot tell."""
+    argv = [sys.executable, "-I", "-S", "-c", _LOOK_AS, str(user.uid), str(user.gid), str(script)]
+    try:
+        done = subprocess.run(argv, env={}, capture_output=True, timeout=10.0, check=True)
+        there, shebang = json.loads(done.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return False, ""
+    return bool(there), str(shebang)
 
 
 def _shebang(script: Path) -> str:

@@ -2,7 +2,9 @@
 each job in its own process group, stdout and stderr in `<state dir>/jobs/<id>/` (rank 0's
 as stdout.log and stderr.log, rank k's as stdout.rank<k>.log and stderr.rank<k>.log), and
 both interleaved in the order they were written in stdall.log (stdall.rank<k>.log): each
-rank writes into pipes that its log sink (daemon/logsink.py) copies to the three."""
+rank writes into pipes that its log sink (daemon/logsink.py) copies to the three. Every
+process starts through daemon/spawn.py, in the job's cgroup (daemon/cgroups.py) where the
+daemon may make one, which is killed whole when the job is stopped or ends."""
 
 import contextlib
 import logging
@@ -14,12 +16,15 @@ import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import psutil
 
+from daemon.cgroups import JobCgroups
 from daemon.jobfiles import NO_SURPRISES, append_to
+from daemon.limits import Limits
 from daemon.sinks import NO_SINK_MARK, STDOUT_TAG, Sinks, start_sink
+from daemon.spawn import spawn
 from daemon.tenants import UnixUser
 
 log = logging.getLogger(__name__)
@@ -47,12 +52,17 @@ class RankProcess:
 
 
 class Launcher:
-    def __init__(self, jobs_dir: Path) -> None:
+    def __init__(self, jobs_dir: Path, limits: Limits | None = None) -> None:
+        """`limits`: the `[limits]` a job's processes keep to (None: their defaults)."""
         self.jobs_dir = jobs_dir
         self._processes: dict[str, subprocess.Popen[bytes]] = {}
         self._other_ranks: dict[str, list[subprocess.Popen[bytes]]] = {}
         self._adopted: dict[str, int] = {}  # job -> pid of an agent another daemon started
         self._sinks = Sinks()  # a job's exit is told once its log sinks have copied all
+        self.cgroups, self.cgroup_warning = JobCgroups.start(limits or Limits(), jobs_dir.parent)
+        if self.cgroup_warning:
+            log.warning("%s", self.cgroup_warning)
+        self._emptying: set[str] = set()  # jobs whose cgroup is removed once it is empty
 
     def job_dir(self, job_id: str) -> Path:
         path = self.jobs_dir / job_id
@@ -84,15 +94,14 @@ class Launcher:
         """Start the agent with exactly the environment `env` (nothing of the daemon's is
         added: its tokens stay with it); its pid."""
         self.job_dir(job_id)  # made if missing
-        with self._outputs(job_id, 0, {os.geteuid()}, None, env) as (out, err):
-            process = subprocess.Popen(
-                list(argv),
-                stdout=out,
-                stderr=err,
-                stdin=subprocess.DEVNULL,
-                env=dict(env),
-                start_new_session=True,  # its own process group: signals reach its workers too
-            )
+        cgroup = self._cgroup(job_id)
+        try:
+            with self._outputs(job_id, 0, {os.geteuid()}, None, env) as (out, err):
+                # its own process group: signals reach its workers too
+                process = spawn(argv, env, stdout=out, stderr=err, cgroup=cgroup, new_session=True)
+        except OSError:
+            self._end_cgroup(job_id)
+            raise
         self._processes[job_id] = process
         log.info("job %s: agent started, pid %d", job_id, process.pid)
         return process.pid
@@ -106,17 +115,19 @@ class Launcher:
         owners = {os.geteuid(), *([user.uid] if user is not None else [])}
         started: list[subprocess.Popen[bytes]] = []
         try:
+            cgroup = self._cgroup(job_id)
             for rank, process in enumerate(ranks):
                 with self._outputs(job_id, rank, owners, user, process.env) as (out, err):
                     started.append(
-                        subprocess.Popen(
-                            list(process.argv),
+                        spawn(
+                            process.argv,
+                            process.env,
                             stdout=out,
                             stderr=err,
-                            stdin=subprocess.DEVNULL,
-                            cwd=process.workdir,
-                            env=dict(process.env),
-                            **_as_user(process.user),
+                            # entered as its user, never as the daemon's (issue 37, 3)
+                            workdir=process.workdir,
+                            user=process.user,
+                            cgroup=cgroup,
                             # One group for all ranks, led by rank 0: a rank can join
                             # a group only in its own session, so no new session here.
                             process_group=started[0].pid if started else 0,
@@ -125,6 +136,9 @@ class Launcher:
         except OSError:
             if started:
                 stop_group(started[0].pid, grace_s=0.0)
+                for done in started:
+                    done.wait()
+            self._end_cgroup(job_id)
             raise
         self._processes[job_id] = started[0]
         self._other_ranks[job_id] = started[1:]
@@ -189,7 +203,31 @@ class Launcher:
             self._processes.pop(job.job_id, None)
             self._other_ranks.pop(job.job_id, None)
             self._adopted.pop(job.job_id, None)
+            self._end_cgroup(job.job_id)  # what it left running (`setsid cmd &`) ends with it
+        self._emptying = {job_id for job_id in self._emptying if not self._removed(job_id)}
         return done
+
+    def _cgroup(self, job_id: str) -> Path | None:
+        """The job's cgroup, made for this launch; None where the daemon makes none."""
+        if self.cgroups is None:
+            return None
+        self._emptying.discard(job_id)
+        return self.cgroups.create(job_id)
+
+    def _end_cgroup(self, job_id: str) -> None:
+        """Kill whatever runs in the job's cgroup; it is removed once empty."""
+        if self.cgroups is None:
+            return
+        self.cgroups.kill(job_id)
+        if not self.cgroups.remove(job_id):
+            self._emptying.add(job_id)
+
+    def _removed(self, job_id: str) -> bool:
+        return self.cgroups is None or self.cgroups.remove(job_id)
+
+    def cgroup_pids(self, job_id: str) -> list[int]:
+        """The processes in the job's cgroup ([] without one)."""
+        return self.cgroups.pids(job_id) if self.cgroups is not None else []
 
     @staticmethod
     def _job_exit(
@@ -254,6 +292,7 @@ class Launcher:
         pid = self._adopted.pop(job_id, None)
         if pid is not None:
             stop_group(pid, grace_s)
+        self._end_cgroup(job_id)  # and what left its process group
 
     def stop_all(self, grace_s: float = 5.0, keep: Collection[str] = ()) -> None:
         """Stop every job's processes but those of the jobs in `keep`."""
@@ -305,13 +344,6 @@ def _own(descriptor: int, user: UnixUser | None) -> None:
     os.fchmod(descriptor, 0o600)
     if user is not None:
         os.fchown(descriptor, user.uid, user.gid)
-
-
-def _as_user(user: UnixUser | None) -> dict[str, Any]:
-    """Popen's arguments that run a process as `user`, with its group only."""
-    if user is None:
-        return {}
-    return {"user": user.uid, "group": user.gid, "extra_groups": []}
 
 
 def log_file(job_dir: Path, stream: str, rank: int) -> Path:
