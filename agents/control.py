@@ -167,6 +167,7 @@ class Control:
         self._paused_at = paused_at  # a cold resize's relaunch: when its predecessor paused
         self._phase = SETUP  # on ranks without the link
         self.resizable = True
+        self._loaderless = False  # `job.steps` without a loader: it holds no workers
         # The job's first loader's worker time so far, and at the last heartbeat
         # (agents/loader.py, LoaderClock).
         self.loader_clock: Callable[[], Clocked] | None = None
@@ -207,6 +208,7 @@ class Control:
         never pauses it, and counts no loader process for one without a loader."""
         news = self.resizable or (loaderless and self.allocation.workers_per_rank != 0)
         if loaderless:
+            self._loaderless = True
             self.allocation = replace(self.allocation, workers_per_rank=0)
         if news:  # said once
             self.resizable = False
@@ -315,7 +317,8 @@ class Control:
         self._meter, self._handed_out = _Meter(), time.monotonic()
         if workers == 0:
             return None
-        self.allocation = Allocation(workers, share / 1e6, "device" if device else "cpu")
+        held = 0 if self._loaderless else workers  # a loaderless job's resume says 1
+        self.allocation = Allocation(held, share / 1e6, "device" if device else "cpu")
         return self.allocation
 
     def report(self, rows: Sequence[tuple[int, Mapping[str, Any]]]) -> None:

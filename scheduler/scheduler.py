@@ -727,7 +727,7 @@ class Scheduler:
         learned bend is more than a factor of `BEND_MOVED` from the one it was planned on: a
         prior that was far off should not hold until the next arrival or finish."""
         basis, bend = job.replan_basis, job.spec.knee_sharpness
-        if basis is None:
+        if basis is None or basis <= 0.0:  # no loader (`job.steps`): nothing to resize
             return
         off = abs(learned / basis - 1.0) > self._config.replan_error
         # Bends past HARD_BEND are all a hard knee to a plan: a heartbeat's noise moves a

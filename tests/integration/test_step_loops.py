@@ -94,8 +94,50 @@ def test_under_the_daemon_a_step_loop_completes_and_a_cancelled_one_resumes(
         assert f"{job_id} -> this job" in stoker("show", resumed, *where).stdout
         log = stoker("logs", resumed, "--stderr", *where).stderr
         assert f"step {stopped}" in log, log  # "resuming from ... (epoch E, step N)"
-        wait_for("the regression", lambda: ended(client, quick) is not None)
+        try:
+            wait_for("the regression", lambda: ended(client, quick) is not None)
+        except AssertionError:  # what it was doing, for the CI log
+            print(client.get(f"/v1/jobs/{quick}/events").text, flush=True)
+            raise
         done = client.get(f"/v1/jobs/{quick}").json()
         assert done["state"] == "completed", done["reason"]
         assert done["iteration"] > 100
     time.sleep(0)  # nothing left running: the harness stops the daemon
+
+
+SLOW_SETUP = """
+import sys, time
+import stoker
+
+job = stoker.init()
+time.sleep(float(sys.argv[1]))  # tokenising, building a model: the daemon may resize meanwhile
+for step in job.steps(40, samples=8):
+    time.sleep(0.01)
+"""
+
+
+def test_a_step_loop_paused_before_it_said_it_has_no_loader_is_resumed(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    # Its hello at `stoker.init()` says resizable; a round during its setup pauses it;
+    # `job.steps` then says it has no loader. Its resume asked for 0 workers, which the
+    # protocol refuses: it stayed `resuming` for good (CI, 2026-12-07).
+    daemon = serve(agent_mode="process")
+    script = tmp_path / "slow_setup.py"
+    script.write_text(SLOW_SETUP)
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
+    slow = stoker("submit", *where, "--", sys.executable, str(script), "4", cwd=tmp_path)
+    with daemon.client() as client:
+        wait_for("its setup", lambda: client.get(f"/v1/jobs/{slow.stdout.strip()}").json()["phase"])
+        other = stoker("submit", *where, "--", sys.executable, str(script), "0", cwd=tmp_path)
+        for job_id in (slow.stdout.strip(), other.stdout.strip()):
+            wait_for(f"{job_id}'s end", lambda: ended(client, job_id), timeout_s=90.0)  # noqa: B023
+            job = client.get(f"/v1/jobs/{job_id}").json()
+            assert job["state"] == "completed", job["reason"]
+            assert job["iteration"] == 40 and job["restarts"] == 0, job["reason"]
+        kinds = client.get(f"/v1/jobs/{slow.stdout.strip()}/events").json()
+        moves = [event["data"].get("to") for event in kinds if event["kind"] == "state"]
+        assert "paused" in moves, f"the round during its setup paused it: {moves}"
+        assert "submitted" not in moves, f"resumed, never relaunched: {moves}"
+    # A loaderless job's heartbeat divided by its planned rate, 0: an error at each one.
+    assert "Traceback" not in daemon.log_path.read_text()
