@@ -51,6 +51,7 @@ from daemon.items import (
 from daemon.jobspec import JobSettings
 from daemon.launcher import Launcher
 from daemon.learning import fit_rows
+from daemon.limits import Limits
 from daemon.logcap import cap_logs_forever
 from daemon.metrics import Metrics
 from daemon.progress import Pace
@@ -125,7 +126,7 @@ class Service:
         opened = private.tighten(self.state_dir, passable=bool(self.users))
         if opened:
             log.warning("%d paths in %s were open to others: now 0600/0700", opened, self.state_dir)
-        self.store = Store(self.state_dir / "stoker.db")
+        self.store = _opened(self.state_dir / "stoker.db", config.limits)
         try:
             check_stored_tenants(self.store, config)  # never launch a tenant's job as root
         except StoreError:
@@ -593,9 +594,14 @@ class Service:
 
     def _keep_metrics(self, message: MetricsMessage) -> None:
         points = [(point.step, point.values) for point in message.points]
-        self.store.reported.add(message.job, points)
+        kept = self.store.reported.add(message.job, points, self._clock())
+        if kept.first_drop:  # said once: the job's events, and the log
+            limits = self.config.limits
+            why = kept.why(limits.max_metric_series_per_job, limits.metrics_per_s)
+            self.store.add_event(message.job, time.time(), "metrics_dropped", {"why": why})
+            log.warning("job %s: %s", message.job, why)
         newest = self.reported.setdefault(message.job, {})
-        for _, values in points:
+        for _, values in kept.points:
             newest.update(values)
 
     def _from_agent(self, message: AgentMessage) -> None:
@@ -768,3 +774,10 @@ def _inside(field: str, path: str, roots: list[Path] | None, setting: str) -> No
     if not any(resolved.is_relative_to(root.resolve()) for root in roots):
         allowed = ", ".join(str(root) for root in roots) or "none"
         raise SubmitError(field, f"must lie in {setting} ({allowed})")
+
+
+def _opened(path: Path, limits: Limits) -> Store:
+    """The state database, with what one job may report bounded."""
+    store = Store(path)
+    store.reported.limit(limits.max_metric_series_per_job, limits.metrics_per_s)
+    return store
