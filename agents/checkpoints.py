@@ -6,6 +6,7 @@ and finds them. Loading uses `torch.load(weights_only=True)`: tensors, numbers, 
 lists and dicts, nothing that could run code.
 """
 
+import errno
 import os
 from pathlib import Path
 from typing import Any
@@ -30,10 +31,25 @@ def latest(directory: Path) -> Path | None:
     return files[-1] if files else None
 
 
+def made_inside(directory: Path) -> None:
+    """Make `directory` in its existing parent, the job's folder, and never that folder
+    itself: a daemon whose state dir was moved away would find it made again, holding
+    only what its jobs wrote on their way out, and refuse to start (issue 37)."""
+    try:
+        directory.mkdir(mode=0o700, exist_ok=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            errno.ENOENT,
+            "the job's folder is gone (its daemon's state dir was moved or deleted);"
+            " nothing is written",
+            str(directory.parent),
+        ) from None
+
+
 def write(directory: Path, state: dict[str, Any]) -> Path:
     """Write `state` as the next checkpoint (mode 0600) and drop all but the newest `KEEP`;
     its path."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    made_inside(directory)
     newest = latest(directory)
     number = int(_NAME.match(newest.name).group(1)) + 1 if newest is not None else 1  # type: ignore[union-attr]
     path = directory / f"checkpoint-{number:08d}.pt"

@@ -447,8 +447,7 @@ def read_stop_signal(directory: Path) -> int | None:
 
 
 def _write_iteration(final: Path, iteration: int, extra: Mapping[str, int] | None = None) -> None:
-    final.parent.mkdir(parents=True, exist_ok=True)
-    temporary = final.with_suffix(".tmp")
+    temporary = final.with_suffix(".tmp")  # in the job's folder, never made again here
     with temporary.open("w") as handle:
         json.dump({"iteration": iteration, **(extra or {})}, handle)
         handle.flush()

@@ -154,8 +154,7 @@ class _Metrics:
             return
         rows = [(step, _numbers(values)) for step, values in self.pending]
         lines = [json.dumps({"step": step, **_readable(values)}) for step, values in rows]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a") as handle:
+        with self.path.open("a") as handle:  # in the output folder `Job` made
             handle.write("\n".join(lines) + "\n")
         if self.control is not None:
             self.control.report(rows)

@@ -166,7 +166,7 @@ class SimulatedAgent:
                 return
 
     def _checkpoint(self) -> Path:
-        self.job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        self.job.checkpoint_dir.mkdir(exist_ok=True)  # in the job's folder: never made again
         final = self.job.checkpoint_dir / "checkpoint.json"
         temporary = final.with_suffix(".tmp")
         state = {"simulated": True, "job": self.job.job_id, "iteration": self.iteration}
