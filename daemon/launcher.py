@@ -60,8 +60,6 @@ class Launcher:
         self._adopted: dict[str, int] = {}  # job -> pid of an agent another daemon started
         self._sinks = Sinks()  # a job's exit is told once its log sinks have copied all
         self.cgroups, self.cgroup_warning = JobCgroups.start(limits or Limits(), jobs_dir.parent)
-        if self.cgroup_warning:
-            log.warning("%s", self.cgroup_warning)
         self._emptying: set[str] = set()  # jobs whose cgroup is removed once it is empty
 
     def job_dir(self, job_id: str) -> Path:

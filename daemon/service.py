@@ -67,6 +67,7 @@ from daemon.tenants import (
     user_warnings,
 )
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
+from daemon.workdirs import checked_workdir
 from daemon.zoodata import check_dataset, zoo_image_size
 from scheduler.admission import GpuPool, TenantShare
 from scheduler.errors import SchedulerError, UnknownJob
@@ -139,15 +140,17 @@ class Service:
             self.job_user_name,
             trusted=self.launched_by,
         )
-        self.warnings = user_warnings(config, self.users) + closed_parents(
-            self.state_dir, self.users
-        )
-        for warning in self.warnings:
-            log.warning("%s", warning)
         self.decoder_endpoint = (
             config.node.decoder_endpoint or f"ipc://{self.state_dir / 'decoder.sock'}"
         )
-        self.launcher = launcher or Launcher(self.state_dir / "jobs")
+        self.launcher = launcher or Launcher(self.state_dir / "jobs", config.limits)
+        self.warnings = (
+            user_warnings(config, self.users)
+            + closed_parents(self.state_dir, self.users)
+            + ((self.launcher.cgroup_warning,) if self.launcher.cgroup_warning else ())
+        )
+        for warning in self.warnings:
+            log.warning("%s", warning)
         # What the config leaves unset, from the host; simulated agents simulate a node.
         simulated = config.agent_mode == "simulate"
         self.node = detect_node(simulated_node(config.node) if simulated else config.node)
@@ -203,10 +206,9 @@ class Service:
         settings = record.settings
         # The tenant's folders first: a refusal says nothing of what exists outside them.
         policy, where = self.config.tenant(record.tenant), f"tenants.{record.tenant}"
-        if settings.workdir is not None:
-            _inside("workdir", settings.workdir, policy.workdir_roots, f"{where}.workdir_roots")
-            if not Path(settings.workdir).is_dir():
-                raise SubmitError("workdir", f"{settings.workdir!r} is not a directory on the node")
+        if settings.workdir is not None:  # resolved once: every launch uses what was checked
+            user = self.users.get(record.tenant)
+            record.spec["workdir"] = checked_workdir(settings.workdir, policy, user, record.tenant)
         if settings.dataset is not None:
             _inside("dataset", settings.dataset, policy.dataset_roots, f"{where}.dataset_roots")
         if (why := own_ranks(settings) or unstartable(settings, os.environ)) is not None:

@@ -14,6 +14,10 @@ import json
 import os
 import sys
 
+# `os.execvpe` imports `warnings` on its way (os.get_exec_path): by then the process is the
+# job's user, who may not read the daemon's Python (a pyenv under /root, say).
+import warnings  # noqa: F401
+
 
 def main() -> None:
     told, answer = int(sys.argv[1]), int(sys.argv[2])
