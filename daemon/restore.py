@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agents.protocol import AgentMessage, Hello
 from daemon.actions import ENDED_UNSEEN, UNMANAGED_EVENT
-from daemon.launcher import is_agent, stop_group
+from daemon.processes import is_agent, stop_group
 from daemon.store import JobRecord
 from scheduler.messages import Allocation, JobSubmitted
 from scheduler.restore import (

@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 from daemon.api import DEFAULT_TPM
-from daemon.launcher import alive
+from daemon.processes import alive
 from scheduler.messages import DEFAULT_PIPELINE
 from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 

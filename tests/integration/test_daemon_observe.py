@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from daemon.launcher import alive
+from daemon.processes import alive
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import agent_pids, states, submit
 from tpm.synthetic import LoadingTruth, loading_csv, training_csv

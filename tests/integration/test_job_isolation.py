@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from daemon.cgroups import JobCgroups
-from daemon.launcher import alive
 from daemon.limits import Limits
+from daemon.processes import alive
 from tests.integration.daemon_harness import daemon_factory, ended, job_body, wait_for
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="cgroups and users need root")

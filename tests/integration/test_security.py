@@ -17,7 +17,7 @@ import zmq
 
 from agents.protocol import FinishedMessage, HeartbeatMessage, encode
 from daemon.agentlink import REFUSALS_SAID
-from daemon.launcher import alive
+from daemon.processes import alive
 from daemon.store import JobRecord, Store
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import (
