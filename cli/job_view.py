@@ -189,9 +189,13 @@ def metrics(
 ) -> None:
     """What a job's script reported with `job.report`: one column per metric, one row per
     step, thinned evenly to --points rows per metric (the first and the newest kept)."""
-    found = Daemon(url, token, state_dir).call(
-        "GET", f"/v1/jobs/{job_id}/metrics", params={"points": points}
-    )
+    daemon, path = Daemon(url, token, state_dir), f"/v1/jobs/{job_id}/metrics"
+    found = daemon.call("GET", path, params={"points": points})
+    while found.get("next"):  # a page holds 256 series: a job may report more
+        more = daemon.call("GET", path, params={"points": points, "after": found["next"]})
+        for part in ("series", "newest", "stride"):
+            found[part] = {**found.get(part, {}), **more.get(part, {})}
+        found["next"] = more.get("next")
     if json_output:
         print_json(found)
         return

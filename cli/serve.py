@@ -55,6 +55,13 @@ def serve(
 
     from daemon.api import create_app, load_model  # noqa: PLC0415
     from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
+    from daemon.connections import (  # noqa: PLC0415
+        ACCEPT_BACKLOG,
+        ConnectionGuard,
+        connection_cap,
+        guarded_protocol,
+        raise_open_file_limit,
+    )
     from daemon.private import UMASK  # noqa: PLC0415
     from daemon.stopping import Server  # noqa: PLC0415
     from tpm import TpmError  # noqa: PLC0415
@@ -117,12 +124,19 @@ def serve(
         err=True,
     )
     app = create_app(settings, model)
+    # Slow clients are bounded where connections are accepted (daemon/connections.py).
+    limits = settings.limits
+    cap = connection_cap(limits.max_connections, raise_open_file_limit())
     served = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
         log_level=log_level.lower(),
         timeout_graceful_shutdown=10,
+        http=guarded_protocol(ConnectionGuard(limits, cap)),
+        ws="none",  # the API has no websockets; an upgrade would leave the guard's count
+        timeout_keep_alive=max(1, round(limits.idle_timeout_s)),
+        backlog=ACCEPT_BACKLOG,
     )
     Server(served, app).run()  # ends open streams at once when told to stop
 

@@ -46,11 +46,13 @@ from daemon.items import IdTaken, QuotaExceeded, Replayed, SubmitError
 from daemon.joblogs import router as job_output_router
 from daemon.learning import parse_samples
 from daemon.metrics import Metrics
+from daemon.ratelimit import SubmitRate
 from daemon.schemas import CurveView, JobSubmission, JobView, SampleUpload, request_problem
 from daemon.service import Service, new_job_id
 from daemon.snapshot import NodeSnapshot
 from daemon.stopping import streaming
 from daemon.store import JobRecord
+from daemon.streamcaps import Streams, install_caps
 from daemon.summary import node_summary
 from daemon.tenants import ADMIN
 from scheduler.states import JobState
@@ -80,6 +82,8 @@ async def submit(
     body: JobSubmission,
     who: Who,
     service: Daemon,
+    *,
+    request: Request,
     response: Response,
     idempotency_key: Annotated[
         str | None,
@@ -92,7 +96,9 @@ async def submit(
         ),
     ] = None,
 ) -> JobView:
-    """Submit a job; it is committed to the state file before this returns."""
+    """Submit a job; it is committed to the state file before this returns. A tenant may
+    submit `limits.submits_per_minute` a minute (a 429 with Retry-After past it); a retry
+    that an Idempotency-Key answers is not counted."""
     idempotency: tuple[str, str] | None = None
     if idempotency_key is not None:
         canonical = json.dumps(body.model_dump(mode="json"), sort_keys=True)
@@ -100,12 +106,19 @@ async def submit(
         first = service.store.idempotent(who, idempotency_key)
         if first is not None:
             return _replay(service, response, Replayed(*first), idempotency[1])
+    _submits(request).take(who)
     return await _submit(service, _new_record(body, who), response, idempotency)
 
 
 @v1.post("/jobs/{job_id}/resume", status_code=201)
 async def resume(
-    job_id: str, who: Who, service: Daemon, response: Response, again: bool = False
+    job_id: str,
+    who: Who,
+    service: Daemon,
+    *,
+    request: Request,
+    response: Response,
+    again: bool = False,
 ) -> JobView:
     """Submit an ended job again from its newest checkpoint: a new job of the same settings,
     name and tenant that goes on where it stopped (its `continue_from` names the ended
@@ -113,6 +126,7 @@ async def resume(
     or (unless `again`) that was resumed already by a job still running or with
     checkpoints of its own."""
     earlier = visible_job(service, who, job_id)
+    _submits(request).take(who)  # a submit as any other
     if not again:
         try:
             resumed_already(service.store, service.launcher.jobs_dir, earlier)
@@ -125,6 +139,11 @@ async def resume(
         where = ".".join(str(part) for part in first["loc"])
         raise _unprocessable(where, f"job {job_id}'s settings: {first['msg']}") from None
     return await _submit(service, _new_record(body, earlier.tenant), response, None)
+
+
+def _submits(request: Request) -> SubmitRate:
+    submits: SubmitRate = request.app.state.submits
+    return submits
 
 
 def _new_record(body: JobSubmission, tenant: str) -> JobRecord:
@@ -333,33 +352,6 @@ async def events(
     return [vars(event) for event in service.store.events(after=after, limit=limit, tenant=tenant)]
 
 
-class Streams:
-    """Open event streams, counted per tenant and in all: past `per_tenant` or `total` a
-    new one is refused with a 429, so streams cannot crowd out the API (issue 17)."""
-
-    def __init__(self, per_tenant: int, total: int) -> None:
-        self.per_tenant, self.total = per_tenant, total
-        self.open: dict[str, int] = {}
-
-    def take(self, tenant: str) -> None:
-        if self.open.get(tenant, 0) >= self.per_tenant:
-            raise HTTPException(
-                429,
-                f"{tenant} has {self.per_tenant} event streams open (max_streams_per_tenant);"
-                " close one, or poll GET /v1/events?after=N",
-            )
-        if sum(self.open.values()) >= self.total:
-            raise HTTPException(
-                429, f"the node has {self.total} event streams open (max_streams); try later"
-            )
-        self.open[tenant] = self.open.get(tenant, 0) + 1
-
-    def give_back(self, tenant: str) -> None:
-        self.open[tenant] -= 1
-        if not self.open[tenant]:
-            del self.open[tenant]
-
-
 async def _stream_slot(who: Who, request: Request) -> AsyncIterator[None]:
     """One of the caller's event streams, held until its response ends."""
     streams: Streams = request.app.state.streams
@@ -503,7 +495,7 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
     )
     _describe_problems(app)
     app.state.tokens = load_tokens(config)
-    app.state.streams = Streams(config.max_streams_per_tenant, config.max_streams)
+    install_caps(app.state, config)
     app.include_router(v1)
     app.include_router(data_router)
     app.include_router(job_output_router)

@@ -18,6 +18,7 @@ import re
 import secrets
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import unquote_plus
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -32,7 +33,22 @@ log = logging.getLogger(__name__)
 COOKIE = "stoker_token"
 _READS = frozenset({"GET", "HEAD"})
 ACCESS_LOG = "uvicorn.access"
-_TOKEN_IN_QUERY = re.compile(r"((?:^|[?&])token=)[^&#\s]*", re.IGNORECASE)
+# A query's fields: a name (up to `=`) and its value, after `?`, `&` or `;`.
+_QUERY_FIELD = re.compile(r"(?P<lead>^|[?&;])(?P<name>[^=&;#\s?]*)=(?P<value>[^&;#\s]*)")
+
+
+def _redact(text: str) -> str:
+    """`text` with the value of every query field named `token` `[redacted]`, however its
+    name is written: `token`, `TOKEN`, `%74oken`, `to+ken` are all one to a decoder
+    (issue 37, finding 10: `?%74oken=` went to the log as it came)."""
+
+    def field(found: re.Match[str]) -> str:
+        name = unquote_plus(found["name"]).strip().lower()
+        if name != "token":
+            return found[0]
+        return f"{found['lead']}{found['name']}=[redacted]"
+
+    return _QUERY_FIELD.sub(field, text)
 
 
 class RedactTokens(logging.Filter):
@@ -42,11 +58,10 @@ class RedactTokens(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
             record.args = tuple(
-                _TOKEN_IN_QUERY.sub(r"\1[redacted]", arg) if isinstance(arg, str) else arg
-                for arg in record.args
+                _redact(arg) if isinstance(arg, str) else arg for arg in record.args
             )
         elif isinstance(record.msg, str) and not record.args:
-            record.msg = _TOKEN_IN_QUERY.sub(r"\1[redacted]", record.msg)
+            record.msg = _redact(record.msg)
         return True
 
 

@@ -26,6 +26,7 @@ from daemon.jobfiles import open_checked
 log = logging.getLogger(__name__)
 
 LOG_GLOB = "std*.log"  # stdout.log, stderr.log, stdall.log, stdout.rank1.log, ...
+_LINE_MAX = 64 * 2**10  # a line longer than this is cut where the copy starts
 CHECK_S = 1.0  # logs are measured this often: a few stat calls a job
 
 
@@ -73,7 +74,7 @@ def _cut(path: Path, kept: Path, max_bytes: int) -> bool:
             os.fchown(made, owner.st_uid, owner.st_gid)  # the job's, as the log is
             copy.truncate(0)
             log_file.seek(owner.st_size - max_bytes)  # its newest lines: a cap's worth,
-            log_file.readline()  # from the first whole one
+            log_file.readline(_LINE_MAX)  # from the first whole one (not a sparse GB of none)
             shutil.copyfileobj(log_file, copy)
         os.ftruncate(source, 0)
     return True

@@ -47,7 +47,7 @@ def series(state_dir: Path, job_id: str) -> int:
 def test_a_job_naming_a_fresh_metric_each_point_keeps_only_its_limit(
     serve: Callable[..., Daemon], tmp_path: Path
 ) -> None:
-    daemon = serve(agent_mode="process", limits={"max_metric_series_per_job": 32})
+    daemon = serve(agent_mode="process", limits={"max_metric_series_per_job": 300})
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
     ids = []
     for name, body in (("flood", FRESH_NAMES), ("plain", ONE_NAME)):
@@ -60,7 +60,9 @@ def test_a_job_naming_a_fresh_metric_each_point_keeps_only_its_limit(
             wait_for(f"{job_id}'s end", lambda: ended(client, job_id), timeout_s=90.0)  # noqa: B023
             assert client.get(f"/v1/jobs/{job_id}").json()["state"] == "completed"
         events = client.get(f"/v1/jobs/{flood}/events").json()
-    assert series(daemon.state_dir, flood) == 32, "1,200 names were sent"
+    assert series(daemon.state_dir, flood) == 300, "1,200 names were sent"
+    shown = stoker("metrics", flood, "--json", *where).json()
+    assert len(shown["series"]) == 300, "every page of them (256 series a page)"  # type: ignore[arg-type]
     said = [event["data"]["why"] for event in events if event["kind"] == "metrics_dropped"]
     assert len(said) == 1 and "limits.max_metric_series_per_job" in said[0], said
     assert series(daemon.state_dir, plain) == 1

@@ -2,7 +2,7 @@
 
 import pytest
 
-from daemon.joblogs import _thin
+from daemon.metricpages import thin as _thin
 
 
 @pytest.mark.parametrize("points", [1, 2, 3, 4, 7, 50])

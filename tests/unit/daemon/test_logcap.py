@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon import logcap
-from daemon.joblogs import _read_from, tail_lines
+from daemon.joblogs import read_lines, tail_lines
 from daemon.logcap import cap_logs, cap_logs_forever
 
 WRITER = """
@@ -57,7 +57,7 @@ def test_a_log_past_the_cap_is_cut_while_its_writer_goes_on(tmp_path: Path) -> N
     assert small.read_text() == "a short log\n" and not (job_dir / "stderr.log.1").exists()
     lines, _ = tail_lines(log, 5)
     assert [line.split()[1] for line in lines] == ["198", "199", "200", "201", "202"]
-    followed, _ = _read_from(log, offset_before)
+    followed = read_lines(log, offset_before).lines
     assert followed[0].startswith("line 200 "), "a follower starts the cut log from its start"
 
 
