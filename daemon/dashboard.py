@@ -50,6 +50,7 @@ _FILES = {
 }
 _EVENTS = 20_000  # the newest events the timeline is drawn from
 _PLANS = 1_000
+_ENDED_SHOWN = 200  # ended jobs drawn beside the live ones, the newest; a node keeps thousands
 # States whose arrival the timeline marks (`resume` is resuming -> running, `arrival` the
 # submission).
 _MARKS = {
@@ -108,7 +109,7 @@ async def asset(name: str) -> Response:
 @data_router.get("/dashboard")
 async def dashboard(who: Who, service: Daemon) -> dict[str, Any]:
     """Everything the dashboard draws, for the caller's jobs (all of them for admin)."""
-    records = service.store.jobs(None if who == ADMIN else who)
+    records, older = service.store.shown_jobs(None if who == ADMIN else who, ended=_ENDED_SHOWN)
     mine = {record.id for record in records}
     node = service.snapshot()
     events = service.store.events(after=_newest_events(service), limit=_EVENTS)
@@ -118,6 +119,7 @@ async def dashboard(who: Who, service: Daemon) -> dict[str, Any]:
         "tenant": who,
         "node": _node(node, mine),
         "jobs": [_job(service, node, record, names[record.name] > 1) for record in records],
+        "older_jobs": older,  # ended jobs not shown: `stoker jobs` pages through them all
         "timeline": timelines(records, [e for e in events if e.job_id in mine], plans),
         "gpus": gpu_idle(node),
         "tpm": _tpm(node, mine),

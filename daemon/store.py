@@ -18,7 +18,7 @@ from typing import Any
 from daemon import reported
 from daemon.jobspec import JobSettings
 from daemon.statelock import StoreError
-from scheduler.states import JobState, check_transition
+from scheduler.states import FINAL_STATES, JobState, check_transition
 
 SCHEMA_VERSION = 8
 # Submits' Idempotency-Keys, per tenant: the job each made and a digest of its body.
@@ -393,6 +393,27 @@ class Store:
     def jobs(self, tenant: str | None = None) -> list[JobRecord]:
         """Every job, oldest first; only `tenant`'s when given."""
         return self.jobs_page(tenant, None, limit=-1)
+
+    def shown_jobs(self, tenant: str | None, ended: int) -> tuple[list[JobRecord], int]:
+        """Every job not ended and the newest `ended` that have, oldest first (only
+        `tenant`'s when given); and how many ended jobs that leaves out."""
+        final = tuple(sorted(state.value for state in FINAL_STATES))
+        marks = ", ".join("?" * len(final))
+        mine = "(? IS NULL OR tenant = ?)"
+        live = self._db.execute(
+            f"SELECT * FROM jobs WHERE state NOT IN ({marks}) AND {mine}", (*final, tenant, tenant)
+        ).fetchall()
+        newest = self._db.execute(
+            f"SELECT * FROM jobs WHERE state IN ({marks}) AND {mine}"
+            " ORDER BY submitted_at DESC, id DESC LIMIT ?",
+            (*final, tenant, tenant, ended),
+        ).fetchall()
+        (count,) = self._db.execute(
+            f"SELECT COUNT(*) FROM jobs WHERE state IN ({marks}) AND {mine}",
+            (*final, tenant, tenant),
+        ).fetchone()
+        shown = sorted(map(_job, [*live, *newest]), key=lambda job: (job.submitted_at, job.id))
+        return shown, int(count) - len(newest)
 
     def ids_named(self, name: str, tenant: str | None, limit: int = 3) -> list[str]:
         """The ids of the newest `limit` jobs called `name`, newest first; only `tenant`'s

@@ -156,8 +156,11 @@ function drawThroughput(data) {
 }
 
 // Who holds a GPU: running jobs, else an ended job whose processes still run on it.
+function plural(n, word) {
+  return `${n} ${word}${n > 1 ? "s" : ""}`;
+}
+
 function gpuHolders(g) {
-  const plural = (n, word) => `${n} ${word}${n > 1 ? "s" : ""}`;
   const parts = [];
   if (g.jobs) parts.push(plural(g.jobs, "job"));
   if (g.exiting) parts.push(`kept by ${plural(g.exiting, "ended job")} until ${g.exiting > 1 ? "their" : "its"} processes exit`);
@@ -297,6 +300,9 @@ function drawJobs(data) {
     return tr;
   });
   document.querySelector("#jobs tbody").replaceChildren(...rows);
+  document.querySelector("#jobs-older").textContent = data.older_jobs
+    ? `and ${plural(data.older_jobs, "older ended job")}, not drawn: \`stoker jobs\` lists every one`
+    : "";
 }
 
 function describe(event, names) {
