@@ -45,10 +45,6 @@ class Limits(BaseModel):
         description="submits one tenant may make a minute (all at once, then one per"
         " 60/this seconds); past it a 429 with Retry-After",
     )  # fmt: skip
-    finished_job_retention_days: float | None = Field(
-        None, gt=0.0,
-        description="ended jobs older than this are forgotten with their folders; unset: kept",
-    )  # fmt: skip
     job_cgroups: Literal["auto", "off"] = Field(
         "auto",
         description="auto: each job's processes in a cgroup of their own (cgroup v2, where the"
