@@ -36,6 +36,8 @@ from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from agents.bounded import Count, Pid, Rate, Seconds, Share, WallClock, Workers
+from allocator.bounds import MAX_COUNT
 from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
 VERSION = 10
@@ -59,15 +61,16 @@ class ProtocolError(ValueError):
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No float is infinite or NaN; each number has its range (agents/bounded.py).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     v: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10] = 10  # VERSION; 1 to 9 are still understood
     job: str = Field(min_length=1, max_length=128)
-    gen: int = Field(0, ge=0)
-    ts: float = Field(0.0, ge=0.0, description="sender's wall clock, seconds since the epoch")
+    gen: Count = 0
+    ts: WallClock = Field(0.0, description="sender's wall clock, seconds since the epoch")
     # The launch's STOKER_AGENT_SECRET, on every message an agent sends when its launch gave
     # one; left out of the bytes when empty, so that an older daemon reads them still.
-    secret: str = Field("", max_length=128)
+    secret: str = Field("", max_length=128, repr=False)  # never in a log (docs/daemon.md)
 
 
 # ---- agent to daemon ---------------------------------------------------------------------
@@ -77,11 +80,11 @@ class Hello(_Message):
     """Sent on connect and on reconnect: the daemon re-attaches the agent to its job."""
 
     type: Literal["hello"] = "hello"
-    pid: int = Field(ge=1)
+    pid: Pid
     state: AgentState = "starting"
-    iteration: int = Field(0, ge=0)
-    workers: int = Field(0, ge=0, description="loader workers per GPU now; 0 before start")
-    share: float = Field(0.0, ge=0.0, le=1.0, description="decoder share now")
+    iteration: Count = 0
+    workers: Workers = Field(0, description="loader workers per GPU now; 0 before start")
+    share: Share = Field(0.0, description="decoder share now")
     resizable: bool = Field(
         True, description="since v3: False when its loaders cannot change workers (say again)"
     )
@@ -91,54 +94,44 @@ class HeartbeatMessage(_Message):
     """Every second while the job trains: progress and measured rates."""
 
     type: Literal["heartbeat"] = "heartbeat"
-    iteration: int = Field(ge=0)
-    samples: int = Field(ge=0, description="samples trained so far")
-    idle_s: float = Field(ge=0.0, description="seconds waiting for batches this interval")
-    step_s: float = Field(ge=0.0, description="seconds computing this interval")
-    samples_per_s: float = Field(ge=0.0)
-    workers: int = Field(ge=0, description="loader workers per GPU now")
-    share: float = Field(0.0, ge=0.0, le=1.0, description="decoder share now")
-    loader_s: float = Field(
+    iteration: Count
+    samples: Count = Field(description="samples trained so far")
+    idle_s: Seconds = Field(description="seconds waiting for batches this interval")
+    step_s: Seconds = Field(description="seconds computing this interval")
+    samples_per_s: Rate
+    workers: Workers = Field(description="loader workers per GPU now")
+    share: Share = Field(0.0, description="decoder share now")
+    loader_s: Seconds = Field(
         0.0,
-        ge=0.0,
-        allow_inf_nan=False,
         description=(
             "since v4: a loader worker's wall seconds per sample this interval, from taking"
             " up a batch to handing it over; 0 when not timed, and then left out of the bytes"
         ),
     )
-    loader_cpu_s: float = Field(
+    loader_cpu_s: Seconds = Field(
         0.0,
-        ge=0.0,
-        allow_inf_nan=False,
         description=(
             "since v5: the CPU seconds a loader worker spent per sample in the span loader_s"
             " times; 0 when not timed"
         ),
     )
-    loader_wait_s: float = Field(
+    loader_wait_s: Seconds = Field(
         0.0,
-        ge=0.0,
-        allow_inf_nan=False,
         description=(
             "since v5: the seconds per sample a loader worker waited in the kernel's run"
             " queue for a core in that span (the share of a core it got is"
             " loader_cpu_s / (loader_cpu_s + loader_wait_s)); 0 when not timed or not known"
         ),
     )
-    cpu_s: float = Field(
+    cpu_s: Seconds = Field(
         0.0,
-        ge=0.0,
-        allow_inf_nan=False,
         description=(
             "since v5: the job's CPU seconds per sample this interval, its training"
             " processes and loader workers together; 0 when not measured"
         ),
     )
-    refill_s: float = Field(
+    refill_s: Seconds = Field(
         0.0,
-        ge=0.0,
-        allow_inf_nan=False,
         description=(
             "since v6: of idle_s, the seconds spent waiting for the first batch of a pass"
             " (each epoch's, each resize's): its pipeline filling, a cost per pass"
@@ -151,35 +144,29 @@ class HeartbeatMessage(_Message):
             " `iteration` counts the steps it completed; nothing in this message is a measurement"
         ),
     )
-    total_iterations: int = Field(
+    total_iterations: Count = Field(
         0,
-        ge=0,
         description=(
             "since v8: the iteration the script will end at, as its `job.epochs(n)` and first"
             " loader count it; 0 when not known"
         ),
     )
-    batch_samples: int = Field(
+    batch_samples: Count = Field(
         0,
-        ge=0,
         description=(
             "since v9: the samples a step of the script's first loader takes, all ranks (its"
             " batch_size times the ranks); 0 when not known"
         ),
     )
-    train_cpu_s: float = Field(
+    train_cpu_s: Seconds = Field(
         0.0,
-        ge=0.0,
-        allow_inf_nan=False,
         description=(
             "since v6: the seconds per sample the training thread ran on a core this"
             " interval; 0 when not measured"
         ),
     )
-    train_wait_s: float = Field(
+    train_wait_s: Seconds = Field(
         0.0,
-        ge=0.0,
-        allow_inf_nan=False,
         description=(
             "since v6: the seconds per sample the training thread waited in the kernel's run"
             " queue for a core this interval (the share of a core it got is"
@@ -197,7 +184,7 @@ class AliveMessage(_Message):
 
     type: Literal["alive"] = "alive"
     phase: str = Field("training", min_length=1, max_length=MAX_PHASE, pattern=PHASE_PATTERN)
-    iteration: int = Field(0, ge=0, description="the training steps it has completed")
+    iteration: Count = Field(0, description="the training steps it has completed")
 
 
 class MetricPoint(BaseModel):
@@ -205,7 +192,7 @@ class MetricPoint(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
 
-    step: int = Field(ge=0)
+    step: Count
     values: dict[Annotated[str, Field(min_length=1, max_length=MAX_METRIC_NAME)], float] = Field(
         max_length=MAX_METRICS_PER_POINT
     )
@@ -221,20 +208,20 @@ class MetricsMessage(_Message):
 
 class PausedMessage(_Message):
     type: Literal["paused"] = "paused"
-    iteration: int = Field(ge=0)
+    iteration: Count
     checkpoint: str = ""
 
 
 class ResumedMessage(_Message):
     type: Literal["resumed"] = "resumed"
-    workers: int = Field(ge=1)
-    share: float = Field(0.0, ge=0.0, le=1.0)
-    gap_s: float = Field(ge=0.0, description="pause received to first new step")
+    workers: Workers = Field(ge=1)
+    share: Share = 0.0
+    gap_s: Seconds = Field(description="pause received to first new step")
 
 
 class FinishedMessage(_Message):
     type: Literal["finished"] = "finished"
-    iteration: int = Field(0, ge=0)
+    iteration: Count = 0
 
 
 class FailedMessage(_Message):
@@ -251,8 +238,8 @@ class PauseMessage(_Message):
 
 class ResumeMessage(_Message):
     type: Literal["resume"] = "resume"
-    workers_per_gpu: int = Field(ge=1)
-    decoder_share: float = Field(0.0, ge=0.0, le=1.0)
+    workers_per_gpu: Workers = Field(ge=1)
+    decoder_share: Share = 0.0
     decode_mode: DecodeMode = "cpu"
 
 
@@ -260,7 +247,7 @@ class ShareMessage(_Message):
     """Since version 2: a running job's new decoder share, applied live (no pause)."""
 
     type: Literal["share"] = "share"
-    decoder_share: float = Field(ge=0.0, le=1.0)
+    decoder_share: Share
 
 
 class CancelMessage(_Message):
@@ -474,7 +461,11 @@ def _read_marker(path: Path) -> tuple[int, int | None] | None:
         text = marker.read(4096)
     try:
         found = json.loads(text)
-        signal = found.get("signal")
-        return int(found["iteration"]), int(signal) if signal is not None else None
-    except (ValueError, KeyError, TypeError, AttributeError):
+        signal, iteration = found.get("signal"), int(found["iteration"])
+        stop = int(signal) if signal is not None else None
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
+    # A step count or signal past any real one is the job's folder lying: not read.
+    if not 0 <= iteration <= MAX_COUNT or not 0 <= (stop or 0) < 256:
+        return None
+    return iteration, stop

@@ -51,6 +51,7 @@ import numpy.typing as npt
 from allocator.baselines import NO_SPARE_NOTE, balance
 from allocator.contention import ContentionCurve
 from allocator.cpunode import CoreBudget
+from allocator.errors import InvalidRequest
 from allocator.knapsack import FloatArray, IntArray
 from allocator.throughput import make_plan, with_overhead
 from allocator.types import AllocationPlan, AllocationRequest
@@ -73,6 +74,7 @@ DEFAULT_PAUSE_COST_S = 16.0
 # Fluid-model predictions the refinement may spend: a plan's time grows with them
 # (bench/bench_allocator.py times `lookahead`, docs/results.md).
 _REFINE_BUDGET = 32
+_NO_RATE = "a job's predicted rate is not a positive finite number: its spec is out of range"
 
 
 def lookahead(request: AllocationRequest) -> AllocationPlan:
@@ -275,6 +277,8 @@ def predict_finishes(jobs: _Jobs, split: IntArray, *, moved: bool = True) -> Flo
     clock, regrow_at = 0.0, np.inf  # when the plan after the first unserved finish comes
     while alive.any():
         rates = jobs.rates(split, alive)
+        if not (np.isfinite(rates[alive]).all() and (rates[alive] > 0.0).all()):
+            raise InvalidRequest("jobs", _NO_RATE)  # a NaN would never finish: no endless loop
         until = np.where(alive, stalled + left / rates, np.inf)
         first = int(np.argmin(until))
         to_finish, to_plan = float(until[first]), regrow_at - clock

@@ -55,6 +55,7 @@ from daemon.limits import Limits
 from daemon.logcap import cap_logs_forever
 from daemon.metrics import Metrics
 from daemon.progress import Pace
+from daemon.refused import say_refused
 from daemon.restore import Restorer
 from daemon.snapshot import Counts, LiveJob, Measured, NodeSnapshot
 from daemon.statelock import URL_FILE, StateDirLock, StoreError, local_url
@@ -714,15 +715,21 @@ class Service:
         return self._agent_versions.get(job_id, default)
 
     def feed(self, event: Event) -> None:
+        """Hand `event` to the core and carry out its commands: where the core raises part
+        way, those of what it had changed still, so that the store never disagrees with it
+        (issue 37); then say the jobs whose reported numbers a plan refused."""
+        commands: list[Command] = []
         try:
-            commands = self.scheduler.handle(event, self.now())
-        except (SchedulerError, InvalidRequest, TpmError) as error:
+            self.scheduler.handle(event, self.now(), commands)
+        except Exception as error:
             self.counters.agent_errors += 1
-            log.warning("event %s refused by the scheduler: %s", type(event).__name__, error)
-            return
+            expected = isinstance(error, SchedulerError | InvalidRequest | TpmError)
+            say = log.warning if expected else log.exception
+            say("event %s refused by the scheduler: %s", type(event).__name__, error)
         if self.observer is not None:
             self.observer(event, self.now(), commands)
         self.actions.carry_out_all(commands)
+        say_refused(self.scheduler, self.store)
 
     async def shutdown(self) -> None:
         """Stop accepting; ask every running agent to pause, so that it writes a checkpoint,

@@ -60,6 +60,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 
 from allocator import JobSpec
+from allocator.bounds import MAX_SAMPLES_PER_S, MAX_SECONDS, MAX_WORKERS, MIN_SECONDS_PER_SAMPLE
 
 PRIOR_WEIGHT = 0.08  # measurements' worth: (0.2 / 0.7)^2 (module docstring)
 WINDOW = 30  # heartbeats
@@ -142,7 +143,7 @@ class JobCurve:
 
     def observe(self, spec: JobSpec, seen: Observation) -> None:
         """Learn from one heartbeat of the job `spec` describes (its batch and GPUs)."""
-        if not seen.samples_per_s > 0 or not 0.0 <= seen.idle_fraction < 1.0:
+        if not _physical(seen):
             return
         waited = self._clock(seen)
         # Waits no worker shortens are kept apart (`overheads`): the first batch of each
@@ -206,8 +207,11 @@ class JobCurve:
         newest `NOW` heartbeats'), or, with `alone`, as if it had its cores to itself."""
         if not self.step_times:
             return prior
-        return replace(
-            self._learned(prior, alone),
+        learned = self._learned(prior, alone)
+        return _clamped(
+            learned,
+            step_time_s=learned.step_time_s,
+            sample_cost_s=learned.sample_cost_s,
             cpu_cost_s=_clocked(self.cpu_costs, prior.cpu_cost_s),
             core_share=_clocked(self.core_shares, prior.core_share),
             overhead_s=_overhead(self.overheads),
@@ -254,6 +258,60 @@ class JobCurve:
                 best = (spread, math.exp(statistics.mean(logs)), power)
         assert best is not None
         return best[1], best[2]
+
+
+def _physical(seen: Observation) -> bool:
+    """Whether a heartbeat's numbers are ones a job can make (allocator/bounds.py): finite,
+    a rate of a sample a week to `MAX_SAMPLES_PER_S`, an idle share in [0, 1), a count of
+    workers, seconds per sample of at most `MAX_SECONDS`. The protocol refuses others at the
+    edge; the simulator and tests feed the core directly, so it checks again."""
+    seconds = (
+        seen.loader_cost_s,
+        seen.loader_cpu_s,
+        seen.loader_wait_s,
+        seen.cpu_cost_s,
+        seen.train_cpu_s,
+        seen.train_wait_s,
+    )
+    return (
+        1.0 / MAX_SECONDS <= seen.samples_per_s <= MAX_SAMPLES_PER_S
+        and 0.0 <= seen.idle_fraction < 1.0
+        and 0.0 <= seen.refill_fraction <= 1.0
+        and 0.0 < seen.efficiency <= 1.0
+        and 0 <= seen.workers_per_gpu <= MAX_WORKERS
+        and all(0.0 <= value <= MAX_SECONDS for value in seconds)
+    )
+
+
+def _clamped(
+    spec: JobSpec,
+    *,
+    step_time_s: float,
+    sample_cost_s: float,
+    cpu_cost_s: float | None,
+    core_share: float | None,
+    overhead_s: float,
+) -> JobSpec:
+    """`spec` with what its heartbeats measured, each held to what a job can physically do
+    (allocator/bounds.py): no faster than `MAX_SAMPLES_PER_S` samples a second, its GPU's
+    or one worker's, and no second figure past `MAX_SECONDS`. A learned curve then plans
+    with finite numbers whatever its job reported (issue 37, finding 1)."""
+    fastest_step = spec.batch_size * MIN_SECONDS_PER_SAMPLE
+    return replace(
+        spec,
+        step_time_s=_within(step_time_s, fastest_step, MAX_SECONDS),
+        sample_cost_s=_within(sample_cost_s, MIN_SECONDS_PER_SAMPLE, MAX_SECONDS),
+        cpu_cost_s=None
+        if cpu_cost_s is None
+        else _within(cpu_cost_s, MIN_SECONDS_PER_SAMPLE, MAX_SECONDS),
+        core_share=None if core_share is None else _within(core_share, 1e-6, 1.0),
+        overhead_s=_within(overhead_s, 0.0, MAX_SECONDS),
+    )
+
+
+def _within(value: float, low: float, high: float) -> float:
+    """`value` held to [low, high]; a NaN is `high` (the least a plan can be misled by)."""
+    return high if math.isnan(value) else min(max(value, low), high)
 
 
 def _sharpness(of_gpu: float, of_loaders: float) -> float | None:

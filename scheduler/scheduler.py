@@ -23,6 +23,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.curves import SHARPEST, JobCurve, Observation
 from scheduler.errors import RefitRejected, SchedulerError, UnknownJob
 from scheduler.gate import RunningJob, decide
+from scheduler.guard import Refusal, plan_surviving
 from scheduler.messages import (
     DEFAULT_PIPELINE,
     AgentHello,
@@ -210,6 +211,9 @@ class Scheduler:
         # `Failed` or `JobCancelled`; a job lost on its heartbeats; one held since a
         # restart): their GPUs stay placed until they have `Exited`.
         self._exiting: set[str] = set()
+        # Jobs whose learned curves a plan refused (`_plan`), for the adapters to say; they
+        # take them out as they read them.
+        self.refused: list[Refusal] = []
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -476,9 +480,11 @@ class Scheduler:
 
     # ---- the one entry point -------------------------------------------------------------
 
-    def handle(self, event: Event, now: float) -> list[Command]:
-        """Apply one event at time `now`; return what the adapters must do."""
-        out: list[Command] = []
+    def handle(self, event: Event, now: float, out: list[Command] | None = None) -> list[Command]:
+        """Apply one event at time `now`; return what the adapters must do. Given `out`, the
+        commands go there as they are decided: where the event raises part way, the caller
+        still has those of what the core changed, to carry out (the store then agrees)."""
+        out = [] if out is None else out
         match event:
             case JobSubmitted(job=request):
                 self._submit(request, now, out)
@@ -1080,14 +1086,24 @@ class Scheduler:
 
     def _plan(self, jobs: list[_Job], node: NodeSpec) -> AllocationPlan:
         """The configured policy's plan for `jobs` on `node`: each job's work left and what
-        it must keep, the fairness floor, and the completion window its fluid model waits."""
+        it must keep, the fairness floor, and the completion window its fluid model waits.
+        A job whose learned curve it cannot plan goes back to its prior (scheduler/guard.py)."""
         request = AllocationRequest(
             node=node,
             jobs=tuple(self._planned_spec(job) for job in jobs),
             fair_floor=self._config.fair_floor,
             regrow_delay_s=self._config.completion_window_s,
         )
-        return allocate(request, self._config.policy)
+        plan, refused = plan_surviving(
+            lambda specs: allocate(replace(request, jobs=tuple(specs)), self._config.policy),
+            request.jobs,
+            [job.prior if job.spec != job.prior else None for job in jobs],
+        )
+        for refusal in refused:  # it learns again from its next heartbeats
+            job = self._jobs[refusal.job_id]
+            job.curve, job.spec = JobCurve(), job.prior
+        self.refused += refused
+        return plan
 
     def _relearn_contention(self) -> None:
         """Plan on the contention the jobs measured together (tpm/joint.py), the configured

@@ -434,7 +434,7 @@ def test_a_process_that_takes_a_jobs_identity_cannot_speak_for_it(
         rogue.connect(f"ipc://{daemon.state_dir / 'agents.sock'}")
         forged = HeartbeatMessage(
             job=job["id"], gen=1, iteration=999_999_999, samples=10**12, idle_s=0.0,
-            step_s=1.0, samples_per_s=1e308, workers=1,
+            step_s=1.0, samples_per_s=9e7, workers=1,  # in range: only the secret refuses it
         )  # fmt: skip
         refused_before = client.get("/v1/node").json()["agent_messages_refused"]
         try:
@@ -450,7 +450,7 @@ def test_a_process_that_takes_a_jobs_identity_cannot_speak_for_it(
             rogue.close()
             context.term()
         seen = client.get(f"/v1/jobs/{job['id']}").json()
-        assert seen["iteration"] < 999_999_999 and (seen["measured_samples_per_s"] or 0) < 1e300
+        assert seen["iteration"] < 999_999_999 and (seen["measured_samples_per_s"] or 0) < 9e7
         assert seen["state"] == "running"
         agent = Path(f"/proc/{stored_pid(daemon.state_dir, job['id'])}")
         environ = (agent / "environ").read_bytes()

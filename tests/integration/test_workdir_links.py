@@ -45,9 +45,9 @@ def test_a_link_pointed_elsewhere_after_the_submit_leads_nowhere(shared_dir: Pat
                 "/v1/jobs", json={**body, "name": "wait", "command": ["sleep", "60"]}
             )
             assert first.status_code == 201, first.text
+            waiting = f"/v1/jobs/{first.json()['id']}"
             holds = ("starting", "running")  # a plain command is `starting` until it says hello
-            state = lambda: alice.get(f"/v1/jobs/{first.json()['id']}").json()["state"]  # noqa: E731
-            wait_for("the first", lambda: state() in holds)
+            wait_for("the first", lambda: alice.get(waiting).json()["state"] in holds)
             look = ["sh", "-c", "pwd; cat secret.txt 2>&1 || true"]
             queued = alice.post("/v1/jobs", json={**body, "name": "look", "command": look})
             assert queued.status_code == 201, queued.text
