@@ -32,11 +32,12 @@ def latest(directory: Path) -> Path | None:
 
 
 def made_inside(directory: Path) -> None:
-    """Make `directory` in its existing parent, the job's folder, and never that folder
-    itself: a daemon whose state dir was moved away would find it made again, holding
-    only what its jobs wrote on their way out, and refuse to start (issue 37)."""
+    """Make `directory` and its parent, the job's folder, but never the folders above: a
+    daemon whose state dir was moved away would find it made again, holding only what its
+    jobs wrote on their way out, and refuse to start (issue 37)."""
     try:
-        directory.mkdir(mode=0o700, exist_ok=True)
+        for folder in (directory.parent, directory):
+            folder.mkdir(mode=0o700, exist_ok=True)
     except FileNotFoundError:
         raise FileNotFoundError(
             errno.ENOENT,

@@ -434,7 +434,9 @@ def read_stop_signal(directory: Path) -> int | None:
 
 
 def _write_iteration(final: Path, iteration: int, extra: Mapping[str, int] | None = None) -> None:
-    temporary = final.with_suffix(".tmp")  # in the job's folder, never made again here
+    # The job's folder, made if it is not there, but never the state dir above it.
+    final.parent.mkdir(mode=0o700, exist_ok=True)
+    temporary = final.with_suffix(".tmp")
     with temporary.open("w") as handle:
         json.dump({"iteration": iteration, **(extra or {})}, handle)
         handle.flush()
