@@ -29,11 +29,13 @@ def shared_dir() -> Iterator[Path]:
 
 def test_a_link_pointed_elsewhere_after_the_submit_leads_nowhere(shared_dir: Path) -> None:
     allowed, bobs = shared_dir / "allowed", shared_dir / "bob"
-    allowed.mkdir(mode=0o755)
+    allowed.mkdir()
+    allowed.chmod(0o755)  # whatever the umask: an in-process Service leaves 077
     bobs.mkdir(mode=0o700)  # root's: `nobody` may not enter
     (bobs / "secret.txt").write_text("bob's secret\n")
     link = allowed / "proj"
-    (allowed / "real").mkdir(mode=0o755)
+    (allowed / "real").mkdir()
+    (allowed / "real").chmod(0o755)
     link.symlink_to(allowed / "real")
     tenants = {"alice": {"workdir_roots": [str(allowed)], "max_running_jobs": 1}}
     factory = daemon_factory(shared_dir)

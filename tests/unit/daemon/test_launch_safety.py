@@ -50,7 +50,8 @@ def closed_and_open(tmp_path: Path) -> tuple[Path, Path]:
     (closed / "run.sh").write_text("#!/opt/bobs-secret-interpreter\n")
     (closed / "run.sh").chmod(0o700)
     shared = tmp_path / "shared"
-    shared.mkdir(mode=0o755)
+    shared.mkdir()
+    shared.chmod(0o755)  # whatever the umask: an in-process Service leaves 077
     tmp_path.chmod(0o711)
     return closed, shared
 
@@ -106,6 +107,7 @@ def test_a_launch_failure_tells_nothing_of_a_file_its_user_may_not_read(tmp_path
     assert "does not exist" in why
     # Its own user sees its own file's first line, as before.
     (shared / "mine.sh").write_text("#!/opt/missing-interpreter\n")
+    (shared / "mine.sh").chmod(0o644)
     error = FileNotFoundError(errno.ENOENT, "No such file or directory", "./mine.sh")
     why = launch_failure(error, ["./mine.sh"], "/usr/bin:/bin", str(shared), NOBODY)
     assert "'/opt/missing-interpreter'" in why, why
