@@ -355,11 +355,8 @@ async def events(
 async def _stream_slot(who: Who, request: Request) -> AsyncIterator[None]:
     """One of the caller's event streams, held until its response ends."""
     streams: Streams = request.app.state.streams
-    streams.take(who)
-    try:
+    with streams.held(who):
         yield
-    finally:
-        streams.give_back(who)
 
 
 @v1.get("/events/stream", response_class=EventSourceResponse)

@@ -56,11 +56,8 @@ async def _follow_slot(who: Who, request: Request, follow: bool = False) -> Asyn
         yield
         return
     follows: Streams = request.app.state.follows
-    follows.take(who)
-    try:
+    with follows.held(who):
         yield
-    finally:
-        follows.give_back(who)
 
 
 @router.get("/jobs/{job_id}/logs", response_class=PlainTextResponse)

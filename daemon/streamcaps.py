@@ -2,6 +2,8 @@
 `max_streams`) and log follows (`limits.max_follows_per_tenant`, `limits.max_follows`);
 `install_caps` puts them, with the submit rate (daemon/ratelimit.py), on the app."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from fastapi import HTTPException
@@ -45,6 +47,15 @@ class Streams:
         self.open[tenant] -= 1
         if not self.open[tenant]:
             del self.open[tenant]
+
+    @contextmanager
+    def held(self, tenant: str) -> Iterator[None]:
+        """One of `tenant`'s streams, taken for the block and given back after it."""
+        self.take(tenant)
+        try:
+            yield
+        finally:
+            self.give_back(tenant)
 
 
 def log_follows(limits: Limits) -> Streams:
