@@ -68,7 +68,7 @@ from daemon.tenants import (
     user_warnings,
 )
 from daemon.tpmkeeper import ModelRejected, TpmKeeper
-from daemon.workdirs import checked_workdir
+from daemon.workdirs import checked_workdir, inside_roots
 from daemon.zoodata import check_dataset, zoo_image_size
 from scheduler.admission import GpuPool, TenantShare
 from scheduler.errors import SchedulerError, UnknownJob
@@ -211,7 +211,8 @@ class Service:
             user = self.users.get(record.tenant)
             record.spec["workdir"] = checked_workdir(settings.workdir, policy, user, record.tenant)
         if settings.dataset is not None:
-            _inside("dataset", settings.dataset, policy.dataset_roots, f"{where}.dataset_roots")
+            roots, setting = policy.dataset_roots, f"{where}.dataset_roots"
+            inside_roots("dataset", settings.dataset, roots, setting)
         if (why := own_ranks(settings) or unstartable(settings, os.environ)) is not None:
             raise SubmitError("command", why)
         if settings.gpus > self.slots:
@@ -773,16 +774,6 @@ def new_job_id(name: str) -> str:
     in about 16 million (24 bits collided within 8,000 submissions, issue 17); a collision
     is caught at the write and the submit draws again."""
     return f"{name[:40]}-{secrets.token_hex(6)}"
-
-
-def _inside(field: str, path: str, roots: list[Path] | None, setting: str) -> None:
-    """Refuse `path` unless it lies in one of `roots` (links followed); None: anywhere."""
-    if roots is None:
-        return
-    resolved = Path(path).resolve()
-    if not any(resolved.is_relative_to(root.resolve()) for root in roots):
-        allowed = ", ".join(str(root) for root in roots) or "none"
-        raise SubmitError(field, f"must lie in {setting} ({allowed})")
 
 
 def _opened(path: Path, limits: Limits) -> Store:

@@ -23,15 +23,22 @@ def checked_workdir(workdir: str, policy: TenantPolicy, user: UnixUser | None, t
     SubmitError naming the field when it leaves the tenant's `workdir_roots` (checked
     first: a refusal says nothing of what exists outside them), or is not a folder that
     `user` (None: the daemon's) may enter."""
-    resolved = Path(workdir).resolve()
-    roots = policy.workdir_roots
-    if roots is not None and not any(resolved.is_relative_to(root.resolve()) for root in roots):
-        allowed = ", ".join(str(root) for root in roots) or "none"
-        raise SubmitError("workdir", f"must lie in tenants.{tenant}.workdir_roots ({allowed})")
+    where = f"tenants.{tenant}.workdir_roots"
+    resolved = inside_roots("workdir", workdir, policy.workdir_roots, where)
     if not resolved.is_dir() or (user is not None and not may_enter(resolved, user)):
         who = f" that its unix user ({user.name}) may enter" if user is not None else ""
         raise SubmitError("workdir", f"{workdir!r} is not a directory on the node{who}")
     return str(resolved)
+
+
+def inside_roots(field: str, path: str, roots: list[Path] | None, setting: str) -> Path:
+    """`path` with every link followed; a SubmitError naming `field` and `setting` unless
+    it lies in one of `roots` (None: anywhere)."""
+    resolved = Path(path).resolve()
+    if roots is not None and not any(resolved.is_relative_to(root.resolve()) for root in roots):
+        allowed = ", ".join(str(root) for root in roots) or "none"
+        raise SubmitError(field, f"must lie in {setting} ({allowed})")
+    return resolved
 
 
 def may_enter(folder: Path, user: UnixUser) -> bool:
