@@ -17,7 +17,7 @@ IV-C). With one tenant this is plain first come, first served.
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.messages import JobRequest
+from scheduler.request import JobRequest
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,27 @@ class SchedulerConfig:
             raise InvalidRequest(
                 "scheduler.policy", f"unknown policy {self.policy!r}; one of {', '.join(POLICIES)}"
             )
+        self._check_signs()
+        if self.restart_backoff_max_s < self.restart_backoff_s:
+            raise InvalidRequest(
+                "scheduler.restart_backoff_max_s", "must be at least scheduler.restart_backoff_s"
+            )
+        if self.stall_action not in STALL_ACTIONS:
+            raise InvalidRequest(
+                "scheduler.stall_action",
+                f"one of {', '.join(STALL_ACTIONS)}, not {self.stall_action!r}",
+            )
+        if not 0.0 <= self.fair_floor <= 1.0:
+            raise InvalidRequest("scheduler.fair_floor", "must lie in [0, 1]")
+        if self.knee_sharpness is not None and not self.knee_sharpness > 0:
+            raise InvalidRequest(
+                "scheduler.knee_sharpness", "must be a positive number (or left out: the policy's)"
+            )
+        if not self.min_refit_r2 <= 1.0:
+            raise InvalidRequest("scheduler.min_refit_r2", "must be at most 1 (a perfect fit)")
+
+    def _check_signs(self) -> None:
+        """Windows, costs and margins are not negative; timeouts are positive."""
         for name in (
             "arrival_window_s",
             "completion_window_s",
@@ -105,20 +126,3 @@ class SchedulerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise InvalidRequest(f"scheduler.{name}", "must be positive")
-        if self.restart_backoff_max_s < self.restart_backoff_s:
-            raise InvalidRequest(
-                "scheduler.restart_backoff_max_s", "must be at least scheduler.restart_backoff_s"
-            )
-        if self.stall_action not in STALL_ACTIONS:
-            raise InvalidRequest(
-                "scheduler.stall_action",
-                f"one of {', '.join(STALL_ACTIONS)}, not {self.stall_action!r}",
-            )
-        if not 0.0 <= self.fair_floor <= 1.0:
-            raise InvalidRequest("scheduler.fair_floor", "must lie in [0, 1]")
-        if self.knee_sharpness is not None and not self.knee_sharpness > 0:
-            raise InvalidRequest(
-                "scheduler.knee_sharpness", "must be a positive number (or left out: the policy's)"
-            )
-        if not self.min_refit_r2 <= 1.0:
-            raise InvalidRequest("scheduler.min_refit_r2", "must be at most 1 (a perfect fit)")

@@ -176,16 +176,23 @@ class JobCurve:
             self.sample_costs.append(math.log(cost))
             self.cost_seen += 1
         if idle >= LOADING_BOUND:
-            at = self.waited.setdefault(round(effective, 3), deque(maxlen=WINDOW))
-            at.append(math.log(rate))
-            if len(self.waited) > POINTS:
-                del self.waited[next(iter(self.waited))]  # the oldest operating point
-            if timed and 1.0 - idle >= BEND_FROM:
-                bend = _sharpness(1.0 - idle, rate / loaders)
-                if bend is not None:
-                    self.bends.append(math.log(bend))
+            self._waited_at(effective, rate, idle, loaders, timed)
         elif seen.loader_cost_s <= 0.0:  # untimed and fed: its loaders kept up, c is no more
             self.cost_ceiling = cost if self.cost_ceiling is None else min(cost, self.cost_ceiling)
+
+    def _waited_at(
+        self, effective: float, rate: float, idle: float, loaders: float, timed: bool
+    ) -> None:
+        """A heartbeat that waited for its loaders (idle at least `LOADING_BOUND`): its rate
+        at its operating point (`effective` loader processes), and, timed, its bend."""
+        at = self.waited.setdefault(round(effective, 3), deque(maxlen=WINDOW))
+        at.append(math.log(rate))
+        if len(self.waited) > POINTS:
+            del self.waited[next(iter(self.waited))]  # the oldest operating point
+        if timed and 1.0 - idle >= BEND_FROM:
+            bend = _sharpness(1.0 - idle, rate / loaders)
+            if bend is not None:
+                self.bends.append(math.log(bend))
 
     def _clock(self, seen: Observation) -> float:
         """Keep what the CPU clocks measured (they have no prior, so only measurements);

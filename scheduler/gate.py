@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from allocator import AllocationPlan, JobSpec
 from allocator.throughput import job_samples_per_s
-from scheduler.messages import GateChoice, GateVerdict
+from scheduler.commands import GateChoice, GateVerdict
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from allocator import InvalidRequest, JobSpec, ThroughputModel
-from scheduler.messages import DEFAULT_PIPELINE, JobRequest, device_pipeline
+from scheduler.request import DEFAULT_PIPELINE, JobRequest, device_pipeline
 from tpm.errors import UnknownPipeline
 
 

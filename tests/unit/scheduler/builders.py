@@ -1,6 +1,8 @@
-"""Builders for scheduler-core tests: literal jobs, a node, and command filters."""
+"""Builders for scheduler-core tests: literal jobs, a node, command filters, and throughput
+models of one answer."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from allocator import ContentionCurve, NodeSpec
@@ -8,6 +10,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.messages import Command, JobRequest
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
+from tpm.errors import UnknownPipeline
 
 C = TypeVar("C")
 
@@ -74,3 +77,35 @@ def scheduler(
 def only(commands: Sequence[Command], kind: type[C]) -> list[C]:
     """The commands of one type, in order."""
     return [command for command in commands if isinstance(command, kind)]
+
+
+@dataclass(frozen=True)
+class FlatModel:
+    """A throughput model that predicts one step time for every job and no contention."""
+
+    step_time_s: float
+    sample_cost_s: float = 0.01
+
+    def predict_step_time_s(
+        self, *, batch_size_per_gpu: float, flops: float, model_params: float, gpus: int
+    ) -> float:
+        return self.step_time_s
+
+    def predict_sample_cost_s(self, pipeline: str) -> float:
+        return self.sample_cost_s
+
+    def contention_points(self) -> tuple[tuple[float, float], ...]:
+        return ((1.0, 1.0), (64.0, 1.0))
+
+
+class NoPipelineModel:
+    """A fit that knows no pipeline: it cannot predict any job's loading."""
+
+    def predict_step_time_s(self, **_: float) -> float:
+        return 0.1
+
+    def predict_sample_cost_s(self, pipeline: str) -> float:
+        raise UnknownPipeline(pipeline, ())
+
+    def contention_points(self) -> tuple[tuple[float, float], ...]:
+        return ()

@@ -23,8 +23,7 @@ from scheduler.restore import (
 from scheduler.scheduler import Scheduler
 from scheduler.states import JobState
 from scheduler.telemetry import Beat, TelemetrySampler
-from tests.unit.scheduler.builders import job, only
-from tpm.errors import UnknownPipeline
+from tests.unit.scheduler.builders import NoPipelineModel, job, only
 
 
 def stored(state: JobState = JobState.RUNNING, **changes: bool) -> StoredJob:
@@ -136,26 +135,13 @@ def test_a_heartbeat_becomes_a_sample_when_busy_and_once_per_period() -> None:
     assert again is None, "a relaunch from a checkpoint starts a new window"
 
 
-class _NoPipeline:
-    """A fit that knows no pipeline: it cannot predict any job's loading."""
-
-    def predict_step_time_s(self, **_: float) -> float:
-        return 0.1
-
-    def predict_sample_cost_s(self, pipeline: str) -> float:
-        raise UnknownPipeline(pipeline, ())
-
-    def contention_points(self) -> tuple[tuple[float, float], ...]:
-        return ()
-
-
 def test_a_refit_that_cannot_plan_is_refused_and_the_old_model_stays() -> None:
     node = NodeSpec(cpu_workers=12, contention=ContentionCurve.contention_free())
     core = Scheduler(node, RateModel(), SchedulerConfig(arrival_window_s=0.0))
     (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
     core.handle(AgentHello("a", launch.gen, 0), 0.0)
     with pytest.raises(RefitRejected, match="cannot plan"):
-        core.use_model(RateModel(_NoPipeline()), node)
+        core.use_model(RateModel(NoPipelineModel()), node)
     assert core.status("a").allocation == launch.allocation
 
 

@@ -1,6 +1,6 @@
 """The scheduler core driven with literal events and a hand-held clock."""
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import pytest
 
@@ -37,7 +37,7 @@ from scheduler.rates import RateModel
 from scheduler.refit import FitQuality
 from scheduler.scheduler import Scheduler
 from scheduler.states import JobState
-from tests.unit.scheduler.builders import job, only, scheduler
+from tests.unit.scheduler.builders import FlatModel, job, only, scheduler
 
 
 def workers(core: Scheduler, job_id: str) -> int:
@@ -587,25 +587,6 @@ def test_optimal_gives_equally_useful_workers_to_the_job_with_more_work_left() -
     launches = only(core.handle(Tick(), now=30.0), Launch)
     split = {launch.job_id: launch.allocation.workers_per_gpu for launch in launches}
     assert split == {"short": 2, "long": 6}
-
-
-@dataclass(frozen=True)
-class FlatModel:
-    """A throughput model that predicts one step time for every job and no contention."""
-
-    step_time_s: float
-    sample_cost_s: float = 0.01
-
-    def predict_step_time_s(
-        self, *, batch_size_per_gpu: float, flops: float, model_params: float, gpus: int
-    ) -> float:
-        return self.step_time_s
-
-    def predict_sample_cost_s(self, pipeline: str) -> float:
-        return self.sample_cost_s
-
-    def contention_points(self) -> tuple[tuple[float, float], ...]:
-        return ((1.0, 1.0), (64.0, 1.0))
 
 
 def test_a_new_model_repredicts_live_jobs_for_the_next_round() -> None:

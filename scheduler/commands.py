@@ -1,0 +1,204 @@
+"""What flows out of the scheduler core: commands the adapters carry out (launch, pause,
+resume, a live share change, cancel, a placement) and records of what happened, for the
+event log, with nothing to carry out. All frozen; nothing is decided by reading a string."""
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from allocator import AllocationPlan
+from allocator.types import DecodeMode
+from scheduler.states import JobState
+
+# ---- commands ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """One job's share of the node as a command carries it."""
+
+    workers_per_gpu: int
+    decoder_share: float = 0.0
+    decode_mode: DecodeMode = "cpu"
+
+
+@dataclass(frozen=True)
+class Launch:
+    job_id: str
+    gen: int
+    allocation: Allocation
+    resume_from: str = ""  # checkpoint to start from, when relaunched
+
+
+@dataclass(frozen=True)
+class Pause:
+    job_id: str
+    gen: int
+
+
+@dataclass(frozen=True)
+class Resume:
+    job_id: str
+    gen: int
+    allocation: Allocation
+
+
+@dataclass(frozen=True)
+class SetShare:
+    """A live change of a running job's decoder share: no pause, same workers and mode."""
+
+    job_id: str
+    gen: int
+    decoder_share: float
+
+
+@dataclass(frozen=True)
+class Cancel:
+    job_id: str
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Admission gave the job these GPUs (or CPU training slots); it now waits in the
+    arrival buffer. The adapters keep the placement with the job."""
+
+    job_id: str
+    gpu_indices: tuple[int, ...]
+
+
+# ---- records: what happened, for the event log; nothing to carry out -------------------
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """A job moved along the transition table. `old` is None for a job the core took over
+    from an earlier daemon (`Reattached`). `iteration`: the steps it had completed, as
+    the core last heard."""
+
+    job_id: str
+    old: JobState | None
+    new: JobState
+    why: str = ""
+    iteration: int = 0
+
+
+@dataclass(frozen=True)
+class Queued:
+    """The job was placed and entered the arrival buffer."""
+
+    job_id: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class RanUnmanaged:
+    """A command said no hello: it runs without the SDK, its workers fixed, never paused
+    (`unmanaged` False: a slow one said hello after all). Kept with the job, so that a
+    restarted daemon adopts one without the SDK as it runs, with no hello to wait for."""
+
+    job_id: str
+    unmanaged: bool = True
+
+
+@dataclass(frozen=True)
+class HelloNoted:
+    """An agent said hello again while its job was past starting (a reconnect)."""
+
+    job_id: str
+    gen: int
+    state: JobState
+
+
+@dataclass(frozen=True)
+class StaleMessage:
+    """A message that came too late to matter: an older generation, or a job that ended."""
+
+    job_id: str
+    message: str  # the message type: heartbeat, paused, resumed, completed, failed
+    gen: int | None = None
+
+
+@dataclass(frozen=True)
+class Restarting:
+    """The job's agent died and its restart policy relaunches it."""
+
+    job_id: str
+    restarts: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """A running job made no progress (no step, no new phase) for `silent_s`, its stall
+    limit (`stalled` True), or moved again after it was reported (`stalled` False)."""
+
+    job_id: str
+    stalled: bool
+    silent_s: float = 0.0
+    phase: str = ""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A round's plan, generation `gen`."""
+
+    gen: int
+    plan: AllocationPlan
+
+
+class GateChoice(StrEnum):
+    """What the reallocation gate did with a change the plan asked of a running job."""
+
+    CHANGE = "change"  # it pays: pause and resize
+    KEEP = "kept"  # it does not pay: the job keeps its allocation
+    FORCED = "forced"  # it does not pay, but the plan does not fit unless the job shrinks
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    choice: GateChoice
+    saved_s: float = 0.0  # time the change saves over the job's remaining work
+    needed_s: float = 0.0  # its pause cost with the hysteresis margin
+
+    def __str__(self) -> str:
+        if self.choice is GateChoice.FORCED:
+            return "forced: the plan does not fit unless it shrinks"
+        compared = f"saves {self.saved_s:.1f} s"
+        if self.choice is GateChoice.KEEP:
+            return f"kept: {compared} <= pause cost {self.needed_s:.1f} s"
+        return f"{compared} > pause cost {self.needed_s:.1f} s"
+
+
+@dataclass(frozen=True)
+class Gated:
+    """The gate's verdict on each running job the plan of generation `gen` would change."""
+
+    gen: int
+    verdicts: Mapping[str, GateVerdict]
+
+    @property
+    def kept(self) -> int:
+        return sum(verdict.choice is GateChoice.KEEP for verdict in self.verdicts.values())
+
+
+@dataclass(frozen=True)
+class Replanned:
+    """After a pause timeout, the round's flexible jobs planned again on what was left."""
+
+    gen: int
+    plan: AllocationPlan
+
+
+Record = (
+    StateChanged
+    | Queued
+    | HelloNoted
+    | RanUnmanaged
+    | StaleMessage
+    | Restarting
+    | Stalled
+    | Planned
+    | Gated
+    | Replanned
+)
+Command = Launch | Pause | Resume | SetShare | Cancel | Placed | Record

@@ -1,0 +1,200 @@
+"""A job's way into the core and out of it: submitted, placed by admission, queued in the
+arrival buffer; cancelled, finished or failed, with the restart policy deciding whether a
+failed job is relaunched (after its back-off, from its last checkpoint) or not; and its
+processes' exit, which frees the GPUs an ended job kept. An end opens the completion
+window, whose round gives what the job freed to the others."""
+
+from typing import assert_never
+
+from scheduler import learning, rounds
+from scheduler.commands import Cancel, Command, Placed, Queued, Restarting, StaleMessage
+from scheduler.core import Core
+from scheduler.errors import SchedulerError
+from scheduler.events import EndEvent, Exited, Failed, Finished, JobCancelled
+from scheduler.jobs import Job
+from scheduler.request import JobRequest
+from scheduler.states import JobState
+
+
+def end(core: Core, event: EndEvent, now: float, out: list[Command]) -> None:
+    """A job's end (cancelled, finished, failed) or its processes' exit after it."""
+    match event:
+        case JobCancelled(job_id=job_id, by=by, exited=exited):
+            cancel(core, job_id, now, out, by, exited=exited)
+        case Finished(job_id=job_id, exited=exited, why=why):
+            ended(core, job_id, JobState.COMPLETED, now, out, why=why, exited=exited)
+        case Failed(job_id=job_id, error=error, exited=exited):
+            ended(core, job_id, JobState.FAILED, now, out, why=error, exited=exited)
+        case Exited(job_id=job_id):
+            release(core, job_id)
+        case _ as unreachable:
+            assert_never(unreachable)
+
+
+def submit(core: Core, request: JobRequest, now: float, out: list[Command]) -> None:
+    if request.id in core.jobs:
+        raise SchedulerError(f"job {request.id!r} was submitted already")
+    spec = learning.prior(core, core.rates, request)
+    job = Job(
+        request=request,
+        spec=spec,
+        prior=spec,
+        last_heard=now,
+        restarts=request.restarts,
+        seq=len(core.jobs),
+    )
+    core.jobs[request.id] = core.live[request.id] = job
+    if core.admission is not None:
+        core.admission.enqueue(request)  # placed by `admit`, maybe in this call
+    else:
+        _queue(core, job, now, out)
+
+
+def admit(core: Core, now: float, out: list[Command]) -> None:
+    """Place waiting jobs while GPUs are free; placed jobs enter the arrival buffer."""
+    if core.admission is None:
+        return
+    for request, gpu_indices in core.admission.admit():
+        job = core.jobs[request.id]
+        job.gpu_indices = gpu_indices
+        out.append(Placed(request.id, gpu_indices))
+        _queue(core, job, now, out)
+
+
+def _queue(core: Core, job: Job, now: float, out: list[Command]) -> None:
+    out.append(Queued(job.request.id, job.request.gpus))
+    core.arrivals.append(job.request.id)
+    if core.arrivals_due is None:
+        core.arrivals_due = now + core.config.arrival_window_s
+
+
+def cancel(
+    core: Core,
+    job_id: str,
+    now: float,
+    out: list[Command],
+    by: str = "",
+    *,
+    exited: bool = True,
+    why: str = "",
+) -> None:
+    job = core.job(job_id)
+    if job.state.final:
+        return
+    held = job.state.holds_resources
+    if held and not exited:
+        core.exiting.add(job_id)
+    waiting = core.admission is not None and core.admission.withdraw(job_id)
+    why = why or (f"cancelled by {by}" if by else "cancelled")
+    core.move(job, JobState.CANCELLED, out, f"{why} while waiting" if waiting else why)
+    if held:
+        out.append(Cancel(job_id))
+    if job_id in core.arrivals:
+        core.arrivals.remove(job_id)
+    core.backing_off.pop(job_id, None)
+    rounds.leave_round(core, job_id, now, out, freed=held)
+    if held:
+        _completed(core, now)
+
+
+def ended(
+    core: Core,
+    job_id: str,
+    state: JobState,
+    now: float,
+    out: list[Command],
+    *,
+    why: str,
+    exited: bool = True,
+) -> None:
+    """The job completed or failed; `exited`: its processes are gone, else its GPUs
+    stay placed until they have `Exited`."""
+    job = core.job(job_id)
+    if job.state.final:
+        out.append(StaleMessage(job_id, state.value))
+        return
+    held = job.state.holds_resources
+    if state is JobState.FAILED and held:
+        refused = _relaunch_refused(job)
+        job.failed_at = job.reported
+        if refused is None:
+            _restart(core, job, now, out, why)
+            return
+        if refused:  # below a stderr tail on a line of its own, not in its last line
+            glue = "\n" if "\n" in why else "; "
+            why = f"{why}{glue}{refused}"
+    if held and not exited:
+        core.exiting.add(job_id)
+    core.move(job, state, out, why)
+    rounds.leave_round(core, job_id, now, out, freed=held)
+    _completed(core, now)
+
+
+def _relaunch_refused(job: Job) -> str | None:
+    """Why a failed job is not relaunched, or None when it is: it has restarts left and
+    made progress since this attempt started (a job that fails before its first step,
+    or twice at the same iteration, would only fail again)."""
+    if job.restarts >= job.request.max_restarts:
+        return ""  # the policy allows none (more): the failure says enough
+    if job.unmanaged:
+        return "not relaunched: without the SDK stoker cannot tell whether it progressed"
+    if job.started_at is None or job.reported <= job.started_at:
+        since = f" since its relaunch from step {job.started_at}" if job.started_at else ""
+        return f"not relaunched: it failed before its first step{since}"
+    if job.failed_at is not None and job.reported <= job.failed_at:
+        # Its relaunch got no further than the failure before (wherever it started
+        # from: a relaunch with no checkpoint starts from the top): it would only fail
+        # there again.
+        if job.reported == job.failed_at:
+            return f"not relaunched: it failed twice after completing step {job.reported}"
+        return (
+            f"not relaunched: it failed again before getting past step {job.failed_at}"
+            f" (this time after step {job.reported})"
+        )
+    return None
+
+
+def _restart(core: Core, job: Job, now: float, out: list[Command], why: str) -> None:
+    """The job's agent died: after its back-off, back to the arrival buffer, to be
+    launched again from its last checkpoint (Launch.resume_from) by the next round. It
+    keeps its GPUs meanwhile."""
+    job.restarts += 1
+    job.started_at = None
+    job.phase = ""
+    job.stalled = False
+    job.fixed = False  # its relaunch says again whether its loader can be resized
+    config = core.config
+    wait_s = min(config.restart_backoff_max_s, config.restart_backoff_s * 2 ** (job.restarts - 1))
+    core.move(job, JobState.SUBMITTED, out, f"restart {job.restarts} in {wait_s:g} s: {why}")
+    out.append(Restarting(job.request.id, job.restarts, why))
+    job.allocation = job.planned = None
+    rounds.leave_round(core, job.request.id, now, out)
+    core.backing_off[job.request.id] = now + wait_s
+
+
+def _completed(core: Core, now: float) -> None:
+    """A job ended: a round once the completion window has passed, or sooner when one is
+    due sooner (another completion's window, or the replan window, already open). A
+    replan window longer than the completion window (`stoker serve --window 2` keeps
+    its 15 s) must not hold back what a job's end freed."""
+    due = now + core.config.completion_window_s
+    if core.completions_due is None or due < core.completions_due:
+        core.completions_due = due
+
+
+def end_back_offs(core: Core, now: float) -> None:
+    """Jobs whose back-off is over join the arrival buffer."""
+    for job_id, due in list(core.backing_off.items()):
+        if now >= due:
+            del core.backing_off[job_id]
+            core.arrivals.append(job_id)
+            if core.arrivals_due is None:
+                core.arrivals_due = now + core.config.arrival_window_s
+
+
+def release(core: Core, job_id: str) -> None:
+    """Give back what `Restored` kept, or the GPUs of a job that ended before its
+    processes did (`Exited`); admission places waiting jobs at the next event."""
+    core.exiting.discard(job_id)
+    if core.admission is not None and job_id not in core.live:
+        core.admission.release(job_id)
