@@ -70,3 +70,9 @@ class Fitted:
 
 
 Item = SubmitCall | CancelCall | FromAgent | SamplesCall | Fitted
+
+
+def resolve(done: asyncio.Future[None]) -> None:
+    """Answer a waiting REST call, unless its client went away and cancelled it."""
+    if not done.done():
+        done.set_result(None)
