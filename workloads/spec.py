@@ -20,6 +20,15 @@ gpu_indices = [0, 1]   # optional; otherwise the least loaded GPUs when the job 
 workers_per_gpu = 3    # optional: what the `static` policy gives it (paper Table III)
 image_px = 768         # optional, live runs (`stoker demo`, bench_live_gain): its own JPEGs
 read_latency_ms = 20   # optional, live runs: its JPEGs on an emulated remote store
+max_restarts = 1       # optional, simulator: its restart policy (0: none)
+hot_resize = false     # optional, simulator: false, a pause relaunches it (default: [truth])
+setup_s = 30           # optional, simulator: alive in its setup this long after each hello
+crash_at = 200         # optional, simulator: its script crashes after this step, once
+silent_at = 300        # optional, simulator: its link goes silent after this step (hung)
+stall_at = 400         # optional, simulator: no step after this one for stall_s (alive)
+stall_s = 90
+exit_after_s = 20      # optional, simulator: its script runs on this long after its end
+cancel_at_s = 600      # optional, simulator: a user cancels it then
 [jobs.curve]           # optional: the job's measured profile, the truth instead of formulas
 workers_per_gpu = [1, 2, 3, 6, 12]
 samples_per_s = [300, 590, 820, 1400, 1700]   # per GPU, the job alone
@@ -40,7 +49,15 @@ from typing import Any
 
 import numpy as np
 import tomli_w
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from scheduler.config import SchedulerConfig
 from tpm.zoo import model_features
@@ -158,6 +175,42 @@ class WorkloadJob(_Strict):
     # Live runs only: the job's JPEGs lie on an emulated remote store, every read waiting
     # this long first (agents/data.py): loading bound by a wait, not by the CPUs. 0: local.
     read_latency_ms: float | None = Field(None, ge=0.0, le=10_000.0)
+    # Simulator only: what the job's processes do besides training, fed to the core as the
+    # daemon feeds it (workloads/simagents.py). Each incident happens once.
+    max_restarts: int = Field(0, ge=0, description="relaunches its restart policy allows")
+    hot_resize: bool | None = Field(None, description="None: the truth's; False: cold")
+    setup_s: float = Field(0.0, ge=0.0, description="after each launch's hello, before a step")
+    crash_at: int | None = Field(None, ge=1, description="its script crashes after this step")
+    silent_at: int | None = Field(None, ge=1, description="its link goes silent after it")
+    stall_at: int | None = Field(None, ge=1, description="no step after this one for stall_s")
+    stall_s: float = Field(
+        0.0, ge=0.0, validate_default=True, description="how long its stall at stall_at lasts"
+    )
+    exit_after_s: float = Field(0.0, ge=0.0, description="its script runs on after its end")
+    cancel_at_s: float | None = Field(None, ge=0.0, description="a user cancels it then")
+
+    @field_validator("crash_at", "silent_at", "stall_at")
+    @classmethod
+    def _before_the_end(cls, at: int | None, info: ValidationInfo) -> int | None:
+        iterations = info.data.get("iterations")
+        if at is not None and iterations is not None and at >= iterations:
+            raise ValueError(f"step {at} is not before its last (iterations = {iterations})")
+        return at
+
+    @field_validator("stall_s")
+    @classmethod
+    def _stall_has_a_length(cls, stall_s: float, info: ValidationInfo) -> float:
+        if (info.data.get("stall_at") is None) != (stall_s == 0.0):
+            raise ValueError("give stall_at and stall_s together (a stall at a step, its length)")
+        return stall_s
+
+    @field_validator("cancel_at_s")
+    @classmethod
+    def _after_arrival(cls, cancel_at_s: float | None, info: ValidationInfo) -> float | None:
+        arrival_s = info.data.get("arrival_s", 0.0)
+        if cancel_at_s is not None and cancel_at_s < arrival_s:
+            raise ValueError(f"{cancel_at_s:g} s is before its arrival at {arrival_s:g} s")
+        return cancel_at_s
 
     @model_validator(mode="after")
     def _consistent(self) -> "WorkloadJob":

@@ -1,0 +1,91 @@
+"""A workload's incidents: the simulator feeds its core the events the daemon would feed."""
+
+import pytest
+
+from scheduler.messages import (
+    Alive,
+    Command,
+    Event,
+    Exited,
+    Failed,
+    Finished,
+    Heartbeat,
+    JobCancelled,
+    Restarting,
+    Stalled,
+)
+from tests.unit.workloads.builders import job, workload
+from workloads.errors import WorkloadError
+from workloads.simulator import Simulation, SimulationOptions
+
+SCHEDULER = {"stall_timeout_s": 30.0, "arrival_window_s": 5.0, "completion_window_s": 5.0}
+
+
+def fed(*jobs: dict[str, object]) -> list[tuple[Event, list[Command]]]:
+    simulation = Simulation(
+        workload(*jobs, node={"gpus": 4, "cpu_workers": 12}, scheduler=SCHEDULER),
+        SimulationOptions(policy="optimal"),
+    )
+    seen: list[tuple[Event, list[Command]]] = []
+    simulation.observer = lambda event, now, commands: seen.append((event, commands))
+    simulation.run()
+    return seen
+
+
+def test_a_crash_says_its_last_step_fails_and_is_relaunched() -> None:
+    seen = fed(job("a", iterations=400, crash_at=200, max_restarts=1))
+    events = [event for event, _ in seen]
+    last = [e for e in events if isinstance(e, Heartbeat) and e.last]
+    assert [e.iteration for e in last] == [200]
+    (failed,) = [(e, out) for e, out in seen if isinstance(e, Failed)]
+    assert failed[0].exited is False
+    assert any(isinstance(c, Restarting) for c in failed[1])
+    assert isinstance(events[-1], Finished)
+
+
+def test_a_script_that_runs_on_and_a_cancel_end_with_their_exit() -> None:
+    seen = fed(job("a", iterations=300, exit_after_s=30.0), job("b", cancel_at_s=30.0))
+    events = [event for event, _ in seen]
+    assert Finished("a", exited=False) in events
+    assert JobCancelled("b", "simulation", exited=False) in events
+    assert {e.job_id for e in events if isinstance(e, Exited)} == {"a", "b"}
+    assert events.index(Exited("a")) > events.index(Finished("a", exited=False))
+
+
+def test_silence_stalls_and_setups_are_the_cores_to_judge() -> None:
+    seen = fed(
+        job("a", iterations=400, silent_at=100, max_restarts=1),
+        job("b", iterations=400, stall_at=100, stall_s=100.0, setup_s=20.0),
+    )
+    commands = [command for _, out in seen for command in out]
+    assert any(isinstance(c, Restarting) and c.job_id == "a" for c in commands), "a was lost"
+    stalls = [c.stalled for c in commands if isinstance(c, Stalled) and c.job_id == "b"]
+    assert stalls[0] and not stalls[-1], "b stalled, then moved on"
+    phases = {e.phase for e, _ in seen if isinstance(e, Alive)}
+    assert phases == {"setup", "training"}
+
+
+def test_a_cold_job_says_hello_again_when_its_resume_relaunches_it() -> None:
+    seen = fed(
+        job("a", iterations=3000, hot_resize=False),
+        job("b", iterations=200, arrival_s=40.0),
+    )
+    kinds = [type(event).__name__ for event, _ in seen if type(event).__name__ != "Tick"]
+    if "Resumed" in kinds:
+        assert kinds[kinds.index("Resumed") - 1] == "AgentHello"
+
+
+@pytest.mark.parametrize(
+    ("fields", "where"),
+    [
+        ({"crash_at": 200}, "jobs.0.crash_at"),
+        ({"stall_at": 10}, "jobs.0.stall_s"),
+        ({"arrival_s": 10.0, "cancel_at_s": 5.0}, "jobs.0.cancel_at_s"),
+    ],
+)
+def test_incidents_that_cannot_happen_are_refused_by_field(
+    fields: dict[str, object], where: str
+) -> None:
+    with pytest.raises(WorkloadError) as refused:
+        workload(job("a", **fields))
+    assert where in refused.value.where
