@@ -98,58 +98,75 @@ def _search(
 ) -> AllocationPlan:
     """The best candidate the rankings, every choice of few jobs, singles and flips find
     (the module's docstring)."""
-    capacity = request.node.decoder_capacity
-    best = _from_plan(request, cpu_only)
-    # By the device jobs in water-fill order: the order decides who gets the decoder first.
-    tried: dict[tuple[int, ...], _Candidate] = {(): best}
-    small = len(request.jobs) <= _POLISH_JOBS
-
-    def consider(device: frozenset[int], order: Sequence[int]) -> None:
-        nonlocal best
-        key = tuple(index for index in order if index in device)
-        if key not in tried:
-            tried[key] = _evaluate(request, device, order)
-            if small:  # each choice at its own best split: the choice of jobs hinges on it
-                tried[key] = _polish(request, tried[key])
-        if _beats(tried[key], best):
-            best = tried[key]
-
+    search = _Search(request, _from_plan(request, cpu_only))
     rankings = _rankings(request, helped, cpu_only)
-    for order in rankings:
-        misses = 0  # a prefix that gains nothing; a few in a row end this ranking
-        for k in range(1, len(order) + 1):
-            before = best
-            consider(frozenset(order[:k]), order)
-            misses = 0 if best is not before else misses + 1
-            if misses == _PATIENCE:
-                break
+    search.by_rankings(rankings)
     if len(helped) <= _EVERY_SUBSET:  # few enough to try every choice (the flips below
-        for size in range(2, len(helped) + 1):  # miss a best two flips away)
-            for device in itertools.combinations(rankings[0], size):
-                # In every water-fill order when they are few: the order decides the
-                # workers, and no ranking need put first the job that should be.
-                orders: list[Sequence[int]] = [rankings[0]]
+        search.every_choice(rankings[0], len(helped))  # miss a best two flips away)
+    # Single jobs and single flips, among the jobs near the top of some ranking: a job far
+    # down every ranking is one the decoder does little for.
+    near = sorted({i for order in rankings for i in order[: len(search.best.device) + _WINDOW]})
+    search.singles_and_flips(near, rankings[0])
+    capacity = request.node.decoder_capacity
+    notes = [
+        f"decoder {capacity:g} samples/s; {len(search.best.device)} of {len(helped)} jobs "
+        f"that can use it decode on it ({len(search.tried)} choices evaluated)"
+    ]
+    return _plan(request, search.best, notes)
+
+
+class _Search:
+    """The candidates tried so far, by the device jobs in water-fill order (the order
+    decides who gets the decoder first), and the best of them."""
+
+    def __init__(self, request: AllocationRequest, cpu_only: _Candidate) -> None:
+        self.request, self.best = request, cpu_only
+        self.tried: dict[tuple[int, ...], _Candidate] = {(): cpu_only}
+        self.small = len(request.jobs) <= _POLISH_JOBS
+
+    def consider(self, device: frozenset[int], order: Sequence[int]) -> None:
+        key = tuple(index for index in order if index in device)
+        if key not in self.tried:
+            self.tried[key] = _evaluate(self.request, device, order)
+            if self.small:  # each choice at its own best split: the choice of jobs hinges on it
+                self.tried[key] = _polish(self.request, self.tried[key])
+        if _beats(self.tried[key], self.best):
+            self.best = self.tried[key]
+
+    def by_rankings(self, rankings: Sequence[Sequence[int]]) -> None:
+        """Each ranking's prefixes, until a few in a row gain nothing."""
+        for order in rankings:
+            misses = 0
+            for k in range(1, len(order) + 1):
+                before = self.best
+                self.consider(frozenset(order[:k]), order)
+                misses = 0 if self.best is not before else misses + 1
+                if misses == _PATIENCE:
+                    break
+
+    def every_choice(self, ranking: Sequence[int], most: int) -> None:
+        """Every choice of two jobs or more, in every water-fill order when they are few:
+        the order decides the workers, and no ranking need put first the job that should
+        be."""
+        for size in range(2, most + 1):
+            for device in itertools.combinations(ranking, size):
+                orders: list[Sequence[int]] = [ranking]
                 if size <= _EVERY_ORDER:
                     orders = list(itertools.permutations(device))
                 for fill in orders:
-                    consider(frozenset(device), fill)
-    # Single jobs and single flips, among the jobs near the top of some ranking: a job far
-    # down every ranking is one the decoder does little for.
-    near = sorted({i for order in rankings for i in order[: len(best.device) + _WINDOW]})
-    for index in near:
-        consider(frozenset({index}), [index])
-    improved = True
-    while improved:  # single flips from the best until none gains
-        improved, start = False, best
+                    self.consider(frozenset(device), fill)
+
+    def singles_and_flips(self, near: Sequence[int], ranking: Sequence[int]) -> None:
+        """Each job alone, then single flips from the best until none gains."""
         for index in near:
-            flipped = start.device ^ {index}
-            consider(flipped, [i for i in rankings[0] if i in flipped])
-            improved = improved or best is not start
-    notes = [
-        f"decoder {capacity:g} samples/s; {len(best.device)} of {len(helped)} jobs that "
-        f"can use it decode on it ({len(tried)} choices evaluated)"
-    ]
-    return _plan(request, best, notes)
+            self.consider(frozenset({index}), [index])
+        improved = True
+        while improved:
+            improved, start = False, self.best
+            for index in near:
+                flipped = start.device ^ {index}
+                self.consider(flipped, [i for i in ranking if i in flipped])
+                improved = improved or self.best is not start
 
 
 def _exhaustive(request: AllocationRequest, helped: Sequence[int]) -> _Candidate | None:

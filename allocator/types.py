@@ -1,6 +1,7 @@
 """The one input and the one output every allocation policy shares."""
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -9,6 +10,31 @@ from allocator.contention import ContentionCurve
 from allocator.errors import InvalidRequest
 
 DecodeMode = Literal["cpu", "device"]
+
+
+def _positive(value: float) -> bool:
+    return 0.0 < value < math.inf
+
+
+def _none_or_more(value: float) -> bool:
+    return 0.0 <= value < math.inf
+
+
+# Each number of a job's spec, what it must be and the words that say so; None (where a
+# field may be None) is not measured and passes. NaN fails every rule.
+_JOB_RANGES: tuple[tuple[str, Callable[[float], bool], str], ...] = (
+    ("model_params", _positive, "must be a positive number"),
+    ("step_time_s", _positive, "must be a positive number"),
+    ("sample_cost_s", _positive, "must be a positive number"),
+    ("device_sample_cost_s", lambda value: value > 0.0, "must be a positive number"),
+    ("remaining_samples", _none_or_more, "must be 0 or more samples"),
+    ("pause_cost_s", _none_or_more, "must be 0 or more seconds"),
+    ("overhead_s", _none_or_more, "must be 0 or more seconds"),
+    ("knee_sharpness", _positive, "must be a positive number"),
+    ("cpu_cost_s", _positive, "must be a positive number"),
+    ("core_share", lambda value: 0.0 < value <= 1.0, "must be in (0, 1]"),
+    ("current_workers_per_gpu", lambda value: value >= 1, "must be at least 1"),
+)
 
 
 @dataclass(frozen=True)
@@ -59,41 +85,10 @@ class JobSpec:
                 f"global batch {self.batch_size} must be at least one sample per GPU "
                 f"({self.gpus} GPUs)",
             )
-        for name in ("model_params", "step_time_s", "sample_cost_s"):
+        for name, holds, wording in _JOB_RANGES:
             value = getattr(self, name)
-            if not value > 0.0 or value == float("inf"):
-                raise InvalidRequest(f"{where}.{name}", f"must be a positive number (got {value})")
-        if self.device_sample_cost_s is not None and not self.device_sample_cost_s > 0.0:
-            raise InvalidRequest(
-                f"{where}.device_sample_cost_s",
-                f"must be a positive number (got {self.device_sample_cost_s})",
-            )
-        for name, unit in (
-            ("remaining_samples", "samples"),
-            ("pause_cost_s", "seconds"),
-            ("overhead_s", "seconds"),
-        ):
-            value = getattr(self, name)
-            if value is not None and not 0.0 <= value < float("inf"):
-                raise InvalidRequest(f"{where}.{name}", f"must be 0 or more {unit} (got {value})")
-        sharpness = self.knee_sharpness
-        if sharpness is not None and not 0.0 < sharpness < float("inf"):
-            raise InvalidRequest(
-                f"{where}.knee_sharpness", f"must be a positive number (got {sharpness})"
-            )
-        if self.cpu_cost_s is not None and not 0.0 < self.cpu_cost_s < float("inf"):
-            raise InvalidRequest(
-                f"{where}.cpu_cost_s", f"must be a positive number (got {self.cpu_cost_s})"
-            )
-        if self.core_share is not None and not 0.0 < self.core_share <= 1.0:
-            raise InvalidRequest(
-                f"{where}.core_share", f"must be in (0, 1] (got {self.core_share})"
-            )
-        current = self.current_workers_per_gpu
-        if current is not None and current < 1:
-            raise InvalidRequest(
-                f"{where}.current_workers_per_gpu", f"must be at least 1 (got {current})"
-            )
+            if value is not None and not holds(value):
+                raise InvalidRequest(f"{where}.{name}", f"{wording} (got {value})")
 
     @property
     def cpu_clocked(self) -> bool:
