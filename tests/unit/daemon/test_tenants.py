@@ -45,7 +45,7 @@ def test_an_unknown_unix_user_is_refused_naming_the_tenant(tmp_path: Path) -> No
 
 
 def test_unix_users_need_a_root_daemon(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("daemon.config.os.geteuid", lambda: 1000)
+    monkeypatch.setattr("daemon.config.settings.os.geteuid", lambda: 1000)
     with pytest.raises(ValueError, match="only when the daemon runs as root"):
         DaemonConfig(unix_users={"alice": "nobody"})
 

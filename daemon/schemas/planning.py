@@ -1,0 +1,131 @@
+"""What the planner is fed at the edges: profiled throughput-model samples
+(`SampleUpload`, POST /v1/tpm/samples) and the allocation request `stoker allocate` reads
+(`AllocationRequestBody`: a node and its jobs, by their rates or the features a TPM predicts
+them from), turned into the allocator's frozen request.
+"""
+
+from dataclasses import replace
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from allocator import AllocationRequest, ContentionCurve, JobSpec, NodeSpec, ThroughputModel
+from scheduler.rates import job_spec
+
+
+class SampleUpload(BaseModel):
+    """TPM samples as CSV text with a header, the columns `stoker tpm fit` reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["training", "loading"]
+    csv: str = Field(min_length=1, max_length=1_000_000)
+    source: str = Field("upload", max_length=200)
+
+
+class NodeBody(BaseModel):
+    """The node: loader processes C, decoder capacity K (samples/s), contention eta(D)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    cpu_workers: int = Field(ge=1, description="loader processes the node allows (C)")
+    decoder_capacity: float = Field(0.0, ge=0.0, description="decoder samples/s; 0 = none")
+    contention: list[tuple[float, float]] | None = Field(
+        None, description="eta(D) as [processes, eta] points; omitted = from --tpm or none"
+    )
+    cpu_cores: float | None = Field(
+        None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description=(
+            "on a node without GPUs, the CPUs training and loading share: `lookahead`"
+            " predicts on one budget of them once every job gives cpu_cost_s and core_share"
+        ),
+    )
+
+
+class JobBody(BaseModel):
+    """One job: either its predicted rates, or the features a TPM predicts them from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1)
+    gpus: int = Field(ge=1)
+    batch_size: int = Field(ge=1, description="global batch B")
+    model_params: float = Field(gt=0.0)
+    step_time_s: float | None = Field(None, gt=0.0, description="1/mu; or give flops + --tpm")
+    sample_cost_s: float | None = Field(None, gt=0.0, description="c; or give pipeline + --tpm")
+    device_sample_cost_s: float | None = Field(None, gt=0.0)
+    flops: float | None = Field(None, gt=0.0, description="forward FLOPs per sample")
+    pipeline: str | None = Field(None, min_length=1, description="preprocessing pipeline id")
+    current_workers_per_gpu: int | None = Field(None, ge=1)
+    remaining_samples: float | None = Field(
+        None, ge=0.0, allow_inf_nan=False, description="work left; orders optimal's ties"
+    )
+    cpu_cost_s: float | None = Field(
+        None,
+        gt=0.0,
+        allow_inf_nan=False,
+        description="CPU seconds per sample, training and loading together (a CPU node)",
+    )
+    core_share: float | None = Field(
+        None, gt=0.0, le=1.0, description="the share of a core its loader workers get now"
+    )
+    overhead_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="seconds per sample it waits that no worker shortens",
+    )
+
+
+class AllocationRequestBody(BaseModel):
+    """What `stoker allocate` reads."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    node: NodeBody
+    jobs: list[JobBody]
+    fair_floor: float = Field(0.8, ge=0.0, le=1.0)
+    regrow_delay_s: float = Field(
+        0.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="seconds from a finish to the plan after it (the daemon's completion window)",
+    )
+
+    def to_request(self, model: ThroughputModel | None = None) -> AllocationRequest:
+        """Resolve missing rates through `model` and build the allocator's frozen request."""
+        if self.node.contention is not None:
+            curve = ContentionCurve.from_pairs(self.node.contention)
+        elif model is not None:
+            curve = ContentionCurve(model.contention_points())
+        else:
+            curve = ContentionCurve.contention_free()
+        node = NodeSpec(
+            cpu_workers=self.node.cpu_workers,
+            contention=curve,
+            decoder_capacity=self.node.decoder_capacity,
+            cpu_cores=self.node.cpu_cores,
+        )
+        jobs = tuple(_job_spec(index, job, model) for index, job in enumerate(self.jobs))
+        return AllocationRequest(
+            node=node, jobs=jobs, fair_floor=self.fair_floor, regrow_delay_s=self.regrow_delay_s
+        )
+
+
+def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpec:
+    spec = job_spec(
+        job,
+        model,
+        where=f"jobs[{index}]",
+        no_model="give flops and pipeline and pass --tpm MODEL.json",
+    )
+    return replace(
+        spec,
+        current_workers_per_gpu=job.current_workers_per_gpu,
+        remaining_samples=job.remaining_samples,
+        cpu_cost_s=job.cpu_cost_s,
+        core_share=job.core_share,
+        overhead_s=job.overhead_s,
+    )

@@ -1,0 +1,46 @@
+"""How a refused body is told to the user: `request_problem` (one problem of a REST body,
+with the fix where one is known: a misspelt field's likely name, a command given as one
+string) and `describe_validation_error` (one line for the CLI, fields named as
+`jobs[1].sample_cost_s`).
+"""
+
+import difflib
+import json
+from collections.abc import Collection
+
+from pydantic import ValidationError
+
+
+def request_problem(
+    loc: tuple[int | str, ...],
+    kind: str,
+    message: str,
+    fields: Collection[str] = (),
+    given: object = None,
+) -> dict[str, str]:
+    """One problem of a request body as the API reports it: the field, and a message with
+    the fix where one is known (a misspelt name's likely one among the body's `fields`, a
+    job's command given as one string, a variable's value `given` as a number)."""
+    path = [str(part) for part in loc if part != "body"]
+    if kind == "extra_forbidden" and len(path) == 1:
+        known = difflib.get_close_matches(path[0], fields, n=1)
+        if known:
+            message += f"; did you mean {known[0]!r}?"
+    elif kind == "list_type" and path == ["command"] and "command" in fields:
+        message += ' (a list, one argument each, no shell: ["python", "train.py", "--lr", "0.1"])'
+    elif kind == "string_type" and len(path) == 2 and path[0] == "env":
+        message += f" (an environment holds text: quote it, {path[1]} = {json.dumps(str(given))})"
+    return {"field": ".".join(path), "message": message}
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line per problem, each naming the field as `jobs[1].sample_cost_s`."""
+    lines = []
+    for problem in error.errors():
+        path = ""
+        for part in problem["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        got = problem.get("input")
+        shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
+        lines.append(f"{path or 'request'}: {problem['msg']}{shown}")
+    return "; ".join(lines)
