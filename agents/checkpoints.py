@@ -1,9 +1,9 @@
 """A job's checkpoints on disk: written atomically (a temporary file, fsync, rename), named
 by a sequence number, the newest `KEEP` kept.
 
-What a checkpoint holds is the SDK's business (`agents/sdk.py`); this module only stores
-and finds them. Loading uses `torch.load(weights_only=True)`: tensors, numbers, strings,
-lists and dicts, nothing that could run code.
+What a checkpoint holds is the SDK's business (`agents/checkpointformat.py`); this module
+only stores and finds them. Loading uses `torch.load(weights_only=True)`: tensors, numbers,
+strings, lists and dicts, nothing that could run code.
 """
 
 import errno

@@ -13,8 +13,8 @@ no pause. A cancel is a checkpoint and an exit with status 0, the job's iteratio
 import functools
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
@@ -22,26 +22,20 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from agents.link import DaemonLink
-from agents.loader import Clocked, thread_clocks
-from agents.protocol import (
-    MAX_MESSAGE_BYTES,
-    MAX_METRIC_NAME,
-    MAX_METRICS_PER_POINT,
-    MAX_POINTS_PER_MESSAGE,
+from agents.agentmessages import (
     AgentState,
-    CancelMessage,
     FinishedMessage,
     HeartbeatMessage,
     Hello,
-    MetricsMessage,
     PausedMessage,
-    PauseMessage,
     ResumedMessage,
-    encode,
-    write_finished_marker,
-    write_last_step_marker,
 )
+from agents.daemonmessages import CancelMessage, PauseMessage
+from agents.heartbeat import LoaderRates, Meter, loader_rates, training_rates
+from agents.link import DaemonLink
+from agents.loaderclock import Clocked
+from agents.metricsmessages import metrics_messages
+from agents.protocol import write_finished_marker, write_last_step_marker
 from allocator.types import DecodeMode
 
 _NO_SHARE = -1  # broadcast for "no live share change at this boundary"
@@ -57,70 +51,15 @@ def _millionths(share: float) -> int:
     return round(share * 1e6)
 
 
-_METRICS_MESSAGE_BYTES = MAX_MESSAGE_BYTES // 2  # room for the envelope
-
-
-def _metrics_messages(
-    job_id: str, gen: int, rows: Sequence[tuple[int, Mapping[str, Any]]]
-) -> Iterator[MetricsMessage]:
-    """Reported rows as `metrics` messages (numbers only; names cut to the protocol's
-    limits; a step of more names than a point holds in several points), each under the
-    protocol's size limit. Validated a message at a time, not a point at a time: 500
-    points take 0.3 ms, not 2 (the link's thread holds the GIL meanwhile, and the training
-    loop waits for it)."""
-    points = []
-    for step, values in rows:
-        numbers = [
-            (name[:MAX_METRIC_NAME], float(value))
-            for name, value in values.items()
-            if isinstance(value, int | float) and name
-        ]
-        for start in range(0, len(numbers), MAX_METRICS_PER_POINT):
-            points.append(
-                {"step": step, "values": dict(numbers[start : start + MAX_METRICS_PER_POINT])}
-            )
-    for start in range(0, len(points), MAX_POINTS_PER_MESSAGE):
-        yield from _fitting(job_id, gen, points[start : start + MAX_POINTS_PER_MESSAGE])
-
-
-def _fitting(job_id: str, gen: int, points: list[dict[str, Any]]) -> Iterator[MetricsMessage]:
-    """`points` in one message, or halved until each part fits (one point always does:
-    32 names of 64 characters are a few KiB)."""
-    message = MetricsMessage.model_validate({"job": job_id, "gen": gen, "points": points})
-    if len(points) == 1 or len(encode(message)) <= _METRICS_MESSAGE_BYTES:
-        yield message
-    else:
-        half = len(points) // 2
-        yield from _fitting(job_id, gen, points[:half])
-        yield from _fitting(job_id, gen, points[half:])
-
-
 class Decision(IntEnum):
     GO = 0
     PAUSE = 1
     CANCEL = 2
 
 
-_REFILL_VERSION = 6  # the protocol version that brought `refill_s`
-_LAST_VERSION = 7  # and the one that brought the heartbeat's `last`
+_LAST_VERSION = 7  # the protocol version that brought the heartbeat's `last`
 _DECISIONS = tuple(Decision)  # by value
 _GO = Decision.GO  # a global: an enum's attribute costs ~10 us in cold code
-
-
-@dataclass
-class _Meter:
-    """Time since the last heartbeat, split into waiting for data and computing."""
-
-    started: float = field(default_factory=time.monotonic)
-    cpu_started: float = field(default_factory=time.process_time)  # this process's threads
-    # The training thread's seconds on a core and in the run queue (`thread_clocks`): the
-    # meter is made on the thread that trains, at each heartbeat.
-    thread_started: tuple[float, float] = field(default_factory=thread_clocks)
-    idle_s: float = 0.0
-    refill_s: float = 0.0  # of idle_s: the waits for the first batch of a pass
-    step_s: float = 0.0
-    steps: int = 0
-    samples: int = 0  # handed to the script, all ranks
 
 
 @dataclass(frozen=True)
@@ -159,7 +98,7 @@ class Control:
         # training thread is doing; the script starts in its setup.
         self.link = DaemonLink(job_id, endpoint, heartbeat_s, SETUP) if rank == 0 else None
         self.allocation = allocation
-        self._meter = _Meter()
+        self._meter = Meter()
         self._handed_out = time.monotonic()
         # The samples a step of the job's first loader takes, all ranks: its global batch
         # (`Job.loader` sets it; an evaluation loader's steps may be larger).
@@ -169,7 +108,7 @@ class Control:
         self.resizable = True
         self._loaderless = False  # `job.steps` without a loader: it holds no workers
         # The job's first loader's worker time so far, and at the last heartbeat
-        # (agents/loader.py, LoaderClock).
+        # (agents/loaderclock.py, LoaderClock).
         self.loader_clock: Callable[[], Clocked] | None = None
         self.loader_workers: Callable[[], int] | None = None  # that loader's workers now
         # The step the job will end at, as `job.epochs(n)` and its loader count it (0: unknown).
@@ -230,7 +169,7 @@ class Control:
         if self.link is not None:
             self.link.set_phase(phase)
         if phase == TRAINING and before != SETUP:
-            self._meter, self._handed_out = _Meter(), time.monotonic()
+            self._meter, self._handed_out = Meter(), time.monotonic()
 
     def on_batch(self, samples: int, refill: bool = False) -> None:
         """A batch of `samples` (all ranks) went to the script: the wait for it was idle
@@ -314,7 +253,7 @@ class Control:
         elif not wait:
             return None
         workers, share, device = self._broadcast(answer)
-        self._meter, self._handed_out = _Meter(), time.monotonic()
+        self._meter, self._handed_out = Meter(), time.monotonic()
         if workers == 0:
             return None
         held = 0 if self._loaderless else workers  # a loaderless job's resume says 1
@@ -325,7 +264,7 @@ class Control:
         """Send what the script reported (numbers only; names cut to the protocol's limits),
         in messages that stay under the protocol's size limit, built on the link's thread."""
         if self.link is not None:
-            self.link.send_built(functools.partial(_metrics_messages, self.job_id, self.gen, rows))
+            self.link.send_built(functools.partial(metrics_messages, self.job_id, self.gen, rows))
 
     def finished(self, iteration: int) -> None:
         """The final step is done: the marker first (a daemon that is down learns from
@@ -387,37 +326,18 @@ class Control:
         # The samples of this interval over its time (not this run's samples per step of
         # every run: after a restart from a checkpoint that read a hundredth of the rate).
         rate = meter.samples / busy if busy > 0 else 0.0
-        loader_s = loader_cpu_s = loader_wait_s = 0.0
+        loader = LoaderRates()
         # A loader without workers loads in this process: its CPU time is all of the job's.
         timed = self.loader_workers is not None and self.loader_workers() == 0
         if self.loader_clock is not None:  # a worker's seconds per sample this interval
             clocked, then = self.loader_clock(), self._clocked
             self._clocked = clocked
-            made = clocked.samples - then.samples
-            # A daemon of version 6 reads the waits for a pass's first batch apart
-            # (`refill_s`), so every interval is timed for it. An older one reads all of an
-            # interval's idle share as its loaders': in an interval in which a pass began
-            # (each epoch's, each resize's) that holds the pipeline filling, a cost per
-            # pass, which it would read as a softer bend than the loaders have. It gets no
-            # clocks there, as before.
-            if self.link.version < _REFILL_VERSION and clocked.starts != then.starts:
-                made = 0
-            if made > 0:
-                loader_cpu_s = (clocked.cpu_seconds - then.cpu_seconds) / made
-                loader_wait_s = (clocked.wait_seconds - then.wait_seconds) / made
-                loader_s = (clocked.seconds - then.seconds) / made
-                timed = True
-        cpu_s = train_cpu_s = train_wait_s = 0.0
-        if timed and meter.samples > 0:  # this rank's share of the samples, as every rank's
-            training = (time.process_time() - meter.cpu_started) * self.world_size
-            cpu_s = training / meter.samples + loader_cpu_s
-        if self._trains_on_cpus and meter.samples > 0:
-            # Per sample of the job, as wall time: the ranks wait side by side, so one
-            # rank's thread says it (not summed over the ranks, as CPU seconds are).
-            ran, waited = thread_clocks()
-            if ran > meter.thread_started[0]:
-                train_cpu_s = (ran - meter.thread_started[0]) / meter.samples
-                train_wait_s = max(0.0, waited - meter.thread_started[1]) / meter.samples
+            measured = loader_rates(clocked, then, self.link.version)
+            if measured is not None:
+                loader, timed = measured, True
+        cpu_s, train_cpu_s, train_wait_s = training_rates(
+            meter, self.world_size, timed, loader.cpu_seconds, self._trains_on_cpus
+        )
         heartbeat = functools.partial(
             HeartbeatMessage,
             job=self.job_id,
@@ -429,9 +349,9 @@ class Control:
             samples_per_s=rate,
             workers=self.workers,
             share=self.share,
-            loader_s=loader_s,
-            loader_cpu_s=loader_cpu_s,
-            loader_wait_s=loader_wait_s,
+            loader_s=loader.seconds,
+            loader_cpu_s=loader.cpu_seconds,
+            loader_wait_s=loader.wait_seconds,
             cpu_s=cpu_s,
             train_cpu_s=train_cpu_s,
             train_wait_s=train_wait_s,
@@ -440,7 +360,7 @@ class Control:
             batch_samples=self.batch_samples,
         )
         self.link.send_built(lambda: [heartbeat()])  # validated on the link's thread
-        self._meter = _Meter()
+        self._meter = Meter()
 
     def _broadcast(self, values: list[int]) -> list[int]:
         """Rank 0's values on every rank."""

@@ -28,9 +28,10 @@ import numpy as np
 import torch
 
 from agents import checkpoints
+from agents.checkpointformat import FORMAT
 from agents.data import EpochOrder
+from agents.environment import JobEnvironment
 from agents.loader import Position
-from agents.sdk import FORMAT, JobEnvironment
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,8 @@ def read(path: Path) -> dict[str, Any]:
 
 
 def as_sdk(state: dict[str, Any], *, seed: int) -> dict[str, Any]:
-    """The old trainer's checkpoint in the SDK's format (agents/sdk.py), for agents/zoo.py:
-    its loader's position from `seed`, `model` and `optimizer` tracked."""
+    """The old trainer's checkpoint in the SDK's format (agents/checkpointformat.py), for
+    agents/zoo.py: its loader's position from `seed`, `model` and `optimizer` tracked."""
     name, keys, position, has_gauss, cached = state["rng"]["numpy"]
     return {
         "format": FORMAT,

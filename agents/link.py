@@ -35,16 +35,13 @@ from typing import Any
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
+from agents.agentmessages import AliveMessage
+from agents.daemonmessages import CancelMessage, PauseMessage, ResumeMessage, ShareMessage
 from agents.protocol import (
     SECRET_VARIABLE,
     AgentMessage,
-    AliveMessage,
-    CancelMessage,
     DaemonMessage,
-    PauseMessage,
     ProtocolError,
-    ResumeMessage,
-    ShareMessage,
     connection_identity,
     daemon_version,
     decode_daemon,
@@ -238,21 +235,13 @@ class DaemonLink:
                 if socket in ready:
                     self._hand_in(socket)
                 if monitor in ready:
-                    while monitor.poll(0, zmq.POLLIN):
-                        if recv_monitor_message(monitor)["event"] == zmq.EVENT_CONNECTED:
-                            connections += 1
-                            if connections > 1:
-                                self._again = self.attention = True
+                    connections = self._watch(monitor, connections)
                 if self._wake_read in ready:
                     if not self._send_posted(socket):
                         return
                     sent_at = time.monotonic()
                 if every is not None and self._alive_due(sent_at, every):
-                    phase, iteration = self._phase, self.iteration
-                    alive = AliveMessage(job=self.job_id, phase=phase, iteration=iteration)
-                    self._send_stamped(socket, alive)
-                    sent_at = self._phase_said_at = time.monotonic()
-                    self._phase_unsaid = False
+                    sent_at = self._say_alive(socket)
         except BaseException as error:  # told to the caller at its next call
             self._failure = error
             traceback.print_exc(file=sys.stderr)
@@ -261,6 +250,25 @@ class DaemonLink:
             monitor.close()
             socket.close()
             context.term()
+
+    def _watch(self, monitor: zmq.Socket[Any], connections: int) -> int:
+        """Count the connections the socket monitor reports; a second one and later are the
+        link coming back (a restarted daemon), which the caller learns from `reconnected`."""
+        while monitor.poll(0, zmq.POLLIN):
+            if recv_monitor_message(monitor)["event"] == zmq.EVENT_CONNECTED:
+                connections += 1
+                if connections > 1:
+                    self._again = self.attention = True
+        return connections
+
+    def _say_alive(self, socket: zmq.Socket[Any]) -> float:
+        """Send `alive` with the script's phase and steps; when it went (monotonic)."""
+        phase, iteration = self._phase, self.iteration
+        alive = AliveMessage(job=self.job_id, phase=phase, iteration=iteration)
+        self._send_stamped(socket, alive)
+        sent_at = self._phase_said_at = time.monotonic()
+        self._phase_unsaid = False
+        return sent_at
 
     def _alive_due(self, sent_at: float, every: float) -> bool:
         """Whether to say `alive` now: nothing went out for `every`, or a new phase was held

@@ -12,28 +12,20 @@ cannot do this: it refuses to resume with a different `num_workers`.
 An iterable-style dataset has no order to own: it runs on a plain DataLoader with the
 worker count it started with, and the scheduler is told it cannot be resized.
 
-Each worker times its batches (`LoaderClock`): wall seconds from taking up a batch's indices
-(the moment its process unpickles them from its queue, so a worker idle for lack of work is
-not counted) to handing over the collated batch. The daemon reads a worker's cost per
-sample from it (scheduler/curves.py); without it a job's loaders could only be inferred from
-its samples/s, which its GPU's rate and the knee's bend blur. It also reads, over the same
-span, the CPU seconds it spent and the seconds it waited in the kernel's run queue for a
-core (Linux's /proc/thread-self/schedstat): their ratio is the share of a core it got, which time
-it spent waiting on a file or a socket does not lower.
+Each worker times its batches (agents/loaderclock.py).
 """
 
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate, get_worker_info
+from torch.utils.data import DataLoader, Dataset, IterableDataset, default_collate
 
 from agents.audit import Audit
 from agents.data import EpochOrder
+from agents.loaderclock import Indices, LoaderClock, TimedCollate
 
 # The longest `close` waits for a replaced DataLoader's workers: PyTorch's own shutdown
 # gives each MP_STATUS_CHECK_INTERVAL (5 s) before it kills it.
@@ -174,7 +166,7 @@ class ResizableLoader:
         """`kwargs` with the collate function timing each worker's batches."""
         if self.workers > 0:
             collate = kwargs.get("collate_fn") or default_collate
-            kwargs["collate_fn"] = _TimedCollate(collate, self.clock.fresh(self.workers))
+            kwargs["collate_fn"] = TimedCollate(collate, self.clock.fresh(self.workers))
         return kwargs
 
     def __iter__(self) -> Iterator[Any]:
@@ -345,110 +337,5 @@ class _Shares:
     def __len__(self) -> int:
         return len(self.shares)
 
-    def __iter__(self) -> Iterator["_Indices"]:
-        return iter([_Indices(share) for share in self.shares])
-
-
-class LoaderClock:
-    """What the workers of a loader's DataLoaders spent: wall seconds making batches, the
-    samples in them, and the CPU seconds and run-queue seconds in them, summed over every
-    DataLoader it built; and how many passes began (a new DataLoader, or a kept one's next
-    epoch: either waits for its pipeline to fill, a cost per pass, not per sample)."""
-
-    def __init__(self) -> None:
-        self._retired = Clocked()
-        self._live: torch.Tensor | None = None
-
-    def fresh(self, workers: int) -> torch.Tensor:
-        """A row per worker of a new DataLoader, in memory its workers share."""
-        so_far = self.totals()
-        self._retired = replace(so_far, starts=so_far.starts + 1)
-        live = torch.zeros((workers, 4), dtype=torch.float64)
-        self._live = live.share_memory_()  # type: ignore[no-untyped-call]
-        return self._live
-
-    def new_pass(self) -> None:
-        """A kept DataLoader's workers begin another pass."""
-        self._retired = replace(self._retired, starts=self._retired.starts + 1)
-
-    def totals(self) -> "Clocked":
-        retired = self._retired
-        if self._live is None:
-            return retired
-        seconds, samples, cpu_seconds, wait_seconds = self._live.sum(dim=0).tolist()
-        return Clocked(
-            retired.seconds + seconds,
-            retired.samples + samples,
-            retired.starts,
-            retired.cpu_seconds + cpu_seconds,
-            retired.wait_seconds + wait_seconds,
-        )
-
-
-@dataclass(frozen=True)
-class Clocked:
-    """A `LoaderClock`'s totals: wall seconds and samples its workers made, passes begun,
-    and in those wall seconds the CPU seconds they spent and the seconds they waited for a
-    core (0 where the kernel does not say)."""
-
-    seconds: float = 0.0
-    samples: float = 0.0
-    starts: int = 0
-    cpu_seconds: float = 0.0
-    wait_seconds: float = 0.0
-
-
-@dataclass
-class _Batch:
-    """In a worker: when it took up the batch it is making (wall, CPU and run-queue clocks),
-    and its samples (`_Indices`)."""
-
-    taken_up: tuple[float, float, float, int] | None = None
-
-
-_MAKING = _Batch()
-_SCHEDSTAT = "/proc/thread-self/schedstat"  # ns on a CPU, ns waiting in a run queue, slices
-
-
-def thread_clocks() -> tuple[float, float]:
-    """Seconds the calling thread has run on a core, and waited in a run queue for one,
-    since it started; (0, 0) where the kernel does not say (not Linux, or no scheduler
-    statistics). A loader worker makes its batches on its process's only thread."""
-    try:
-        with open(_SCHEDSTAT, "rb") as stats:
-            ran, waited = stats.read().split()[:2]
-            return int(ran) / 1e9, int(waited) / 1e9
-    except (OSError, ValueError):
-        return 0.0, 0.0
-
-
-def _take_up(indices: list[int]) -> list[int]:
-    _MAKING.taken_up = (time.monotonic(), time.process_time(), thread_clocks()[1], len(indices))
-    return indices
-
-
-class _Indices(list[int]):
-    """A batch's indices, stamped in the worker that unpickles them: the worker takes up a
-    batch when it reads its indices from its queue, not when the main process sent them."""
-
-    def __reduce__(self) -> tuple[Callable[[list[int]], list[int]], tuple[list[int]]]:
-        return _take_up, (list(self),)
-
-
-@dataclass(frozen=True)
-class _TimedCollate:
-    """The job's collate function, then the batch's time into its worker's row."""
-
-    collate: Callable[[Any], Any]
-    clock: torch.Tensor
-
-    def __call__(self, samples: Any) -> Any:
-        batch = self.collate(samples)
-        worker, taken, _MAKING.taken_up = get_worker_info(), _MAKING.taken_up, None
-        if worker is not None and taken is not None:
-            started, cpu_started, waited, count = taken
-            wall, cpu = time.monotonic() - started, time.process_time() - cpu_started
-            wait = max(0.0, thread_clocks()[1] - waited)
-            spent = torch.tensor((wall, count, cpu, wait), dtype=torch.float64)
-            self.clock[worker.id] += spent  # one write: a heartbeat reads all or none
-        return batch
+    def __iter__(self) -> Iterator["Indices"]:
+        return iter([Indices(share) for share in self.shares])

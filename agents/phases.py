@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from types import TracebackType
 
-from agents.protocol import MAX_PHASE, PHASE_PATTERN
+from agents.agentmessages import MAX_PHASE, PHASE_PATTERN
 
 _VALID = re.compile(PHASE_PATTERN)
 

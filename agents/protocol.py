@@ -1,6 +1,12 @@
 """The ZeroMQ messages between the daemon and each job's application master (DESIGN.md,
 "Agent protocol"). No torch here: the daemon imports this module.
 
+The messages themselves are in agents/agentmessages.py (agent to daemon) and
+agents/daemonmessages.py (daemon to agent), on the envelope of agents/envelope.py; this
+module holds the version, their unions, `encode` and `decode`, the launch's variables and
+the job's state files (checkpoint names, markers), and hands the message classes on, so
+that `from agents.protocol import Hello` is the one import a peer needs.
+
 Every message is one JSON object with `type` (the discriminator), `v` (protocol version),
 `job`, `gen` and `ts`. Unknown fields and unknown types are refused, so a misspelt field
 is an error at the edge, not a silent default. `decode` turns bytes into a message or
@@ -32,24 +38,79 @@ import secrets
 import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
 
-from agents.bounded import Count, Pid, Rate, Seconds, Share, WallClock, Workers
+from agents.agentmessages import (
+    MAX_METRIC_NAME,
+    MAX_METRICS_PER_POINT,
+    MAX_PHASE,
+    MAX_POINTS_PER_MESSAGE,
+    PHASE_PATTERN,
+    AgentState,
+    AliveMessage,
+    FailedMessage,
+    FinishedMessage,
+    HeartbeatMessage,
+    Hello,
+    MetricPoint,
+    MetricsMessage,
+    PausedMessage,
+    ResumedMessage,
+)
+from agents.daemonmessages import CancelMessage, PauseMessage, ResumeMessage, ShareMessage
+from agents.envelope import VERSION, Message
 from allocator.bounds import MAX_COUNT
-from allocator.types import DecodeMode  # the one vocabulary of decode modes
 
-VERSION = 10
+__all__ = [
+    "CHECKPOINTS",
+    "CHECKPOINT_NAME",
+    "FINISHED_MARKER",
+    "LAST_STEP_MARKER",
+    "MAX_MESSAGE_BYTES",
+    "MAX_METRICS_PER_POINT",
+    "MAX_METRIC_NAME",
+    "MAX_PHASE",
+    "MAX_POINTS_PER_MESSAGE",
+    "PHASE_PATTERN",
+    "PROTOCOL_VARIABLE",
+    "SECRET_VARIABLE",
+    "VERSION",
+    "AgentMessage",
+    "AgentState",
+    "AliveMessage",
+    "CancelMessage",
+    "DaemonMessage",
+    "FailedMessage",
+    "FinishedMessage",
+    "HeartbeatMessage",
+    "Hello",
+    "Message",
+    "MetricPoint",
+    "MetricsMessage",
+    "PauseMessage",
+    "PausedMessage",
+    "ProtocolError",
+    "ResumeMessage",
+    "ResumedMessage",
+    "ShareMessage",
+    "connection_identity",
+    "daemon_version",
+    "decode_agent",
+    "decode_daemon",
+    "encode",
+    "newest_checkpoint",
+    "read_finished_marker",
+    "read_last_step_marker",
+    "read_stop_signal",
+    "speaks_for",
+    "write_finished_marker",
+    "write_last_step_marker",
+]
+
 PROTOCOL_VARIABLE = "STOKER_PROTOCOL"  # the protocol version of the daemon that launched it
 SECRET_VARIABLE = "STOKER_AGENT_SECRET"  # the launch's secret, in its environment only
-MAX_METRIC_NAME = 64
-MAX_METRICS_PER_POINT = 32
-MAX_POINTS_PER_MESSAGE = 1000  # senders also keep a message under MAX_MESSAGE_BYTES
-AgentState = Literal["starting", "running", "paused"]
-MAX_PHASE = 32
-# A phase is a short label a dashboard can show: letters, digits, spaces and a few marks.
-PHASE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]*$"
 
 
 class ProtocolError(ValueError):
@@ -58,200 +119,6 @@ class ProtocolError(ValueError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
-
-
-class _Message(BaseModel):
-    # No float is infinite or NaN; each number has its range (agents/bounded.py).
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    v: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10] = 10  # VERSION; 1 to 9 are still understood
-    job: str = Field(min_length=1, max_length=128)
-    gen: Count = 0
-    ts: WallClock = Field(0.0, description="sender's wall clock, seconds since the epoch")
-    # The launch's STOKER_AGENT_SECRET, on every message an agent sends when its launch gave
-    # one; left out of the bytes when empty, so that an older daemon reads them still.
-    secret: str = Field("", max_length=128, repr=False)  # never in a log (docs/daemon.md)
-
-
-# ---- agent to daemon ---------------------------------------------------------------------
-
-
-class Hello(_Message):
-    """Sent on connect and on reconnect: the daemon re-attaches the agent to its job."""
-
-    type: Literal["hello"] = "hello"
-    pid: Pid
-    state: AgentState = "starting"
-    iteration: Count = 0
-    workers: Workers = Field(0, description="loader workers per GPU now; 0 before start")
-    share: Share = Field(0.0, description="decoder share now")
-    resizable: bool = Field(
-        True, description="since v3: False when its loaders cannot change workers (say again)"
-    )
-
-
-class HeartbeatMessage(_Message):
-    """Every second while the job trains: progress and measured rates."""
-
-    type: Literal["heartbeat"] = "heartbeat"
-    iteration: Count
-    samples: Count = Field(description="samples trained so far")
-    idle_s: Seconds = Field(description="seconds waiting for batches this interval")
-    step_s: Seconds = Field(description="seconds computing this interval")
-    samples_per_s: Rate
-    workers: Workers = Field(description="loader workers per GPU now")
-    share: Share = Field(0.0, description="decoder share now")
-    loader_s: Seconds = Field(
-        0.0,
-        description=(
-            "since v4: a loader worker's wall seconds per sample this interval, from taking"
-            " up a batch to handing it over; 0 when not timed, and then left out of the bytes"
-        ),
-    )
-    loader_cpu_s: Seconds = Field(
-        0.0,
-        description=(
-            "since v5: the CPU seconds a loader worker spent per sample in the span loader_s"
-            " times; 0 when not timed"
-        ),
-    )
-    loader_wait_s: Seconds = Field(
-        0.0,
-        description=(
-            "since v5: the seconds per sample a loader worker waited in the kernel's run"
-            " queue for a core in that span (the share of a core it got is"
-            " loader_cpu_s / (loader_cpu_s + loader_wait_s)); 0 when not timed or not known"
-        ),
-    )
-    cpu_s: Seconds = Field(
-        0.0,
-        description=(
-            "since v5: the job's CPU seconds per sample this interval, its training"
-            " processes and loader workers together; 0 when not measured"
-        ),
-    )
-    refill_s: Seconds = Field(
-        0.0,
-        description=(
-            "since v6: of idle_s, the seconds spent waiting for the first batch of a pass"
-            " (each epoch's, each resize's): its pipeline filling, a cost per pass"
-        ),
-    )
-    last: bool = Field(
-        False,
-        description=(
-            "since v7: the script is exiting without finishing (an exception, most often):"
-            " `iteration` counts the steps it completed; nothing in this message is a measurement"
-        ),
-    )
-    total_iterations: Count = Field(
-        0,
-        description=(
-            "since v8: the iteration the script will end at, as its `job.epochs(n)` and first"
-            " loader count it; 0 when not known"
-        ),
-    )
-    batch_samples: Count = Field(
-        0,
-        description=(
-            "since v9: the samples a step of the script's first loader takes, all ranks (its"
-            " batch_size times the ranks); 0 when not known"
-        ),
-    )
-    train_cpu_s: Seconds = Field(
-        0.0,
-        description=(
-            "since v6: the seconds per sample the training thread ran on a core this"
-            " interval; 0 when not measured"
-        ),
-    )
-    train_wait_s: Seconds = Field(
-        0.0,
-        description=(
-            "since v6: the seconds per sample the training thread waited in the kernel's run"
-            " queue for a core this interval (the share of a core it got is"
-            " train_cpu_s / (train_cpu_s + train_wait_s)); 0 when not known"
-        ),
-    )
-
-
-class AliveMessage(_Message):
-    """Since version 10: the process lives (sent by the link's own thread whenever a
-    heartbeat period passed with nothing else sent), and the phase its script is in:
-    `setup` before its first batch, `training`, `evaluation`, `saving`, or a label of the
-    script's own (`job.phase(...)`). Liveness, not progress: the daemon takes a job for
-    lost only when these stop too."""
-
-    type: Literal["alive"] = "alive"
-    phase: str = Field("training", min_length=1, max_length=MAX_PHASE, pattern=PHASE_PATTERN)
-    iteration: Count = Field(0, description="the training steps it has completed")
-
-
-class MetricPoint(BaseModel):
-    """The values a script reported at one step (a NaN or infinite loss too)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_inf_nan="constants")
-
-    step: Count
-    values: dict[Annotated[str, Field(min_length=1, max_length=MAX_METRIC_NAME)], float] = Field(
-        max_length=MAX_METRICS_PER_POINT
-    )
-
-
-class MetricsMessage(_Message):
-    """Since version 3: what the script reported since the last one, oldest first; rank 0
-    sends them every few seconds and before each checkpoint."""
-
-    type: Literal["metrics"] = "metrics"
-    points: list[MetricPoint] = Field(min_length=1, max_length=MAX_POINTS_PER_MESSAGE)
-
-
-class PausedMessage(_Message):
-    type: Literal["paused"] = "paused"
-    iteration: Count
-    checkpoint: str = ""
-
-
-class ResumedMessage(_Message):
-    type: Literal["resumed"] = "resumed"
-    workers: Workers = Field(ge=1)
-    share: Share = 0.0
-    gap_s: Seconds = Field(description="pause received to first new step")
-
-
-class FinishedMessage(_Message):
-    type: Literal["finished"] = "finished"
-    iteration: Count = 0
-
-
-class FailedMessage(_Message):
-    type: Literal["failed"] = "failed"
-    error: str = Field(max_length=4096)
-
-
-# ---- daemon to agent ---------------------------------------------------------------------
-
-
-class PauseMessage(_Message):
-    type: Literal["pause"] = "pause"
-
-
-class ResumeMessage(_Message):
-    type: Literal["resume"] = "resume"
-    workers_per_gpu: Workers = Field(ge=1)
-    decoder_share: Share = 0.0
-    decode_mode: DecodeMode = "cpu"
-
-
-class ShareMessage(_Message):
-    """Since version 2: a running job's new decoder share, applied live (no pause)."""
-
-    type: Literal["share"] = "share"
-    decoder_share: Share
-
-
-class CancelMessage(_Message):
-    type: Literal["cancel"] = "cancel"
 
 
 AgentMessage = Annotated[
@@ -274,11 +141,11 @@ MAX_MESSAGE_BYTES = 64 * 1024
 M = TypeVar("M")
 
 
-def encode(message: _Message) -> bytes:
+def encode(message: Message) -> bytes:
     return message.model_dump_json(exclude=_left_out(message)).encode()
 
 
-def _left_out(message: _Message) -> set[str] | None:
+def _left_out(message: Message) -> set[str] | None:
     """The fields an older peer would refuse: those newer than the version the message
     speaks, and the optional ones at their defaults."""
     fields = type(message).model_fields

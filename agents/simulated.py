@@ -17,19 +17,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from agents.link import AgentJob, DaemonLink, agent_arguments
-from agents.protocol import (
+from agents.agentmessages import (
     AgentState,
-    CancelMessage,
     FinishedMessage,
     HeartbeatMessage,
     Hello,
     PausedMessage,
-    PauseMessage,
     ResumedMessage,
-    ResumeMessage,
-    write_finished_marker,
 )
+from agents.daemonmessages import CancelMessage, PauseMessage, ResumeMessage
+from agents.link import AgentJob, DaemonLink, agent_arguments
+from agents.protocol import write_finished_marker
 
 log = logging.getLogger(__name__)
 

@@ -12,13 +12,37 @@ scheduler plans around it and never pauses it to resize.
 
 from collections.abc import Iterator
 from itertools import count
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from agents.sdk import Job
+from agents.control import Control
 
 
-def steps(job: "Job", total: int | None, samples: int) -> Iterator[int]:
+class StepJob(Protocol):
+    """What a step loop needs of its job (agents/sdk.py's `Job`)."""
+
+    steps_cursor: int
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def in_epochs(self) -> bool: ...
+
+    @property
+    def control(self) -> Control | None: ...
+
+    def fix_workers(self) -> None: ...
+
+    def on_batch(self, samples: int, refill: bool = False, evaluation: bool = False) -> None: ...
+
+    def step_ended(self) -> None: ...
+
+    def at_boundary(self) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+def steps(job: StepJob, total: int | None, samples: int) -> Iterator[int]:
     """See `Job.steps`."""
     if total is not None and total < 0:
         raise ValueError(f"job.steps({total}): give the steps to take, 0 or more (or None)")

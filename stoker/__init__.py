@@ -1,4 +1,5 @@
-"""`import stoker`: the SDK a training script uses (implemented in `agents/sdk.py`).
+"""`import stoker`: the SDK a training script uses (implemented in `agents/sdk.py` and
+the modules it names).
 
     job = stoker.init()
     loader = job.loader(dataset, batch_size=64, shuffle=True)
@@ -13,6 +14,7 @@ gets from the daemon.
 """
 
 from agents.control import Allocation
-from agents.sdk import Job, JobEnvironment, init
+from agents.environment import JobEnvironment
+from agents.sdk import Job, init
 
 __all__ = ["Allocation", "Job", "JobEnvironment", "init"]

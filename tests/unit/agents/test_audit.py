@@ -4,7 +4,8 @@ global batch, rolled back with the job to its checkpoint."""
 from pathlib import Path
 
 from agents.audit import Audit
-from agents.sdk import Job, JobEnvironment
+from agents.environment import JobEnvironment
+from agents.sdk import Job
 from tests.unit.agents.test_sdk import Numbers
 
 

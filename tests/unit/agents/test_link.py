@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agents.control import _METRICS_MESSAGE_BYTES, _metrics_messages
 from agents.link import DaemonLink
+from agents.metricsmessages import METRICS_MESSAGE_BYTES, metrics_messages
 from agents.protocol import (
     MAX_POINTS_PER_MESSAGE,
     AgentMessage,
@@ -194,8 +194,8 @@ def test_closing_gets_every_queued_message_out(router: Router) -> None:
 def test_metrics_go_in_messages_under_the_size_limit_every_point_once_in_order() -> None:
     wide = {f"metric_{index:02d}_{'x' * 60}": float(index) for index in range(40)}
     rows = [(step, wide | {"": 1.0, "note": "text"}) for step in range(3 * MAX_POINTS_PER_MESSAGE)]
-    messages = list(_metrics_messages("j", 1, rows))
-    assert all(len(encode(message)) <= _METRICS_MESSAGE_BYTES for message in messages)
+    messages = list(metrics_messages("j", 1, rows))
+    assert all(len(encode(message)) <= METRICS_MESSAGE_BYTES for message in messages)
     points = [point for message in messages for point in message.points]
     steps = [step for step in range(3 * MAX_POINTS_PER_MESSAGE) for _ in range(2)]
     assert [point.step for point in points] == steps, "a step's 40 numbers in 2 points"
@@ -203,10 +203,10 @@ def test_metrics_go_in_messages_under_the_size_limit_every_point_once_in_order()
     assert {name for point in points[:2] for name in point.values} == {
         name[:64] for name in wide
     }, "every number kept (strings and unnamed ones are not), names cut to 64 characters"
-    small = list(_metrics_messages("j", 1, [(step, {"loss": 0.5}) for step in range(1500)]))
+    small = list(metrics_messages("j", 1, [(step, {"loss": 0.5}) for step in range(1500)]))
     assert sum(len(message.points) for message in small) == 1500
     assert len(small) == 3, "1,000 points of a loss are 36 KiB: halved to fit, not cut finer"
-    assert isinstance(small[0], MetricsMessage) and list(_metrics_messages("j", 1, [])) == []
+    assert isinstance(small[0], MetricsMessage) and list(metrics_messages("j", 1, [])) == []
 
 
 def test_the_links_own_thread_says_alive_with_the_phase_while_the_caller_is_busy(

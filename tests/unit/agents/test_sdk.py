@@ -27,6 +27,7 @@ from torch.utils.data import Dataset, IterableDataset, get_worker_info
 import stoker
 from agents import checkpoints
 from agents.control import Allocation
+from agents.environment import JobEnvironment
 from agents.loader import Position, ResizableLoader
 from agents.protocol import (
     PROTOCOL_VARIABLE,
@@ -40,7 +41,7 @@ from agents.protocol import (
     decode_agent,
     encode,
 )
-from agents.sdk import Job, JobEnvironment
+from agents.sdk import Job
 from bench.agent_driver import Router
 
 
@@ -142,7 +143,7 @@ def test_a_resize_does_not_wait_for_the_batches_it_throws_away(tmp_path: Path) -
     rest = [index for _, batch in batches for index in batch.tolist()]
     assert first + second + rest == list(range(8)), "every sample once, in order"
     assert multiprocessing.active_children(), "the old workers are still on their batches"
-    sdk._stop_workers()  # as the job does when it finishes or leaves
+    sdk._loaders.close()  # as the job does when it finishes or leaves
     assert not multiprocessing.active_children(), "none left to the interpreter's exit"
 
 
@@ -155,7 +156,7 @@ loader = sdk.loader(Numbers(64), batch_size=4, num_workers=2, persistent_workers
 for epoch in sdk.epochs(3):
     for step, _ in enumerate(loader):
         if epoch == 1 and step == 3:
-            sdk._leave(cancelled=True)  # as a cancel or a cold resize leaves
+            sdk._run.leave(cancelled=True)  # as a cancel or a cold resize leaves
 """
 
 
@@ -350,13 +351,13 @@ def test_an_evaluation_loader_s_steps_count_once_an_epoch_has_run_whole(tmp_path
     train = sdk.loader(Numbers(32), batch_size=4)
     evaluate = sdk.loader(Numbers(8), batch_size=4, shuffle=False)
     seen, at_boundaries = [], {}
-    boundary = sdk.at_boundary
+    boundary = sdk._run.at_boundary  # what the loaders and the epochs call
 
     def heartbeat_there() -> None:  # where a heartbeat may go out
         at_boundaries[sdk.step] = sdk.planned_iterations()
         boundary()
 
-    sdk.at_boundary = heartbeat_there  # type: ignore[method-assign]
+    sdk._run.at_boundary = heartbeat_there  # type: ignore[method-assign]
     for _ in sdk.epochs(3):
         for loader in (train, evaluate):
             for _ in loader:
@@ -591,8 +592,8 @@ def test_under_a_daemon_an_iterable_dataset_says_its_workers_are_fixed(tmp_path:
             assert isinstance(hello, Hello)
             hellos.append(hello.resizable)
         assert hellos == [True, False], "said again, once its loader cannot resize"
-        assert streaming._control is not None
-        streaming._control.close()
+        assert streaming.control is not None
+        streaming.control.close()
     finally:
         router.close()
         context.term()
