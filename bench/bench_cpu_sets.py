@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from agents.data import make_dataset
-from bench.bench_live_gain import DEMO_WORKLOAD, run_once
 from bench.common import save
+from bench.live_run import DEMO_WORKLOAD, run_once
 from scheduler.config import DEFAULT_POLICY
 from workloads.spec import load_workload
 

@@ -57,45 +57,14 @@ def losses(row: dict[str, list[float]], policy: str) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workloads", type=int, default=100, help="generated, seeds 1..N")
-    parser.add_argument("--skip-trace", action="store_true")
-    parser.add_argument("--window", type=float, help="arrival and completion windows, s")
-    parser.add_argument("--tie", type=float, help="lookahead's tie margin (_TIE)")
-    parser.add_argument("--knee-gain", type=float, help="lookahead's KNEE_GAIN")
-    parser.add_argument("--policy", default=DEFAULT_POLICY, help="held against the baselines")
-    parser.add_argument("--noiseless", action="store_true", help="generated workloads, no noise")
-    args = parser.parse_args()
+    args = _parse_args()
     held: str = args.policy
-    seeds = range(1, args.workloads + 1)
     policies = (held, "optimal", "balance", "static")
     if args.tie is not None:
         lookahead._TIE = args.tie
     if args.knee_gain is not None:
         lookahead.KNEE_GAIN = args.knee_gain
-    workloads: list[tuple[str, Workload]] = [
-        ("paper-dynamic", load_workload(CONFIGS / "paper-dynamic.toml"))
-    ]
-    if not args.skip_trace:
-        workloads.append(("gavel-trace", replay_trace(options=ReplayOptions())))
-    drawn = [generate_workload(GeneratorOptions(jobs=12, seed=seed)) for seed in seeds]
-    if args.noiseless:
-        drawn = [w.model_copy(update={"truth": {**w.truth, **NOISELESS}}) for w in drawn]
-    workloads += [(f"generated-seed{seed}", w) for seed, w in zip(seeds, drawn, strict=True)]
-    if args.window is not None:
-        windows = {"arrival_window_s": args.window, "completion_window_s": args.window}
-        workloads = [
-            (name, w.model_copy(update={"scheduler": {**w.scheduler, **windows}}))
-            for name, w in workloads
-        ]
-    rows: dict[str, dict[str, list[float]]] = {}
-    lost: dict[str, list[str]] = {}
-    for name, workload in workloads:
-        results = {policy: simulate(workload, policy) for policy in policies}
-        rows[name] = {p: [r.makespan_s, r.avg_jct_s] for p, r in results.items()}
-        if found := losses(rows[name], held):
-            lost[name] = found
-            print(f"{name:<22} {'; '.join(found)}", flush=True)
+    rows, lost = _simulate_all(_workloads(args), policies, held)
     generated = [name for name in rows if name.startswith("generated")]
     means = {
         policy: [
@@ -113,20 +82,12 @@ def main() -> None:
         for one, other in (BASELINES, BASELINES[::-1])
     }
     print("; ".join(f"{what} on {count}" for what, count in spread.items()))
-    for name in ("paper-dynamic", "gavel-trace"):
-        if name in rows:
-            cells = "  ".join(f"{p}: {m:,.0f} / {j:,.0f}" for p, (m, j) in rows[name].items())
-            print(f"{name}: {cells}")
+    _print_named(rows)
     print(f"geometric means over {len(generated)} generated workloads (makespan / average JCT, s):")
     for policy, (makespan, jct) in means.items():
         print(f"  {policy:<10} {makespan:8.1f} / {jct:6.1f}")
-    suffix = "" if args.window is None else f"_window{args.window:g}"
-    suffix += "" if args.tie is None else f"_tie{args.tie:g}"
-    suffix += "" if args.knee_gain is None else f"_knee{args.knee_gain:g}"
-    suffix += "" if held == DEFAULT_POLICY else "_" + held.replace(":", "-")
-    suffix += "_noiseless" if args.noiseless else ""
     path = save(
-        f"never_lose{suffix}",
+        f"never_lose{_suffix(args, held)}",
         {
             "default_policy": DEFAULT_POLICY,
             "policy": held,
@@ -142,6 +103,74 @@ def main() -> None:
         },
     )
     print(f"saved {path}")
+
+
+def _parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workloads", type=int, default=100, help="generated, seeds 1..N")
+    parser.add_argument("--skip-trace", action="store_true")
+    parser.add_argument("--window", type=float, help="arrival and completion windows, s")
+    parser.add_argument("--tie", type=float, help="lookahead's tie margin (_TIE)")
+    parser.add_argument("--knee-gain", type=float, help="lookahead's KNEE_GAIN")
+    parser.add_argument("--policy", default=DEFAULT_POLICY, help="held against the baselines")
+    parser.add_argument("--noiseless", action="store_true", help="generated workloads, no noise")
+    return parser.parse_args()
+
+
+def _workloads(args: argparse.Namespace) -> list[tuple[str, Workload]]:
+    """paper-dynamic, the Gavel trace unless `--skip-trace`, and the generated workloads
+    (without noise with `--noiseless`), each with `--window`'s windows if given."""
+    seeds = range(1, args.workloads + 1)
+    workloads: list[tuple[str, Workload]] = [
+        ("paper-dynamic", load_workload(CONFIGS / "paper-dynamic.toml"))
+    ]
+    if not args.skip_trace:
+        workloads.append(("gavel-trace", replay_trace(options=ReplayOptions())))
+    drawn = [generate_workload(GeneratorOptions(jobs=12, seed=seed)) for seed in seeds]
+    if args.noiseless:
+        drawn = [w.model_copy(update={"truth": {**w.truth, **NOISELESS}}) for w in drawn]
+    workloads += [(f"generated-seed{seed}", w) for seed, w in zip(seeds, drawn, strict=True)]
+    if args.window is not None:
+        windows = {"arrival_window_s": args.window, "completion_window_s": args.window}
+        workloads = [
+            (name, w.model_copy(update={"scheduler": {**w.scheduler, **windows}}))
+            for name, w in workloads
+        ]
+    return workloads
+
+
+def _simulate_all(
+    workloads: list[tuple[str, Workload]], policies: tuple[str, ...], held: str
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, list[str]]]:
+    """Each workload under each policy: its makespan and average JCT by policy, and what
+    `held` loses where it loses (printed as found)."""
+    rows: dict[str, dict[str, list[float]]] = {}
+    lost: dict[str, list[str]] = {}
+    for name, workload in workloads:
+        results = {policy: simulate(workload, policy) for policy in policies}
+        rows[name] = {p: [r.makespan_s, r.avg_jct_s] for p, r in results.items()}
+        if found := losses(rows[name], held):
+            lost[name] = found
+            print(f"{name:<22} {'; '.join(found)}", flush=True)
+    return rows, lost
+
+
+def _print_named(rows: dict[str, dict[str, list[float]]]) -> None:
+    """The named workloads' makespan and average JCT under each policy."""
+    for name in ("paper-dynamic", "gavel-trace"):
+        if name in rows:
+            cells = "  ".join(f"{p}: {m:,.0f} / {j:,.0f}" for p, (m, j) in rows[name].items())
+            print(f"{name}: {cells}")
+
+
+def _suffix(args: argparse.Namespace, held: str) -> str:
+    """What the saved file's name adds for the options that changed the run."""
+    suffix = "" if args.window is None else f"_window{args.window:g}"
+    suffix += "" if args.tie is None else f"_tie{args.tie:g}"
+    suffix += "" if args.knee_gain is None else f"_knee{args.knee_gain:g}"
+    suffix += "" if held == DEFAULT_POLICY else "_" + held.replace(":", "-")
+    suffix += "_noiseless" if args.noiseless else ""
+    return suffix
 
 
 if __name__ == "__main__":

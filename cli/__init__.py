@@ -10,11 +10,11 @@ import typer
 
 from cli.allocate import register_allocate
 from cli.backup import backup
-from cli.client import register_client
 from cli.dataset import dataset_app, profile_command
 from cli.decoder import decoder_app
 from cli.demo import demo_command
 from cli.events import register_events
+from cli.job_commands import register_job_commands
 from cli.job_view import register_job_view
 from cli.serve import register_serve
 from cli.simulate import register_simulate
@@ -35,7 +35,7 @@ app.command("profile")(profile_command)
 register_allocate(app)
 register_simulate(app)
 register_serve(app)
-register_client(app)
+register_job_commands(app)
 register_events(app)
 register_job_view(app)
 app.command("demo")(demo_command)

@@ -9,8 +9,8 @@ from typing import Annotated, BinaryIO
 
 import typer
 
-from cli.client import StateDir, _state_dir
 from cli.common import fail, print_json
+from cli.connection import StateDir, _state_dir
 
 _CHUNK = 1 << 20  # bytes copied at a time into the backup
 

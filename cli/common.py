@@ -1,10 +1,12 @@
-"""What every CLI command shares: reading and writing files, and failing with a clear message."""
+"""What every CLI command shares: reading and writing files, failing with a clear message,
+and the shapes of its output for people (spans of time, signed percents, tables)."""
 
 import contextlib
 import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -86,3 +88,17 @@ def span(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def table(rows: Sequence[Sequence[str]], *, right: int) -> str:
+    """`rows` in columns as wide as their widest cell; the last `right` ones right-aligned."""
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    split = len(widths) - right
+    return "".join(
+        "  ".join(
+            [cell.ljust(width) for cell, width in zip(row[:split], widths[:split], strict=True)]
+            + [cell.rjust(width) for cell, width in zip(row[split:], widths[split:], strict=True)]
+        )
+        + "\n"
+        for row in rows
+    )

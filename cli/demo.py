@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import tomli_w
 import typer
 
-from cli.client import Daemon, dashboard_link
 from cli.common import fail, signed_percent
+from cli.connection import Daemon
+from cli.job_commands import dashboard_link
 from cli.workload_commands import submit_on_schedule
 from scheduler.config import DEFAULT_POLICY
 from workloads.live import (

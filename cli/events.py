@@ -10,7 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.client import FINAL_STATES, Daemon, StateDir, Token, Url
+from cli.connection import Daemon, StateDir, Token, Url
+from cli.job_state import FINAL_STATES
 
 POLL_S = 1.0  # a follow asks for new events this often
 _PAGE = 1000

@@ -9,8 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.client import FINAL_STATES, Daemon, StateDir, Token, Url, after_end, table
-from cli.common import print_json, signed_percent, span
+from cli.common import print_json, signed_percent, span, table
+from cli.connection import Daemon, StateDir, Token, Url
+from cli.job_state import FINAL_STATES, after_end
 
 JobId = Annotated[str, typer.Argument(metavar="ID")]
 

@@ -20,6 +20,7 @@ _SET = "the settings (config file, STOKER_ variable)"
 
 if TYPE_CHECKING:
     from daemon.config import DaemonConfig
+    from tpm import FittedTPM
 
 
 def register_serve(app: typer.Typer) -> None:
@@ -53,8 +54,7 @@ def serve(
     """Run the daemon: REST API, agent link, scheduler. Stops cleanly on SIGTERM or Ctrl-C."""
     import uvicorn  # noqa: PLC0415 (the CLI imports what a command needs, when it runs)
 
-    from daemon.api import create_app, load_model  # noqa: PLC0415
-    from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
+    from daemon.api import create_app  # noqa: PLC0415
     from daemon.connections import (  # noqa: PLC0415
         ACCEPT_BACKLOG,
         ConnectionGuard,
@@ -64,60 +64,21 @@ def serve(
     )
     from daemon.private import UMASK  # noqa: PLC0415
     from daemon.stopping import Server  # noqa: PLC0415
-    from tpm import TpmError  # noqa: PLC0415
 
-    if log_level.lower() not in _LOG_LEVELS:
-        fail(f"--log-level: {log_level!r} is none of {', '.join(_LOG_LEVELS)}")
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    _configure_logging(log_level)
     overrides: dict[str, object] = {
         "state_dir": state_dir,
         "host": host,
         "port": port,
         "agent_mode": agent_mode,
     }
-    try:
-        settings = load_config(config, **overrides)
-        changed: dict[str, object] = {"policy": policy} if policy else {}
-        if window is not None:
-            changed |= {"arrival_window_s": window, "completion_window_s": window}
-        if changed:
-            settings = with_scheduler(settings, **changed)
-    except ConfigError as error:
-        fail(str(error))
-    except ValueError as error:
-        fail(f"--policy or --window: {error}")
-    if not _loopback(settings.host):
-        logging.getLogger("stoker.serve").warning(
-            "listening on %s over plain HTTP: tokens cross the network in clear text; put a"
-            " TLS proxy in front (docs/operations.md) or keep the daemon on 127.0.0.1",
-            settings.host,
-        )
-    written = tomllib.loads(config.read_text()) if config is not None else {}
-    if config is not None and written.get("tokens") and config.stat().st_mode & 0o044:
-        logging.getLogger("stoker.serve").warning(
-            "%s holds the tenants' tokens and other users may read it (mode %o): chmod 600 it",
-            config,
-            config.stat().st_mode & 0o777,
-        )
+    settings = _settings(config, overrides, policy=policy, window=window)
+    _warn_of_exposure(settings, config)
     # What the checks below make (the state dir, its database) is the daemon's alone from
     # the start, as what the daemon makes is: not made open, then closed with a warning.
     os.umask(UMASK)
-    # A daemon already on this state dir is named by its pid, before its port is found
-    # taken; a new state dir is made only once the port is free.
-    existing = settings.state_dir.is_dir()
-    if existing:
-        _check_state(settings)
-    _check_port(settings.host, settings.port)
-    if not existing:
-        _check_state(settings)
-    try:
-        model = load_model(settings)
-    except TpmError as error:
-        fail(str(error))
-    except OSError as error:
-        fail(f"tpm: cannot read {settings.tpm}: {error}")
+    _check_can_start(settings)
+    model = _model(settings)
     typer.echo(
         f"stoker: serving http://{settings.host}:{settings.port}/docs, state in "
         f"{settings.state_dir.resolve()}, policy {settings.scheduler.policy}",
@@ -139,6 +100,85 @@ def serve(
         backlog=ACCEPT_BACKLOG,
     )
     Server(served, app).run()  # ends open streams at once when told to stop
+
+
+def _configure_logging(log_level: str) -> None:
+    """The daemon's logging at `log_level`, or a failure naming the levels there are."""
+    if log_level.lower() not in _LOG_LEVELS:
+        fail(f"--log-level: {log_level!r} is none of {', '.join(_LOG_LEVELS)}")
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _settings(
+    config: Path | None,
+    overrides: dict[str, object],
+    *,
+    policy: str | None,
+    window: float | None,
+) -> "DaemonConfig":
+    """The daemon's settings: `config`'s (with the STOKER_ variables) under the command
+    line's `overrides`, `policy` and `window`; a failure saying which is wrong."""
+    from daemon.config import ConfigError, load_config, with_scheduler  # noqa: PLC0415
+
+    try:
+        settings = load_config(config, **overrides)
+        changed: dict[str, object] = {"policy": policy} if policy else {}
+        if window is not None:
+            changed |= {"arrival_window_s": window, "completion_window_s": window}
+        if changed:
+            settings = with_scheduler(settings, **changed)
+    except ConfigError as error:
+        fail(str(error))
+    except ValueError as error:
+        fail(f"--policy or --window: {error}")
+    return settings
+
+
+def _warn_of_exposure(settings: "DaemonConfig", config: Path | None) -> None:
+    """Warn where tokens could be read by others: on the network, in clear text, when the
+    daemon listens beyond this machine; in `config`, when other users may read it."""
+    if not _loopback(settings.host):
+        logging.getLogger("stoker.serve").warning(
+            "listening on %s over plain HTTP: tokens cross the network in clear text; put a"
+            " TLS proxy in front (docs/operations.md) or keep the daemon on 127.0.0.1",
+            settings.host,
+        )
+    written = tomllib.loads(config.read_text()) if config is not None else {}
+    if config is not None and written.get("tokens") and config.stat().st_mode & 0o044:
+        logging.getLogger("stoker.serve").warning(
+            "%s holds the tenants' tokens and other users may read it (mode %o): chmod 600 it",
+            config,
+            config.stat().st_mode & 0o777,
+        )
+
+
+def _check_can_start(settings: "DaemonConfig") -> None:
+    """Refuse a state dir or a port the daemon could not start on (_check_state,
+    _check_port), in the order that names the likelier cause."""
+    # A daemon already on this state dir is named by its pid, before its port is found
+    # taken; a new state dir is made only once the port is free.
+    existing = settings.state_dir.is_dir()
+    if existing:
+        _check_state(settings)
+    _check_port(settings.host, settings.port)
+    if not existing:
+        _check_state(settings)
+
+
+def _model(settings: "DaemonConfig") -> "FittedTPM":
+    """The throughput model the daemon plans with until a refit, or a failure saying why
+    it cannot be read."""
+    from daemon.api import load_model  # noqa: PLC0415
+    from tpm import TpmError  # noqa: PLC0415
+
+    try:
+        return load_model(settings)
+    except TpmError as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"tpm: cannot read {settings.tpm}: {error}")
 
 
 def _check_state(settings: "DaemonConfig") -> None:

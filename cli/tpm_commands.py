@@ -15,8 +15,8 @@ from typing import Annotated
 
 import typer
 
-from cli.client import Daemon, StateDir, Token, Url
 from cli.common import fail, print_json, read_text, write_atomically
+from cli.connection import Daemon, StateDir, Token, Url
 from tpm import (
     FittedTPM,
     TpmError,

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
-from cli.client import Daemon, StateDir, Token, Url, detail
 from cli.common import fail, print_json, write_atomically
+from cli.connection import Daemon, StateDir, Token, Url, detail
 
 # Imported with the CLI, unlike every other command's dependencies: the options' defaults
 # are the generator's and the replay's own, and Typer reads them from the signatures. These

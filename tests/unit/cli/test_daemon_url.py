@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from cli.client import _url_of_running
+from cli.connection import _url_of_running
 from daemon.statelock import URL_FILE, StateDirLock
 
 

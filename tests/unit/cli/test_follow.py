@@ -1,6 +1,6 @@
 """What `stoker submit --follow` and `stoker logs -f` print of a failed job's reason."""
 
-from cli.client import _unrepeated
+from cli.job_logs import _unrepeated
 
 TRACEBACK = [
     "Traceback (most recent call last):",
