@@ -42,7 +42,7 @@ def open_state_dir(config: DaemonConfig) -> StateDir:
     state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = StateDirLock(state_dir)  # before touching anything in it
     # Where it listens, for the CLI on this machine: a daemon on another port than the
-    # default is found from its state dir (cli/client.py).
+    # default is found from its state dir (cli/connection.py).
     (state_dir / URL_FILE).write_text(local_url(config.host, config.port) + "\n")
     users = unix_users(config)
     opened = private.tighten(state_dir, passable=bool(users))
