@@ -43,11 +43,19 @@ device's fair queuing is work-conserving, so this only matters when predictions 
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
+from allocator.jointcandidate import (
+    Candidate,
+    beats,
+    cpu_side,
+    evaluate,
+    from_plan,
+    joint_total,
+    plan_of,
+)
 from allocator.optimal import optimal
-from allocator.throughput import loader_processes, make_plan
-from allocator.types import AllocationPlan, AllocationRequest, JobAllocation, JobSpec
+from allocator.throughput import loader_processes
+from allocator.types import AllocationPlan, AllocationRequest
 
 # Decoder capacity below this (samples/s) left over after a pass is not worth a second pass.
 _LEFTOVER = 1e-6
@@ -66,16 +74,6 @@ _POLISH_JOBS = 16
 _EXACT_CHOICES = 4096
 
 
-@dataclass(frozen=True)
-class _Candidate:
-    """One choice of device jobs, the workers `optimal` gave it, and what it predicts."""
-
-    device: frozenset[int]  # indices of jobs in device mode
-    decoder: tuple[float, ...]  # samples/s of the device each job is given (0 on cpu)
-    workers: tuple[int, ...]
-    total: float
-
-
 def joint(request: AllocationRequest) -> AllocationPlan:
     """The best mode, workers and share this search finds; never below `optimal`."""
     capacity = request.node.decoder_capacity
@@ -83,13 +81,13 @@ def joint(request: AllocationRequest) -> AllocationPlan:
     cpu_only = optimal(request)
     if capacity <= 0.0 or not helped:
         note = "no decoder on this node" if capacity <= 0.0 else "no job can use the decoder"
-        return _plan(request, _from_plan(request, cpu_only), [note])
+        return plan_of(request, from_plan(request, cpu_only), [note])
     exact = _exhaustive(request, helped)
     if exact is not None:  # few enough choices to value each: no search can do better
-        cpu = _from_plan(request, cpu_only)
-        best = exact if _beats(exact, cpu) else cpu
+        cpu = from_plan(request, cpu_only)
+        best = exact if beats(exact, cpu) else cpu
         note = f"every choice of modes and workers valued ({len(helped)} jobs can use it)"
-        return _plan(request, best, [f"decoder {capacity:g} samples/s; {note}"])
+        return plan_of(request, best, [f"decoder {capacity:g} samples/s; {note}"])
     return _search(request, helped, cpu_only)
 
 
@@ -98,7 +96,7 @@ def _search(
 ) -> AllocationPlan:
     """The best candidate the rankings, every choice of few jobs, singles and flips find
     (the module's docstring)."""
-    search = _Search(request, _from_plan(request, cpu_only))
+    search = _Search(request, from_plan(request, cpu_only))
     rankings = _rankings(request, helped, cpu_only)
     search.by_rankings(rankings)
     if len(helped) <= _EVERY_SUBSET:  # few enough to try every choice (the flips below
@@ -112,25 +110,25 @@ def _search(
         f"decoder {capacity:g} samples/s; {len(search.best.device)} of {len(helped)} jobs "
         f"that can use it decode on it ({len(search.tried)} choices evaluated)"
     ]
-    return _plan(request, search.best, notes)
+    return plan_of(request, search.best, notes)
 
 
 class _Search:
     """The candidates tried so far, by the device jobs in water-fill order (the order
     decides who gets the decoder first), and the best of them."""
 
-    def __init__(self, request: AllocationRequest, cpu_only: _Candidate) -> None:
+    def __init__(self, request: AllocationRequest, cpu_only: Candidate) -> None:
         self.request, self.best = request, cpu_only
-        self.tried: dict[tuple[int, ...], _Candidate] = {(): cpu_only}
+        self.tried: dict[tuple[int, ...], Candidate] = {(): cpu_only}
         self.small = len(request.jobs) <= _POLISH_JOBS
 
     def consider(self, device: frozenset[int], order: Sequence[int]) -> None:
         key = tuple(index for index in order if index in device)
         if key not in self.tried:
-            self.tried[key] = _evaluate(self.request, device, order)
+            self.tried[key] = evaluate(self.request, device, order)
             if self.small:  # each choice at its own best split: the choice of jobs hinges on it
                 self.tried[key] = _polish(self.request, self.tried[key])
-        if _beats(self.tried[key], self.best):
+        if beats(self.tried[key], self.best):
             self.best = self.tried[key]
 
     def by_rankings(self, rankings: Sequence[Sequence[int]]) -> None:
@@ -169,7 +167,7 @@ class _Search:
                 improved = improved or self.best is not start
 
 
-def _exhaustive(request: AllocationRequest, helped: Sequence[int]) -> _Candidate | None:
+def _exhaustive(request: AllocationRequest, helped: Sequence[int]) -> Candidate | None:
     """The best of every split of the workers and every choice of device jobs, when there
     are at most `_EXACT_CHOICES` of them (a small node); None when there are more. The
     search below found bests two flips, or an order, away one case at a time; on a small
@@ -178,7 +176,7 @@ def _exhaustive(request: AllocationRequest, helped: Sequence[int]) -> _Candidate
     ranges = [range(1, max(1, capacity // job.gpus) + 1) for job in request.jobs]
     if math.prod(len(each) for each in ranges) * 2 ** len(helped) > _EXACT_CHOICES:
         return None
-    best: _Candidate | None = None
+    best: Candidate | None = None
     zeros = (0.0,) * len(request.jobs)
     for workers in itertools.product(*ranges):
         if loader_processes(request, workers) > capacity:
@@ -187,13 +185,13 @@ def _exhaustive(request: AllocationRequest, helped: Sequence[int]) -> _Candidate
             for chosen in itertools.combinations(helped, size):
                 device = frozenset(chosen)
                 total = joint_total(request, device, workers)
-                candidate = _Candidate(device, zeros, workers, total)
-                if best is None or _beats(candidate, best):
+                candidate = Candidate(device, zeros, workers, total)
+                if best is None or beats(candidate, best):
                     best = candidate
     return best
 
 
-def _polish(request: AllocationRequest, chosen: _Candidate) -> _Candidate:
+def _polish(request: AllocationRequest, chosen: Candidate) -> Candidate:
     """`chosen` with a worker per GPU taken from one device job (or none) and the processes
     free then handed out again one worker at a time to whichever job raises the total most,
     while that raises it: `optimal`'s split, made before the decoder's capacity binds, can
@@ -214,11 +212,11 @@ def _polish(request: AllocationRequest, chosen: _Candidate) -> _Candidate:
                 workers[giver] -= 1
             total = _refill(request, start.device, workers, giver)
             if total > best.total * (1.0 + _TIE) + _LEFTOVER:
-                best = _Candidate(start.device, start.decoder, tuple(workers), total)
+                best = Candidate(start.device, start.decoder, tuple(workers), total)
         for taker in range(len(request.jobs)):
             traded = _trade(request, best.device, list(best.workers), taker)
             if traded is not None and traded[0] > best.total * (1.0 + _TIE) + _LEFTOVER:
-                best = _Candidate(best.device, best.decoder, tuple(traded[1]), traded[0])
+                best = Candidate(best.device, best.decoder, tuple(traded[1]), traded[0])
         if best is start:
             return best
 
@@ -268,21 +266,6 @@ def _refill(
         workers[taker] += 1
 
 
-def joint_total(
-    request: AllocationRequest, device: frozenset[int], workers: Sequence[int]
-) -> float:
-    """The predicted total for given device jobs and workers, shares chosen at their best:
-    the cpu jobs as in `optimal` plus min(K, the device jobs' CPU-side rates)."""
-    efficiency = request.node.contention.efficiency(loader_processes(request, workers))
-    on_cpu = on_device = 0.0
-    for index, (job, d) in enumerate(zip(request.jobs, workers, strict=True)):
-        if index in device:
-            on_device += _cpu_side(job, d, efficiency, device=True)
-        else:
-            on_cpu += _cpu_side(job, d, efficiency, device=False)
-    return on_cpu + min(request.node.decoder_capacity, on_device)
-
-
 def _helped(request: AllocationRequest) -> list[int]:
     """Jobs whose augment-only cost is below their full cost: only they gain from the device."""
     return [
@@ -306,7 +289,7 @@ def _rankings(
 
     def extra(index: int) -> float:
         job, allocation = request.jobs[index], cpu_only.allocations[request.jobs[index].id]
-        on_device = _cpu_side(job, allocation.workers_per_gpu, cpu_only.efficiency, device=True)
+        on_device = cpu_side(job, allocation.workers_per_gpu, cpu_only.efficiency, device=True)
         return 1.0 - allocation.predicted_samples_per_s / on_device
 
     orders = [
@@ -315,125 +298,3 @@ def _rankings(
         sorted(helped, key=lambda i: (-extra(i), i)),
     ]
     return [order for index, order in enumerate(orders) if order not in orders[:index]]
-
-
-def _evaluate(
-    request: AllocationRequest, device: frozenset[int], order: Sequence[int]
-) -> _Candidate:
-    """The workers and decoder rates for `device` (jobs on the device, water-filled in
-    `order`): first as if the decoder were unlimited, which is exact when its capacity is
-    not reached; when it is, also with the decoder water-filled and rebalanced."""
-    jobs = request.jobs
-    unlimited = _settle(
-        request, [jobs[i].max_samples_per_s if i in device else 0.0 for i in range(len(jobs))]
-    )
-    if sum(unlimited.decoder) <= request.node.decoder_capacity:
-        return unlimited
-    decoder = [0.0] * len(jobs)
-    left = request.node.decoder_capacity
-    for index in order:
-        if index in device:
-            decoder[index] = min(jobs[index].max_samples_per_s, left)
-            left -= decoder[index]
-    best = _settle(request, decoder)
-    for _ in range(_REBALANCE_PASSES):
-        spare = request.node.decoder_capacity - sum(best.decoder)
-        # Device jobs the decoder throttles, or that the water-fill left without any of it.
-        throttled = [
-            i
-            for i in order
-            if i in device
-            and best.decoder[i] < jobs[i].max_samples_per_s
-            and best.decoder[i] >= decoder[i] * (1.0 - _TIE)
-        ]
-        if spare <= _LEFTOVER or not throttled:
-            break
-        decoder = list(best.decoder)  # what each uses; the spare goes to the throttled
-        for index in throttled:
-            grant = min(jobs[index].max_samples_per_s - decoder[index], spare)
-            decoder[index] += grant
-            spare -= grant
-        again = _settle(request, decoder)
-        if not _beats(again, best):
-            break
-        best = again
-    return best if _beats(best, unlimited) else unlimited
-
-
-def _settle(request: AllocationRequest, decoder: Sequence[float]) -> _Candidate:
-    """`optimal`'s workers with each device job capped at its decoder rate (0: cpu mode),
-    and the decoder rates that split then uses, valued with the device's capacity."""
-    workers = _split(request, decoder)
-    efficiency = request.node.contention.efficiency(loader_processes(request, workers))
-    used = tuple(
-        min(rate, _cpu_side(job, d, efficiency, device=True)) if rate > 0.0 else 0.0
-        for job, d, rate in zip(request.jobs, workers, decoder, strict=True)
-    )
-    device = frozenset(i for i, rate in enumerate(decoder) if rate > 0.0)
-    return _Candidate(device, used, tuple(workers), joint_total(request, device, workers))
-
-
-def _split(request: AllocationRequest, decoder: Sequence[float]) -> list[int]:
-    """`optimal`'s workers when each device job's peak is capped at its decoder rate and its
-    workers cost the augment-only c'_i."""
-    jobs = tuple(
-        job if decoder[index] <= 0.0 else _as_device_job(job, decoder[index])
-        for index, job in enumerate(request.jobs)
-    )
-    plan = optimal(replace(request, jobs=jobs))
-    return [plan.allocations[job.id].workers_per_gpu for job in request.jobs]
-
-
-def _as_device_job(job: JobSpec, decoder_rate: float) -> JobSpec:
-    assert job.device_sample_cost_s is not None
-    peak = min(job.max_samples_per_s, decoder_rate)
-    return replace(
-        job,
-        sample_cost_s=job.device_sample_cost_s,
-        step_time_s=job.batch_size / peak,
-        device_sample_cost_s=None,
-    )
-
-
-def _cpu_side(job: JobSpec, workers_per_gpu: int, efficiency: float, *, device: bool) -> float:
-    """min(B*mu, n*d*eta/c): the throughput the GPU and the CPU workers allow, with the
-    augment-only cost in device mode."""
-    cost = job.device_sample_cost_s if device and job.device_sample_cost_s else job.sample_cost_s
-    return min(job.max_samples_per_s, job.gpus * workers_per_gpu * efficiency / cost)
-
-
-def _beats(candidate: _Candidate, best: _Candidate) -> bool:
-    """Higher total wins; among equal totals, fewer device jobs, then fewer processes."""
-    if candidate.total > best.total * (1.0 + _TIE):
-        return True
-    if candidate.total < best.total * (1.0 - _TIE):
-        return False
-    return (len(candidate.device), sum(candidate.workers)) < (len(best.device), sum(best.workers))
-
-
-def _from_plan(request: AllocationRequest, plan: AllocationPlan) -> _Candidate:
-    workers = tuple(plan.allocations[job.id].workers_per_gpu for job in request.jobs)
-    total = joint_total(request, frozenset(), workers)
-    return _Candidate(frozenset(), (0.0,) * len(workers), workers, total)
-
-
-def _plan(request: AllocationRequest, chosen: _Candidate, notes: list[str]) -> AllocationPlan:
-    """The plan of a candidate: each device job's share in proportion to what its GPU and
-    its workers could take from the decoder (`_cpu_side`), so that the device jobs together
-    get min(K, their sum), the total `joint_total` valued the candidate at. (Shares in
-    proportion to the water-fill's rates left a job the fill had cut short below what its
-    share of the rest could give it: 116 samples/s planned of 144 possible.)"""
-    capacity = request.node.decoder_capacity
-    efficiency = request.node.contention.efficiency(loader_processes(request, chosen.workers))
-    demand = {
-        index: _cpu_side(request.jobs[index], chosen.workers[index], efficiency, device=True)
-        for index in chosen.device
-    }
-    wanted = sum(demand.values())
-    on_device = {}
-    for index, rate in demand.items():
-        share = rate / wanted if wanted > 0.0 else 1.0 / len(chosen.device)
-        on_device[request.jobs[index].id] = JobAllocation(
-            chosen.workers[index], min(rate, share * capacity), share, "device"
-        )
-    return make_plan("joint", request, chosen.workers, notes, on_device)

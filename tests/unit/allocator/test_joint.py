@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from allocator import AllocationRequest, ContentionCurve, JobSpec, NodeSpec, allocate
-from allocator.joint import joint_total
+from allocator.jointcandidate import joint_total
 from tests.unit.allocator.builders import contention_curves, make_job, make_request
 
 # The worst relative shortfall against brute force that the search may show on small
