@@ -18,10 +18,11 @@ from agents.protocol import (
     ResumeMessage,
     ShareMessage,
 )
-from daemon.eventlog import event_of, in_brief
+from daemon.eventlog import event_of
 from daemon.launching import Starter, own_checkpoint
 from daemon.parts import Parts
 from daemon.spawn import daemons_own
+from daemon.wording import in_brief, stalled_words, state_words
 from scheduler.messages import (
     Cancel,
     Command,
@@ -146,8 +147,8 @@ class Actions:
         parts = self._parts
         job_id, kind, data = event_of(record)
         match record:
-            case StateChanged(job_id=changed, new=new, why=why, iteration=iteration):
-                self.set_state(changed, new, why, data)
+            case StateChanged(job_id=changed, new=new, iteration=iteration):
+                self.set_state(changed, new, state_words(record), data)
                 stored = parts.store.job(changed) if new.final else None
                 # The figure it ended at (heartbeats' are not written as they come), unless
                 # its `finished` wrote a later one than the core heard.
@@ -156,13 +157,9 @@ class Actions:
                 return
             case Restarting(restarts=restarts):
                 parts.store.update_job(record.job_id, time.time(), restarts=restarts)
-            case Stalled(job_id=stalled_job, stalled=stalled, silent_s=silent_s, phase=phase):
-                doing = f" in its {phase} phase" if phase else ""
+            case Stalled(job_id=stalled_job, stalled=stalled):
                 if stalled:
-                    log.warning(
-                        "job %s: stalled: no step and no new phase for %.0f s%s",
-                        stalled_job, silent_s, doing,
-                    )  # fmt: skip
+                    log.warning("job %s: %s", stalled_job, stalled_words(record))
             case Planned(gen=gen, plan=plan):
                 parts.counters.plans += 1
                 allocations = plan.to_dict()["allocations"]

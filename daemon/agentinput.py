@@ -26,6 +26,7 @@ from scheduler.errors import UnknownJob
 from scheduler.messages import (
     AgentHello,
     Alive,
+    EndReason,
     Event,
     Failed,
     Finished,
@@ -116,7 +117,10 @@ class AgentInput:
                 event = Finished(message.job, exited=not parts.launcher.running(message.job))
             case FailedMessage():
                 running = parts.launcher.running(message.job)  # it says so before it exits
-                event = Failed(message.job, message.error, exited=not running)
+                # What the job said of its failure: opaque, carried into its reason.
+                event = Failed(
+                    message.job, message.error, exited=not running, cause=EndReason.JOB_SAID
+                )
         return event
 
     def _heartbeat(self, message: HeartbeatMessage) -> None:

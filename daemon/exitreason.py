@@ -18,7 +18,7 @@ from daemon.jobfiles import open_checked, read_end
 from daemon.launcher import AGAIN_MARK, log_file
 from daemon.spawn import WorkdirError
 from daemon.tenants import UnixUser
-from scheduler.exits import AfterEnd, ExitKind
+from scheduler.exits import AfterEnd
 
 # The last line of a traceback for an import that found nothing.
 _TRACEBACK = "Traceback (most recent call last):"
@@ -31,34 +31,6 @@ STDERR_ENDS = "; stderr ends:"
 _MISSING_SCRIPT = re.compile(r".*: can't open file '(.+)': \[Errno 2\] No such file or directory")
 # A script reading a variable its environment lacks: `os.environ["DATA_DIR"]`.
 _MISSING_VARIABLE = re.compile(r"KeyError: '([A-Za-z_][A-Za-z0-9_]*)'")
-
-# An SDK script's own exit 0 without `job.epochs(n)` ending: a `for epoch in range(n)` loop,
-# or a step-counting one. The job did what it was written to; a relaunch would run it again.
-ENDED_OUTSIDE_EPOCHS = (
-    "exited with code 0 outside `job.epochs(n)`, so taken as completed at its last step;"
-    " loop with `for epoch in job.epochs(n)` to have stoker know its length and resume it"
-    " mid-run after a relaunch"
-)
-# A command without the SDK that an earlier daemon started: this one is not its parent, so
-# its exit code is lost with it. Nothing says it failed; its logs say how it ended.
-ADOPTED_UNMANAGED_ENDED = (
-    "its process ended; started by an earlier daemon and running without the SDK, it left"
-    " no exit code this daemon could read (not its parent): taken as completed, its logs say"
-    " how it ended"
-)
-# Nor when it ended before a restarted daemon took it back (while none ran, or while the
-# new one waited for it): the new one finds it gone.
-ENDED_UNSEEN = (
-    "its process, started by an earlier daemon, ended before this one took it back; running"
-    " without the SDK, it left no word of how (its exit code reaches only the daemon that"
-    " started it): taken as completed, its logs say how it ended (not run again: it has no"
-    " checkpoint to go on from)"
-)
-# The reason a job's end is given, when not the core's own "finished", by the exit's kind.
-END_WHY = {
-    ExitKind.ADOPTED_UNMANAGED_ENDED: ADOPTED_UNMANAGED_ENDED,
-    ExitKind.ENDED_OUTSIDE_EPOCHS: ENDED_OUTSIDE_EPOCHS,
-}
 
 
 def after_end_why(after: AfterEnd, failure: str, since_s: float | None, limit_s: float) -> str:

@@ -17,7 +17,7 @@ from daemon.exitreason import launch_failure, zoo_launch_failure
 from daemon.launcher import Launcher
 from daemon.parts import Parts
 from scheduler.errors import UnknownJob
-from scheduler.messages import Allocation, Failed
+from scheduler.messages import Allocation, EndReason, Failed
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class Starter:
         else:
             log.exception("job %s: launch failed", job_id)
             why = f"launch failed: {error}"
-        parts.feed(Failed(job_id, why))
+        parts.feed(Failed(job_id, why, cause=EndReason.LAUNCH_FAILED))
 
     def resume_cold(self, job_id: str, gen: int, allocation: Allocation) -> None:
         """A cold-resize job's agent exited after `paused`: start a new one from the

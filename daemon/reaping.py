@@ -1,7 +1,7 @@
 """Processes that ended, and processes that must: each exit of a job's processes becomes what
-the core is told (its facts gathered here, their meaning decided by `scheduler/exits.py`,
-its wording by `daemon/exitreason.py`), and the stops whose time came (a cancel's grace, a
-completed job's `finished_exit_s`) are carried out."""
+the core is told (its facts gathered here, their meaning decided by `scheduler/exits.py`, a
+failure's exit worded by `daemon/exitreason.py`), and the stops whose time came (a cancel's
+grace, a completed job's `finished_exit_s`) are carried out."""
 
 import logging
 import time
@@ -11,11 +11,11 @@ from typing import Any, assert_never
 from agents.protocol import read_finished_marker, read_last_step_marker, read_stop_signal
 from daemon.agentargs import PASSED_ON
 from daemon.eventlog import EXITED_EVENT
-from daemon.exitreason import END_WHY, after_end_why, exit_reason
+from daemon.exitreason import after_end_why, exit_reason
 from daemon.launcher import Exit, Launcher
 from daemon.parts import Parts
 from scheduler.exits import AfterEnd, ExitFacts, ExitKind, ExitVerdict, after_end, classify_exit
-from scheduler.messages import Command, Exited, Failed, Finished, Heartbeat
+from scheduler.messages import Command, EndReason, Exited, Failed, Finished, Heartbeat
 from scheduler.states import JobState
 
 log = logging.getLogger(__name__)
@@ -94,10 +94,12 @@ class Reaper:
                 parts.feed(Finished(job_id))
             case ExitKind.FINISHED_WITHOUT_SDK:
                 parts.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
-            case ExitKind.ADOPTED_UNMANAGED_ENDED | ExitKind.ENDED_OUTSIDE_EPOCHS:
-                parts.feed(Finished(job_id, why=END_WHY[verdict.kind]))
+            case ExitKind.ADOPTED_UNMANAGED_ENDED:
+                parts.feed(Finished(job_id, how=EndReason.UNMANAGED_ENDED))
+            case ExitKind.ENDED_OUTSIDE_EPOCHS:
+                parts.feed(Finished(job_id, how=EndReason.ENDED_OUTSIDE_EPOCHS))
             case ExitKind.FAILED:
-                parts.feed(Failed(job_id, self._exit_reason(ended)))
+                parts.feed(Failed(job_id, self._exit_reason(ended), cause=EndReason.EXITED))
             case _ as unreachable:
                 assert_never(unreachable)
 

@@ -6,6 +6,7 @@ import logging
 import time
 
 from daemon.store import Store
+from daemon.wording import curve_refused_words
 from scheduler.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -17,5 +18,6 @@ def say_refused(scheduler: Scheduler, store: Store) -> None:
     """Say, and forget, each refusal the core made since the last call."""
     refused, scheduler.refused = scheduler.refused, []
     for refusal in refused:
-        log.warning("job %s: %s", refusal.job_id, refusal.why)
-        store.add_event(refusal.job_id, time.time(), REFUSED_EVENT, {"why": refusal.why})
+        why = curve_refused_words(refusal)
+        log.warning("job %s: %s", refusal.job_id, why)
+        store.add_event(refusal.job_id, time.time(), REFUSED_EVENT, {"why": why})

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 from allocator import AllocationPlan
 from allocator.types import DecodeMode
+from scheduler.reasons import Ending, MessageKind, StateReason
 from scheduler.states import JobState
 
 # ---- commands ----------------------------------------------------------------------------
@@ -73,13 +74,17 @@ class Placed:
 class StateChanged:
     """A job moved along the transition table. `old` is None for a job the core took over
     from an earlier daemon (`Reattached`). `iteration`: the steps it had completed, as
-    the core last heard."""
+    the core last heard. `reason`: why, where anything is said; `ending`: why it ended (an
+    end), or why its attempt did (a restart, relaunched after `wait_s` as its `restarts`th)."""
 
     job_id: str
     old: JobState | None
     new: JobState
-    why: str = ""
+    reason: StateReason | None = None
     iteration: int = 0
+    ending: Ending | None = None
+    restarts: int = 0
+    wait_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -114,17 +119,18 @@ class StaleMessage:
     """A message that came too late to matter: an older generation, or a job that ended."""
 
     job_id: str
-    message: str  # the message type: heartbeat, paused, resumed, completed, failed
+    kind: MessageKind
     gen: int | None = None
 
 
 @dataclass(frozen=True)
 class Restarting:
-    """The job's agent died and its restart policy relaunches it."""
+    """The job's agent died and its restart policy relaunches it; `ending`: why its
+    attempt ended."""
 
     job_id: str
     restarts: int
-    why: str
+    ending: Ending
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from scheduler.errors import UnknownJob
 from scheduler.guard import Refusal
 from scheduler.jobs import Job, Round, holding, workers_of
 from scheduler.rates import RateModel
+from scheduler.reasons import Ending, StateReason
 from scheduler.states import JobState, check_transition
 from tpm.joint import LoaderTiming
 
@@ -84,9 +85,24 @@ class Core:
         except KeyError:
             raise UnknownJob(job_id) from None
 
-    def move(self, job: Job, new: JobState, out: list[Command], why: str = "") -> None:
+    def move(
+        self,
+        job: Job,
+        new: JobState,
+        out: list[Command],
+        reason: StateReason | None = None,
+        *,
+        ending: Ending | None = None,
+        wait_s: float = 0.0,
+    ) -> None:
+        """Move `job` to `new` (the transition table refuses an illegal move) and record it,
+        with why (`reason`; `ending` for an end or a restart, `wait_s` a restart's back-off)."""
         check_transition(job.request.id, job.state, new)
-        out.append(StateChanged(job.request.id, job.state, new, why, job.iteration))
+        restarts = job.restarts if reason is StateReason.RESTARTING else 0
+        changed = StateChanged(
+            job.request.id, job.state, new, reason, job.iteration, ending, restarts, wait_s
+        )
+        out.append(changed)
         if new is JobState.RUNNING and job.state is not JobState.RUNNING:
             job.warming = True  # a start or a resume: the next heartbeat times its loaders' start
         job.state = new

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from allocator import NodeSpec
 from scheduler.commands import Allocation
 from scheduler.rates import RateModel
+from scheduler.reasons import EndReason
 from scheduler.refit import FitQuality
 from scheduler.request import JobRequest
 
@@ -114,14 +115,21 @@ class Finished:
 
     job_id: str
     exited: bool = True
-    why: str = "finished"  # its reason: another when the daemon took an exit for its end
+    # Why it is complete: its final step, or an exit the daemon took for its end (one of
+    # EndReason's completed kinds).
+    how: EndReason = EndReason.FINISHED
 
 
 @dataclass(frozen=True)
 class Failed:
+    """The job failed, as told at the edge: `cause` says how (one of EndReason's told
+    failures), `said` what was told there (the job's own exception text, or the daemon's
+    account of its exit or launch): opaque, carried into its reason, never read."""
+
     job_id: str
-    error: str
+    said: str
     exited: bool = True  # as for `Finished`: False while its processes still run
+    cause: EndReason = EndReason.JOB_SAID
 
 
 @dataclass(frozen=True)

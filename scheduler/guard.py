@@ -21,10 +21,12 @@ _FAILURES = (ArithmeticError, ValueError, RuntimeWarning)
 
 @dataclass(frozen=True)
 class Refusal:
-    """A job whose learned curve the plans refused: it is planned on its prior."""
+    """A job whose learned curve the plans refused: it is planned on its prior. The
+    policy's failure on it: the exception's type name, and its own text (opaque)."""
 
     job_id: str
-    why: str
+    raised: str
+    raised_said: str
 
 
 def plan_surviving(
@@ -46,10 +48,7 @@ def plan_surviving(
         for index, prior in enumerate(priors)
         if prior is not None
     }
-    why = (
-        f"its reported numbers were refused ({type(failure).__name__}: {failure});"
-        " planned on its prior"
-    )
+    raised, said = type(failure).__name__, str(failure)
     for index, prior in moved.items():
         specs = list(learned)
         specs[index] = prior
@@ -57,7 +56,7 @@ def plan_surviving(
             found = _checked(plan(specs))
         except _FAILURES:
             continue
-        return found, [Refusal(learned[index].id, why)]
+        return found, [Refusal(learned[index].id, raised, said)]
     try:
         if not moved:
             raise failure
@@ -66,7 +65,7 @@ def plan_surviving(
         if isinstance(failure, _NotFinite):  # no job's doing: the plan as it was made
             return failure.plan, []
         raise failure from None
-    return found, [Refusal(learned[index].id, why) for index in moved]
+    return found, [Refusal(learned[index].id, raised, said) for index in moved]
 
 
 def _as_planned(prior: JobSpec, planned: JobSpec) -> JobSpec:

@@ -4,6 +4,7 @@ failed job is relaunched (after its back-off, from its last checkpoint) or not; 
 processes' exit, which frees the GPUs an ended job kept. An end opens the completion
 window, whose round gives what the job freed to the others."""
 
+from dataclasses import replace
 from typing import assert_never
 
 from scheduler import learning, rounds
@@ -12,6 +13,14 @@ from scheduler.core import Core
 from scheduler.errors import SchedulerError
 from scheduler.events import EndEvent, Exited, Failed, Finished, JobCancelled
 from scheduler.jobs import Job
+from scheduler.reasons import (
+    Ending,
+    EndReason,
+    MessageKind,
+    NotRelaunched,
+    RelaunchRefusal,
+    StateReason,
+)
 from scheduler.request import JobRequest
 from scheduler.states import JobState
 
@@ -20,11 +29,13 @@ def end(core: Core, event: EndEvent, now: float, out: list[Command]) -> None:
     """A job's end (cancelled, finished, failed) or its processes' exit after it."""
     match event:
         case JobCancelled(job_id=job_id, by=by, exited=exited):
-            cancel(core, job_id, now, out, by, exited=exited)
-        case Finished(job_id=job_id, exited=exited, why=why):
-            ended(core, job_id, JobState.COMPLETED, now, out, why=why, exited=exited)
-        case Failed(job_id=job_id, error=error, exited=exited):
-            ended(core, job_id, JobState.FAILED, now, out, why=error, exited=exited)
+            cancelled = Ending(EndReason.CANCELLED, by=by or None)
+            cancel(core, job_id, now, out, cancelled, exited=exited)
+        case Finished(job_id=job_id, exited=exited, how=how):
+            ended(core, job_id, JobState.COMPLETED, now, out, ending=Ending(how), exited=exited)
+        case Failed(job_id=job_id, said=said, exited=exited, cause=cause):
+            failure = Ending(cause, said=said)
+            ended(core, job_id, JobState.FAILED, now, out, ending=failure, exited=exited)
         case Exited(job_id=job_id):
             release(core, job_id)
         case _ as unreachable:
@@ -73,20 +84,20 @@ def cancel(
     job_id: str,
     now: float,
     out: list[Command],
-    by: str = "",
+    ending: Ending,
     *,
     exited: bool = True,
-    why: str = "",
 ) -> None:
+    """The job is cancelled, as `ending` says (asked for, or its time limit)."""
     job = core.job(job_id)
     if job.state.final:
         return
     held = job.state.holds_resources
     if held and not exited:
         core.exiting.add(job_id)
-    waiting = core.admission is not None and core.admission.withdraw(job_id)
-    why = why or (f"cancelled by {by}" if by else "cancelled")
-    core.move(job, JobState.CANCELLED, out, f"{why} while waiting" if waiting else why)
+    if core.admission is not None and core.admission.withdraw(job_id):
+        ending = replace(ending, waiting=True)
+    core.move(job, JobState.CANCELLED, out, StateReason.ENDED, ending=ending)
     if held:
         out.append(Cancel(job_id))
     if job_id in core.arrivals:
@@ -104,57 +115,54 @@ def ended(
     now: float,
     out: list[Command],
     *,
-    why: str,
+    ending: Ending,
     exited: bool = True,
 ) -> None:
-    """The job completed or failed; `exited`: its processes are gone, else its GPUs
-    stay placed until they have `Exited`."""
+    """The job completed or failed, as `ending` says; `exited`: its processes are gone,
+    else its GPUs stay placed until they have `Exited`."""
     job = core.job(job_id)
     if job.state.final:
-        out.append(StaleMessage(job_id, state.value))
+        late = MessageKind.COMPLETED if state is JobState.COMPLETED else MessageKind.FAILED
+        out.append(StaleMessage(job_id, late))
         return
     held = job.state.holds_resources
     if state is JobState.FAILED and held:
         refused = _relaunch_refused(job)
         job.failed_at = job.reported
         if refused is None:
-            _restart(core, job, now, out, why)
+            _restart(core, job, now, out, ending)
             return
-        if refused:  # below a stderr tail on a line of its own, not in its last line
-            glue = "\n" if "\n" in why else "; "
-            why = f"{why}{glue}{refused}"
+        ending = replace(ending, not_relaunched=refused)
     if held and not exited:
         core.exiting.add(job_id)
-    core.move(job, state, out, why)
+    core.move(job, state, out, StateReason.ENDED, ending=ending)
     rounds.leave_round(core, job_id, now, out, freed=held)
     _completed(core, now)
 
 
-def _relaunch_refused(job: Job) -> str | None:
+def _relaunch_refused(job: Job) -> NotRelaunched | None:
     """Why a failed job is not relaunched, or None when it is: it has restarts left and
     made progress since this attempt started (a job that fails before its first step,
     or twice at the same iteration, would only fail again)."""
     if job.restarts >= job.request.max_restarts:
-        return ""  # the policy allows none (more): the failure says enough
+        return NotRelaunched(RelaunchRefusal.NONE_LEFT)  # the policy allows none (more)
     if job.unmanaged:
-        return "not relaunched: without the SDK stoker cannot tell whether it progressed"
+        return NotRelaunched(RelaunchRefusal.UNMANAGED)
     if job.started_at is None or job.reported <= job.started_at:
-        since = f" since its relaunch from step {job.started_at}" if job.started_at else ""
-        return f"not relaunched: it failed before its first step{since}"
+        return NotRelaunched(RelaunchRefusal.BEFORE_FIRST_STEP, started_at=job.started_at)
     if job.failed_at is not None and job.reported <= job.failed_at:
         # Its relaunch got no further than the failure before (wherever it started
         # from: a relaunch with no checkpoint starts from the top): it would only fail
         # there again.
         if job.reported == job.failed_at:
-            return f"not relaunched: it failed twice after completing step {job.reported}"
-        return (
-            f"not relaunched: it failed again before getting past step {job.failed_at}"
-            f" (this time after step {job.reported})"
+            return NotRelaunched(RelaunchRefusal.FAILED_TWICE, step=job.reported)
+        return NotRelaunched(
+            RelaunchRefusal.FAILED_AGAIN_BEFORE, step=job.reported, failed_at=job.failed_at
         )
     return None
 
 
-def _restart(core: Core, job: Job, now: float, out: list[Command], why: str) -> None:
+def _restart(core: Core, job: Job, now: float, out: list[Command], ending: Ending) -> None:
     """The job's agent died: after its back-off, back to the arrival buffer, to be
     launched again from its last checkpoint (Launch.resume_from) by the next round. It
     keeps its GPUs meanwhile."""
@@ -165,8 +173,9 @@ def _restart(core: Core, job: Job, now: float, out: list[Command], why: str) -> 
     job.fixed = False  # its relaunch says again whether its loader can be resized
     config = core.config
     wait_s = min(config.restart_backoff_max_s, config.restart_backoff_s * 2 ** (job.restarts - 1))
-    core.move(job, JobState.SUBMITTED, out, f"restart {job.restarts} in {wait_s:g} s: {why}")
-    out.append(Restarting(job.request.id, job.restarts, why))
+    reason = StateReason.RESTARTING
+    core.move(job, JobState.SUBMITTED, out, reason, ending=ending, wait_s=wait_s)
+    out.append(Restarting(job.request.id, job.restarts, ending))
     job.allocation = job.planned = None
     rounds.leave_round(core, job.request.id, now, out)
     core.backing_off[job.request.id] = now + wait_s

@@ -1,7 +1,8 @@
 """The core's vocabulary in one place: what flows into it (events, scheduler/events.py) and
-out of it (commands and records, scheduler/commands.py), and the job request both carry
-(scheduler/request.py). Adapters, the simulator and tests import them from here; the core's
-own modules import them from where they are defined."""
+out of it (commands and records, scheduler/commands.py), the reasons both carry
+(scheduler/reasons.py), and the job request (scheduler/request.py). Adapters, the simulator
+and tests import them from here; the core's own modules import them from where they are
+defined."""
 
 from scheduler.commands import (
     Allocation,
@@ -47,6 +48,16 @@ from scheduler.events import (
     Resumed,
     Tick,
 )
+from scheduler.reasons import (
+    Ending,
+    EndReason,
+    MessageKind,
+    NotRelaunched,
+    RelaunchRefusal,
+    StateReason,
+    Waiting,
+    WaitReason,
+)
 from scheduler.request import (
     DEFAULT_PIPELINE,
     JobRequest,
@@ -62,6 +73,8 @@ __all__ = [
     "Cancel",
     "Command",
     "EndEvent",
+    "EndReason",
+    "Ending",
     "Event",
     "Exited",
     "Failed",
@@ -75,7 +88,9 @@ __all__ = [
     "JobRequest",
     "JobSubmitted",
     "Launch",
+    "MessageKind",
     "ModelRefitted",
+    "NotRelaunched",
     "Pause",
     "Paused",
     "Placed",
@@ -84,6 +99,7 @@ __all__ = [
     "RanUnmanaged",
     "Reattached",
     "Record",
+    "RelaunchRefusal",
     "Released",
     "Replanned",
     "Restarting",
@@ -95,6 +111,9 @@ __all__ = [
     "StaleMessage",
     "Stalled",
     "StateChanged",
+    "StateReason",
     "Tick",
+    "WaitReason",
+    "Waiting",
     "device_pipeline",
 ]

@@ -11,6 +11,7 @@ from scheduler.core import Core
 from scheduler.errors import SchedulerError
 from scheduler.events import Reattached, Released, Restored, RestoreEvent
 from scheduler.jobs import Job
+from scheduler.reasons import StateReason
 from scheduler.states import JobState
 
 
@@ -59,12 +60,12 @@ def _adopt(core: Core, event: Reattached, now: float) -> list[Command]:
     core.jobs[request.id] = core.live[request.id] = job
     if not unmanaged:
         core.watched[request.id] = job  # its heartbeats come again
-        why = "re-attached: its agent outlived the daemon"
-        return [StateChanged(request.id, None, JobState.RUNNING, why, iteration)]
-    why = "re-attached: it runs without the SDK and outlived the daemon"
+        reason = StateReason.REATTACHED
+        return [StateChanged(request.id, None, JobState.RUNNING, reason, iteration)]
+    reason = StateReason.REATTACHED_UNMANAGED
     # Kept for the next restart: one that had said no hello yet is now known unmanaged.
     return [
-        StateChanged(request.id, None, JobState.RUNNING, why, iteration),
+        StateChanged(request.id, None, JobState.RUNNING, reason, iteration),
         RanUnmanaged(request.id),
     ]
 

@@ -20,6 +20,7 @@ from scheduler.commands import (
 from scheduler.core import Core
 from scheduler.events import AgentEvent, AgentHello, Alive, Heartbeat, Paused, Resumed
 from scheduler.jobs import Job
+from scheduler.reasons import MessageKind
 from scheduler.states import JobState
 
 
@@ -73,7 +74,7 @@ def _hello(core: Core, event: AgentHello, now: float, out: list[Command]) -> Non
 def _heartbeat(core: Core, event: Heartbeat, now: float, out: list[Command]) -> None:
     job = core.job(event.job_id)
     if job.state.final:
-        out.append(StaleMessage(event.job_id, "heartbeat", event.gen))
+        out.append(StaleMessage(event.job_id, MessageKind.HEARTBEAT, event.gen))
         return
     job.last_heard = now
     if event.iteration > job.iteration:
@@ -144,7 +145,7 @@ def _paused(core: Core, event: Paused, now: float, out: list[Command]) -> None:
         if not current.waiting:
             rounds.finish_round(core, now, out)
         return
-    out.append(StaleMessage(job.request.id, "paused", event.gen))
+    out.append(StaleMessage(job.request.id, MessageKind.PAUSED, event.gen))
     if job.state is JobState.RUNNING and job.allocation is not None:
         # A straggler that paused after its round gave up on it: resume it as it was.
         core.move(job, JobState.RESUMING, out)
@@ -155,7 +156,7 @@ def _resumed(core: Core, event: Resumed, now: float, out: list[Command]) -> None
     job = core.job(event.job_id)
     job.last_heard = now
     if job.state is not JobState.RESUMING:
-        out.append(StaleMessage(job.request.id, "resumed", event.gen))
+        out.append(StaleMessage(job.request.id, MessageKind.RESUMED, event.gen))
         return
     job.allocation = job.planned or job.allocation
     learning.measured_pause(core, job, event.gap_s)

@@ -36,6 +36,7 @@ from scheduler.jobs import (
     share_of,
     workers_of,
 )
+from scheduler.reasons import StateReason
 from scheduler.states import JobState
 
 # Share changes smaller than this are noise of the plan, not worth a message.
@@ -294,7 +295,7 @@ def give_up_on_stragglers(core: Core, current: Round, now: float, out: list[Comm
     current.waiting.clear()
     for job in stragglers:
         job.planned = job.allocation
-        core.move(job, JobState.RUNNING, out, "pause timed out: keeps its allocation")
+        core.move(job, JobState.RUNNING, out, StateReason.PAUSE_TIMED_OUT)
     current.stale = True
     finish_round(core, now, out)
 

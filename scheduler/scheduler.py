@@ -22,7 +22,7 @@ from typing import assert_never
 from allocator import NodeSpec
 from scheduler import learning, lifecycle, reattach, reports, rounds, timers
 from scheduler.admission import GpuPool
-from scheduler.commands import Allocation, Command
+from scheduler.commands import Command
 from scheduler.config import SchedulerConfig
 from scheduler.core import Core
 from scheduler.events import (
@@ -46,8 +46,7 @@ from scheduler.events import (
 from scheduler.guard import Refusal
 from scheduler.jobs import Job, JobStatus, length
 from scheduler.rates import RateModel
-from scheduler.refit import FitQuality
-from scheduler.request import JobRequest
+from scheduler.reasons import Waiting, WaitReason
 from scheduler.states import JobState
 from tpm.joint import measured_loads
 
@@ -101,39 +100,6 @@ class Scheduler:
 
     # ---- the daemon's old calls, until it feeds the events ---------------------------------
 
-    def adopt(
-        self,
-        request: JobRequest,
-        allocation: Allocation,
-        iteration: int,
-        now: float,
-        gpu_indices: tuple[int, ...] = (),
-        *,
-        unmanaged: bool = False,
-    ) -> list[Command]:
-        """`handle(Reattached(...), now)`; kept until daemon/restore.py feeds the event,
-        then removed."""
-        event = Reattached(request, allocation, iteration, gpu_indices, unmanaged)
-        return self.handle(event, now)
-
-    def hold(self, job_id: str, gpu_indices: tuple[int, ...], *, exiting: bool = False) -> None:
-        """`handle(Restored(...))`; kept until daemon/restore.py feeds the event, then
-        removed. (Restored changes nothing that depends on the time.)"""
-        self.handle(Restored(job_id, gpu_indices, exiting), 0.0)
-
-    def release(self, job_id: str) -> None:
-        """`handle(Released(job_id))`; kept until daemon/restore.py feeds the event, then
-        removed. (Released changes nothing that depends on the time.)"""
-        self.handle(Released(job_id), 0.0)
-
-    def use_model(
-        self, rates: RateModel, node: NodeSpec, quality: FitQuality | None = None
-    ) -> None:
-        """`handle(ModelRefitted(...))`, raising as it does; kept until daemon/tpmkeeper.py
-        feeds the event, then removed. (ModelRefitted changes nothing that depends on the
-        time.)"""
-        self.handle(ModelRefitted(rates, node, quality), 0.0)
-
     # ---- reading -------------------------------------------------------------------------
 
     @property
@@ -182,39 +148,27 @@ class Scheduler:
         admission = self._core.admission
         return admission.waiting if admission is not None else ()
 
-    def waiting(self, job_id: str, now: float) -> str | None:
-        """Why a job has not started running, in words that name the setting: GPUs, the
+    def waiting(self, job_id: str, now: float) -> Waiting | None:
+        """Why a job has not started running, with the setting that times it: GPUs, the
         arrival window, or a round's pauses (its window closed while a round was open) for
         one not launched; its agent's hello for one launched; None for a job waiting for
-        none of these."""
+        none of these. The daemon words it (daemon/wording.py)."""
         core = self._core
         job = core.jobs.get(job_id)
         if job is not None and job.state is JobState.STARTING and job_id in core.watched:
             return self._starting(job, now)
         queue = self.waiting_for_gpus
         if job_id in queue:
-            ahead = queue.index(job_id)
-            gpus = core.jobs[job_id].request.gpus
-            why = (
-                f"waiting for {gpus} free GPU(s) or CPU training slot(s), {ahead} job(s) ahead"
-                " of it in the queue"
+            request = core.jobs[job_id].request
+            holding = tuple(self._exiting_on(request.gpu_indices))
+            return Waiting(
+                WaitReason.GPUS, gpus=request.gpus, ahead=queue.index(job_id), holding=holding
             )
-            holding = self._exiting_on(core.jobs[job_id].request.gpu_indices)
-            if holding:
-                why += (
-                    f"; job(s) {', '.join(holding)} ended but keep theirs until their"
-                    " processes exit"
-                )
-            return why
         if job_id in core.arrivals and core.arrivals_due is not None:
             if core.round is not None or now >= core.arrivals_due:
-                return "waiting for the jobs a plan is moving to pause: planned once they have"
-            window = core.config.arrival_window_s
-            left = core.arrivals_due - now
-            return (
-                f"waiting for the arrival window: planned in {left:.0f} s with every job that"
-                f" arrives meanwhile (scheduler.arrival_window_s = {window:g} s)"
-            )
+                return Waiting(WaitReason.ROUND_PAUSES)
+            window, left = core.config.arrival_window_s, core.arrivals_due - now
+            return Waiting(WaitReason.ARRIVAL_WINDOW, seconds_left=left, setting_s=window)
         return None
 
     @property
@@ -295,19 +249,12 @@ class Scheduler:
         )
         return min(times, default=None)
 
-    def _starting(self, job: Job, now: float) -> str:
+    def _starting(self, job: Job, now: float) -> Waiting:
         """What a launched job waits for: its SDK's hello, and, for a command, how soon it
         is taken to run without the SDK (it then runs on with the workers it has)."""
         config = self._core.config
         left = max(0.0, job.last_heard + timers.silence_allowed(self._core, job) - now)
         unmanaged = config.unmanaged_after_s
         if job.request.command and unmanaged < config.launch_timeout_s:
-            return (
-                f"launched; waiting for the SDK's hello (stoker.init()): a command that does not"
-                f" call it is taken to run without it in {left:.0f} s"
-                f" (scheduler.unmanaged_after_s = {unmanaged:g} s)"
-            )
-        return (
-            f"launched; waiting for its agent's hello, at most {left:.0f} s more"
-            f" (scheduler.launch_timeout_s = {config.launch_timeout_s:g} s)"
-        )
+            return Waiting(WaitReason.SDK_HELLO, seconds_left=left, setting_s=unmanaged)
+        return Waiting(WaitReason.HELLO, seconds_left=left, setting_s=config.launch_timeout_s)

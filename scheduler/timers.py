@@ -1,13 +1,13 @@
 """What time alone decides, on a `Tick`: a round's pause timeout, a job's time limit, a
 running job's link silent too long (lost), a running job without progress past its stall
 limit (stalled), and a launched job that never said hello (a command then runs unmanaged,
-anything else has failed). The limits themselves are here too, for the deadlines and the
-words that name them."""
+anything else has failed). The limits themselves are here too, for the deadlines."""
 
 from scheduler import lifecycle, rounds
 from scheduler.commands import Command, RanUnmanaged, Stalled
 from scheduler.core import Core
 from scheduler.jobs import Job
+from scheduler.reasons import Ending, EndReason, StateReason
 from scheduler.states import JobState
 
 
@@ -19,31 +19,21 @@ def tick(core: Core, now: float, out: list[Command]) -> None:
     for job in list(core.live.values()):
         limit, ran = job.request.time_limit_s, job.first_ran
         if limit is not None and ran is not None and now - ran + job.request.ran_before_s >= limit:
-            why = (
-                f"time limit: it ran {limit:g} s (time_limit_s); told to stop as a cancel"
-                " is (the SDK checkpoints at its next step), `stoker resume` goes on from"
-                " its newest checkpoint"
-            )
-            lifecycle.cancel(core, job.request.id, now, out, exited=False, why=why)
+            ending = Ending(EndReason.TIME_LIMIT, limit_s=limit)
+            lifecycle.cancel(core, job.request.id, now, out, ending, exited=False)
     for job in sorted(core.watched.values(), key=lambda job: job.seq):
         silent, allowed = now - job.last_heard, silence_allowed(core, job)
         if job.state is JobState.RUNNING and silent >= allowed:
             # A hung process may still hold its GPUs: they wait until it has Exited.
-            lost = (
-                f"lost: its link to the daemon was silent for {silent:.0f} s"
-                f" (heartbeat_timeout_s = {allowed:g} s), its process hung or gone"
-            )
-            lifecycle.ended(core, job.request.id, JobState.FAILED, now, out, why=lost, exited=False)
+            lost = Ending(EndReason.LOST, seconds=silent, limit_s=allowed)
+            _fail(core, job, now, out, lost)
         elif job.state is JobState.RUNNING and not job.stalled:
             _check_stall(core, job, now, out)
         elif job.state is JobState.STARTING and silent >= allowed:
             if job.request.command and silent < core.config.launch_timeout_s:
                 _run_unmanaged(core, job, out)
             else:
-                why = "never said hello"
-                lifecycle.ended(
-                    core, job.request.id, JobState.FAILED, now, out, why=why, exited=False
-                )
+                _fail(core, job, now, out, Ending(EndReason.NO_HELLO))
 
 
 def _check_stall(core: Core, job: Job, now: float, out: list[Command]) -> None:
@@ -56,12 +46,14 @@ def _check_stall(core: Core, job: Job, now: float, out: list[Command]) -> None:
     job.stalled = True
     out.append(Stalled(job.request.id, True, idle, job.phase))
     if core.config.stall_action == "fail":
-        doing = f" in its {job.phase} phase" if job.phase else ""
-        why = (
-            f"stalled: no step and no new phase for {idle:.0f} s{doing}"
-            f" (stall_timeout_s = {limit:g} s, scheduler.stall_action = fail)"
-        )
-        lifecycle.ended(core, job.request.id, JobState.FAILED, now, out, why=why, exited=False)
+        stalled = Ending(EndReason.STALLED, seconds=idle, limit_s=limit, phase=job.phase)
+        _fail(core, job, now, out, stalled)
+
+
+def _fail(core: Core, job: Job, now: float, out: list[Command], ending: Ending) -> None:
+    """The job failed as `ending` says, its processes maybe still running: its GPUs wait
+    until they have `Exited`."""
+    lifecycle.ended(core, job.request.id, JobState.FAILED, now, out, ending=ending, exited=False)
 
 
 def _run_unmanaged(core: Core, job: Job, out: list[Command]) -> None:
@@ -72,8 +64,7 @@ def _run_unmanaged(core: Core, job: Job, out: list[Command]) -> None:
     job.started_at = 0
     if job.first_ran is None:
         job.first_ran = job.last_heard  # when it was launched
-    why = "no hello from the SDK: runs unmanaged, its workers fixed, never paused"
-    core.move(job, JobState.RUNNING, out, why)
+    core.move(job, JobState.RUNNING, out, StateReason.RAN_UNMANAGED)
     out.append(RanUnmanaged(job.request.id))
     core.watched.pop(job.request.id, None)
 

@@ -17,6 +17,7 @@ import numpy as np
 from scheduler.messages import (
     AgentHello,
     Alive,
+    EndReason,
     Event,
     Exited,
     Failed,
@@ -151,7 +152,8 @@ class SimAgents:
         completed = int(job.done_iterations)
         self._node.stop(job, JobPhase.SUBMITTED)
         self._deliver(Heartbeat.last_word(job.spec.id, job.gen, completed))
-        self._deliver(Failed(job.spec.id, f"simulated crash after step {completed}", False))
+        said = f"simulated crash after step {completed}"
+        self._deliver(Failed(job.spec.id, said, exited=False, cause=EndReason.EXITED))
 
     def cancel(self, job: SimJob) -> None:
         """A user's cancel: the core hears it while the job's processes still run, if they

@@ -13,6 +13,7 @@ from daemon.service import Service
 from daemon.snapshot import NodeSnapshot
 from daemon.store import JobRecord
 from daemon.tenants import ADMIN
+from daemon.wording import waiting_words
 from scheduler.exits import AfterEnd
 
 
@@ -56,11 +57,11 @@ def job_view(
         lineage=[job.id for job in lineage_of(service.store, fresh)],
         gpus=settings.gpus,
         batch_size=settings.batch_size,
-        iterations=service.length(fresh, live),
+        iterations=service.views.length(fresh, live),
         iteration=max(fresh.iteration, live.iteration if live is not None else 0),
-        script_batch_size=service.script_batch(fresh, live),
+        script_batch_size=service.views.script_batch(fresh, live),
         seconds_left=live.seconds_left if live is not None else None,
-        gpu_indices=service.gpus_held(fresh, live),
+        gpu_indices=service.views.gpus_held(fresh, live),
         workers_per_gpu=allocation.workers_per_gpu if allocation is not None else None,
         predicted_samples_per_s=live.predicted_samples_per_s if live else None,
         measured_samples_per_s=live.measured_samples_per_s if live else None,
@@ -98,7 +99,7 @@ def _reason(service: Service, record: JobRecord) -> str:
     for (a newcomer's job otherwise sat 30 s in `submitted`, and a command without the SDK
     30 s in `starting`, with no word)."""
     if record.state in ("submitted", "starting"):
-        waiting = service.scheduler.waiting(record.id, service.now())
+        waiting = waiting_words(service.scheduler.waiting(record.id, service.now()))
         if waiting is not None:
             return waiting
     return service.store.reason(record.id)

@@ -23,6 +23,7 @@ from allocator import (
     allocate,
 )
 from daemon.items import FromAgent
+from daemon.wording import curve_refused_words
 from scheduler.config import SchedulerConfig
 from scheduler.guard import plan_surviving
 from scheduler.messages import Command, Heartbeat, JobSubmitted, StateChanged
@@ -150,7 +151,7 @@ def test_a_plan_that_fails_on_one_learned_curve_plans_that_job_on_its_prior() ->
     priors = [None, spec("bad", 0.1), spec("c", 0.3)]
     found, refused = plan_surviving(plan, learned, priors)
     assert [refusal.job_id for refusal in refused] == ["bad"]
-    assert "reported numbers were refused" in refused[0].why
+    assert "reported numbers were refused" in curve_refused_words(refused[0])
     assert set(found.allocations) == {"a", "bad", "c"}
 
 

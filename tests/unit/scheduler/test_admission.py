@@ -7,6 +7,8 @@ from scheduler.admission import Admission, GpuPool, TenantShare
 from scheduler.config import SchedulerConfig
 from scheduler.messages import (
     AgentHello,
+    Ending,
+    EndReason,
     Exited,
     Finished,
     JobCancelled,
@@ -16,7 +18,10 @@ from scheduler.messages import (
     Placed,
     Queued,
     StateChanged,
+    StateReason,
     Tick,
+    Waiting,
+    WaitReason,
 )
 from scheduler.rates import RateModel
 from scheduler.scheduler import Scheduler
@@ -73,7 +78,13 @@ def test_a_job_cancelled_while_waiting_leaves_the_queue_and_says_why() -> None:
     scheduler.handle(JobSubmitted(job("b")), 1.0)
     out = scheduler.handle(JobCancelled("b"), 2.0)
     assert only(out, StateChanged) == [
-        StateChanged("b", JobState.SUBMITTED, JobState.CANCELLED, "cancelled while waiting")
+        StateChanged(
+            "b",
+            JobState.SUBMITTED,
+            JobState.CANCELLED,
+            StateReason.ENDED,
+            ending=Ending(EndReason.CANCELLED, waiting=True),
+        )
     ]
     assert scheduler.waiting_for_gpus == ()
     assert only(scheduler.handle(Finished("a"), 3.0), Placed) == []
@@ -89,8 +100,7 @@ def test_a_job_that_ended_keeps_its_gpus_until_its_processes_exit() -> None:
     out = scheduler.handle(Finished("a", exited=False), 2.0)
     assert scheduler.status("a").state is JobState.COMPLETED
     assert only(out, Placed) == [] and scheduler.waiting_for_gpus == ("b",)
-    why = scheduler.waiting("b", 2.0)
-    assert why is not None and "job(s) a ended but keep theirs until their processes exit" in why
+    assert scheduler.waiting("b", 2.0) == Waiting(WaitReason.GPUS, gpus=1, holding=("a",))
     assert only(scheduler.handle(Tick(), 30.0), Placed) == []
     out = scheduler.handle(Exited("a"), 31.0)
     assert only(out, Placed) == [Placed("b", (0,))]
@@ -98,7 +108,8 @@ def test_a_job_that_ended_keeps_its_gpus_until_its_processes_exit() -> None:
     scheduler.handle(AgentHello("b", launch.gen, 0), 31.0)
     scheduler.handle(JobSubmitted(job("c")), 32.0)
     assert only(scheduler.handle(JobCancelled("b", exited=False), 33.0), Placed) == []
-    assert "job(s) b ended" in (scheduler.waiting("c", 33.0) or "")
+    waiting = scheduler.waiting("c", 33.0)
+    assert waiting is not None and waiting.holding == ("b",)
     assert only(scheduler.handle(Exited("b"), 34.0), Placed) == [Placed("c", (0,))]
 
 
@@ -114,10 +125,11 @@ def test_a_waiting_job_is_told_only_of_the_ended_jobs_holding_gpus_it_could_take
     scheduler.handle(JobSubmitted(pinned), 1.0)
     scheduler.handle(Finished("a", exited=False), 2.0)  # a keeps GPU 0 while it saves
     assert scheduler.exiting == {"a"}
-    why = scheduler.waiting("pinned", 2.0)
-    assert why is not None and "ended" not in why, "GPU 0 is not one it could take"
+    waiting = scheduler.waiting("pinned", 2.0)
+    assert waiting is not None and waiting.holding == (), "GPU 0 is not one it could take"
     scheduler.handle(JobSubmitted(job("any")), 3.0)
-    assert "job(s) a ended but keep theirs" in (scheduler.waiting("any", 3.0) or "")
+    waiting = scheduler.waiting("any", 3.0)
+    assert waiting is not None and waiting.holding == ("a",)
 
 
 def _admitted(pool: GpuPool, queue: list[tuple[str, str]]) -> list[str]:
@@ -155,18 +167,18 @@ def test_a_waiting_job_says_what_it_waits_for() -> None:
         GpuPool(2),
     )
     scheduler.handle(JobSubmitted(job("a")), 0.0)  # an idle node: it starts at once
-    assert (scheduler.waiting("a", 0.5) or "").startswith("launched; waiting for its agent's")
+    waiting = scheduler.waiting("a", 0.5)
+    assert waiting is not None and waiting.reason is WaitReason.HELLO
     scheduler.handle(AgentHello("a", scheduler.generation, 0), 1.0)
     assert scheduler.waiting("a", 1.0) is None
     scheduler.handle(JobSubmitted(job("b")), 1.0)  # no worker left beside `a`: it must pause
     scheduler.handle(JobSubmitted(job("c")), 2.0)  # no GPU left: c and d wait in the queue
     scheduler.handle(JobSubmitted(job("d")), 2.0)
-    assert scheduler.waiting("b", 11.0) == (
-        "waiting for the arrival window: planned in 20 s with every job that arrives meanwhile"
-        " (scheduler.arrival_window_s = 30 s)"
+    assert scheduler.waiting("b", 11.0) == Waiting(
+        WaitReason.ARRIVAL_WINDOW, seconds_left=20.0, setting_s=30.0
     )
     said = scheduler.waiting("d", 10.0)
-    assert said is not None and "1 job(s) ahead of it in the queue" in said
+    assert said is not None and said.reason is WaitReason.GPUS and said.ahead == 1
 
 
 def test_a_job_whose_window_closed_during_a_round_says_it_waits_for_the_round() -> None:
@@ -187,5 +199,4 @@ def test_a_job_whose_window_closed_during_a_round_says_it_waits_for_the_round() 
     assert paused == [Pause("a", 2)]
     scheduler.handle(JobSubmitted(job("c")), 3.5)
     scheduler.handle(Tick(), 5.0)  # c's window closed too, the round still open
-    said = scheduler.waiting("c", 5.0)
-    assert said is not None and "planned in" not in said and "pause" in said
+    assert scheduler.waiting("c", 5.0) == Waiting(WaitReason.ROUND_PAUSES)

@@ -6,7 +6,7 @@ import pytest
 from allocator import ContentionCurve, NodeSpec
 from scheduler.config import SchedulerConfig
 from scheduler.errors import RefitRejected
-from scheduler.messages import AgentHello, JobSubmitted, Launch
+from scheduler.messages import AgentHello, JobSubmitted, Launch, ModelRefitted
 from scheduler.rates import RateModel
 from scheduler.refit import FitQuality
 from scheduler.restore import (
@@ -141,7 +141,7 @@ def test_a_refit_that_cannot_plan_is_refused_and_the_old_model_stays() -> None:
     (launch,) = only(core.handle(JobSubmitted(job("a")), 0.0), Launch)
     core.handle(AgentHello("a", launch.gen, 0), 0.0)
     with pytest.raises(RefitRejected, match="cannot plan"):
-        core.use_model(RateModel(NoPipelineModel()), node)
+        core.handle(ModelRefitted(RateModel(NoPipelineModel()), node), 0.0)
     assert core.status("a").allocation == launch.allocation
 
 

@@ -16,10 +16,12 @@ from scheduler.messages import (
     JobSubmitted,
     Launch,
     Pause,
+    Reattached,
     Stalled,
     StateChanged,
     Tick,
 )
+from scheduler.reasons import Ending, EndReason, NotRelaunched, RelaunchRefusal
 from scheduler.scheduler import Scheduler
 from scheduler.states import JobState
 from tests.unit.scheduler.builders import job, only, scheduler
@@ -50,7 +52,9 @@ def test_a_silent_link_is_lost_after_the_jobs_own_timeout() -> None:
     out = core.handle(Tick(), 30.0)
     assert core.status("a").state is JobState.FAILED
     (changed,) = only(out, StateChanged)
-    assert "silent for 30 s (heartbeat_timeout_s = 30 s)" in changed.why
+    none_left = NotRelaunched(RelaunchRefusal.NONE_LEFT)
+    lost = Ending(EndReason.LOST, seconds=30.0, limit_s=30.0, not_relaunched=none_left)
+    assert changed.ending == lost
 
 
 def test_no_progress_past_the_limit_is_reported_stalled_and_progress_clears_it() -> None:
@@ -77,7 +81,11 @@ def test_a_stall_fails_the_job_when_the_operator_says_so() -> None:
     out = core.handle(Tick(), 51.0)
     assert core.status("a").state is JobState.FAILED
     (changed,) = only(out, StateChanged)
-    assert changed.why.startswith("stalled: no step and no new phase for 50 s in its training")
+    none_left = NotRelaunched(RelaunchRefusal.NONE_LEFT)
+    stalled = Ending(
+        EndReason.STALLED, seconds=50.0, limit_s=50.0, phase="training", not_relaunched=none_left
+    )
+    assert changed.ending == stalled
     assert "a" in core.exiting  # its hung process keeps its GPUs until it exits
 
 
@@ -89,7 +97,7 @@ def test_a_time_limit_cancels_the_job_through_its_checkpoint() -> None:
     assert core.status("a").state is JobState.CANCELLED
     assert only(out, Cancel) == [Cancel("a")]  # the SDK checkpoints, then leaves
     (changed,) = only(out, StateChanged)
-    assert changed.why.startswith("time limit: it ran 60 s (time_limit_s)")
+    assert changed.ending == Ending(EndReason.TIME_LIMIT, limit_s=60.0)
 
 
 def test_a_relaunch_that_gets_no_further_than_the_last_failure_is_not_relaunched() -> None:
@@ -105,7 +113,8 @@ def test_a_relaunch_that_gets_no_further_than_the_last_failure_is_not_relaunched
     out = core.handle(Failed("a", "killed"), 31.0)
     assert core.status("a").state is JobState.FAILED
     (changed,) = only(out, StateChanged)
-    assert "failed again before getting past step 119 (this time after step 118)" in changed.why
+    again = NotRelaunched(RelaunchRefusal.FAILED_AGAIN_BEFORE, step=118, failed_at=119)
+    assert changed.ending is not None and changed.ending.not_relaunched == again
 
 
 def test_a_job_that_pauses_no_one_starts_at_once_and_the_window_batches_the_rest() -> None:
@@ -167,7 +176,7 @@ def test_a_time_limit_counts_what_an_earlier_daemon_ran() -> None:
     # Restored after a restart, 50 s into its 60: it has 10 s left, not 60 again.
     core = scheduler(heartbeat_timeout_s=1000.0)
     request = replace(job("a"), time_limit_s=60.0, ran_before_s=50.0)
-    core.adopt(request, Allocation(4), iteration=100, now=0.0)
+    core.handle(Reattached(request, Allocation(4), iteration=100), 0.0)
     assert core.next_deadline() == 10.0
     core.handle(Tick(), 10.0)
     assert core.status("a").state is JobState.CANCELLED

@@ -30,6 +30,7 @@ from scheduler.messages import (
     Tick,
 )
 from scheduler.rates import RateModel
+from scheduler.reasons import StateReason
 from scheduler.refit import FitQuality
 from scheduler.scheduler import Scheduler
 from scheduler.states import JobState
@@ -55,11 +56,7 @@ def workers(core: Scheduler, job_id: str) -> int:
 def test_a_reattached_job_runs_on_and_is_planned_with_the_next_arrival() -> None:
     core = scheduler(cpu_workers=12)
     out = core.handle(Reattached(job("old"), Allocation(7), iteration=500), 0.0)
-    assert out == [
-        StateChanged(
-            "old", None, JobState.RUNNING, "re-attached: its agent outlived the daemon", 500
-        )
-    ]
+    assert out == [StateChanged("old", None, JobState.RUNNING, StateReason.REATTACHED, 500)]
     assert core.status("old").state is JobState.RUNNING and workers(core, "old") == 7
     with pytest.raises(SchedulerError):
         core.handle(Reattached(job("old"), Allocation(7), iteration=500), 0.0)
@@ -74,20 +71,10 @@ def test_a_reattached_command_without_the_sdk_is_kept_unmanaged() -> None:
     core = scheduler(cpu_workers=12)
     event = Reattached(job("plain"), Allocation(3), iteration=40, gpu_indices=(0,), unmanaged=True)
     out = core.handle(event, 0.0)
-    why = "re-attached: it runs without the SDK and outlived the daemon"
+    why = StateReason.REATTACHED_UNMANAGED
     assert out == [StateChanged("plain", None, JobState.RUNNING, why, 40), RanUnmanaged("plain")]
     assert core.status("plain").unmanaged and core.status("plain").gpu_indices == (0,)
     assert core.next_deadline() is None, "no heartbeat is awaited from it"
-
-
-def test_the_old_calls_answer_as_the_events_do() -> None:
-    by_call, by_event = scheduler(cpu_workers=12), scheduler(cpu_workers=12)
-    for unmanaged in (False, True):
-        request = job(f"j{unmanaged}")
-        called = by_call.adopt(request, Allocation(2), 10, 1.0, (1,), unmanaged=unmanaged)
-        event = Reattached(request, Allocation(2), 10, (1,), unmanaged)
-        assert called == by_event.handle(event, 1.0)
-        assert by_call.status(request.id) == by_event.status(request.id)
 
 
 def test_restarts_used_before_a_daemon_restart_count_against_the_cap() -> None:
@@ -122,7 +109,8 @@ def test_a_restored_job_that_ended_keeps_its_gpus_until_its_processes_exit() -> 
     assert core.exiting == {"done"} and core.exiting_gpus() == {"done": (1,)}
     pinned = replace(job("pinned"), gpu_indices=(1,))
     assert only(core.handle(JobSubmitted(pinned), 1.0), Placed) == []
-    assert "job(s) done ended but keep theirs" in (core.waiting("pinned", 1.0) or "")
+    waiting = core.waiting("pinned", 1.0)
+    assert waiting is not None and waiting.holding == ("done",)
     assert only(core.handle(Exited("done"), 2.0), Placed) == [Placed("pinned", (1,))]
     assert core.exiting == frozenset()
 

@@ -21,9 +21,11 @@ from scheduler.messages import (
     JobRequest,
     JobSubmitted,
     Launch,
+    ModelRefitted,
     Pause,
     Paused,
     RanUnmanaged,
+    Reattached,
     Replanned,
     Restarting,
     Resume,
@@ -34,6 +36,7 @@ from scheduler.messages import (
     Tick,
 )
 from scheduler.rates import RateModel
+from scheduler.reasons import StateReason, Waiting, WaitReason
 from scheduler.refit import FitQuality
 from scheduler.scheduler import Scheduler
 from scheduler.states import JobState
@@ -324,7 +327,7 @@ def test_restarts_used_before_a_daemon_restart_count_against_the_cap() -> None:
     core.handle(Failed("a", "agent exited with code 1"), now=1.0)
     assert core.status("a").state is JobState.FAILED
     adopted = replace(job("b"), max_restarts=1, restarts=1)
-    core.adopt(adopted, Allocation(2), iteration=10, now=1.0)
+    core.handle(Reattached(adopted, Allocation(2), iteration=10), 1.0)
     core.handle(Failed("b", "agent exited with code 1"), now=2.0)
     assert core.status("b").state is JobState.FAILED
 
@@ -340,13 +343,12 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_is_planned_around() -> Non
     plain = replace(job("plain"), command=True, max_restarts=3)
     (launch,) = only(core.handle(JobSubmitted(plain), 0.0), Launch)
     assert core.next_deadline() == 5.0, "a command's hello is awaited unmanaged_after_s"
-    assert core.waiting("plain", 2.0) == (
-        "launched; waiting for the SDK's hello (stoker.init()): a command that does not call"
-        " it is taken to run without it in 3 s (scheduler.unmanaged_after_s = 5 s)"
+    assert core.waiting("plain", 2.0) == Waiting(
+        WaitReason.SDK_HELLO, seconds_left=3.0, setting_s=5.0
     )
     out = core.handle(Tick(), 5.0)
     (moved,) = only(out, StateChanged)
-    assert moved.new is JobState.RUNNING and "unmanaged" in moved.why
+    assert moved.new is JobState.RUNNING and moved.reason is StateReason.RAN_UNMANAGED
     assert only(out, RanUnmanaged) == [RanUnmanaged("plain")], "kept for a restarted daemon"
     assert core.status("plain").unmanaged
     assert core.waiting("plain", 5.0) is None
@@ -357,10 +359,8 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_is_planned_around() -> Non
     out = core.handle(JobSubmitted(job("b")), 61.0)
     assert not only(out, Pause)
     (second,) = only(out, Launch)
-    assert core.waiting("b", 61.0) == (  # a job of the SDK's: its hello is all it waits for
-        "launched; waiting for its agent's hello, at most 120 s more"
-        " (scheduler.launch_timeout_s = 120 s)"
-    )
+    # A job of the SDK's: its hello is all it waits for.
+    assert core.waiting("b", 61.0) == Waiting(WaitReason.HELLO, seconds_left=120.0, setting_s=120.0)
     held = launch.allocation.workers_per_gpu
     assert held + second.allocation.workers_per_gpu <= 12
     assert core.loader_processes() == held + second.allocation.workers_per_gpu
@@ -598,7 +598,7 @@ def test_a_new_model_repredicts_live_jobs_for_the_next_round() -> None:
     (launch,) = only(core.handle(JobSubmitted(predicted), 0.0), Launch)
     assert launch.allocation.workers_per_gpu == 10  # 100 * 0.01 / 0.1
     core.handle(AgentHello("a", launch.gen, 0), 0.0)
-    core.use_model(RateModel(FlatModel(0.05)), node)  # the GPU turned out twice as fast
+    core.handle(ModelRefitted(RateModel(FlatModel(0.05)), node), 0.0)  # the GPU is twice as fast
     assert core.status("a").allocation == launch.allocation  # nothing changes until a round
     out = core.handle(JobSubmitted(job("b", step_time_s=1.0)), 1.0)
     (pause,) = only(out, Pause)
@@ -615,12 +615,12 @@ def test_a_refit_below_the_r2_threshold_is_refused_and_one_above_is_taken() -> N
     core.handle(AgentHello("a", launch.gen, 0), 0.0)
     faster = RateModel(FlatModel(0.05))
     with pytest.raises(RefitUntrusted, match=r"training model's held-out R\^2 0\.300 is below"):
-        core.use_model(faster, node, FitQuality(training_r2=0.3, loading_r2=0.9))
+        core.handle(ModelRefitted(faster, node, FitQuality(training_r2=0.3, loading_r2=0.9)), 0.0)
     with pytest.raises(RefitUntrusted, match=r"loading model's .* could not be measured"):
-        core.use_model(faster, node, FitQuality(training_r2=0.9, loading_r2=None))
+        core.handle(ModelRefitted(faster, node, FitQuality(training_r2=0.9, loading_r2=None)), 0.0)
     out = core.handle(JobSubmitted(job("b", step_time_s=1.0)), 1.0)
     assert not [command for command in out if isinstance(command, Pause)], "a keeps its 10"
-    core.use_model(faster, node, FitQuality(training_r2=0.6, loading_r2=0.95))
+    core.handle(ModelRefitted(faster, node, FitQuality(training_r2=0.6, loading_r2=0.95)), 0.0)
     (pause,) = only(core.handle(JobSubmitted(job("c", step_time_s=1.0)), 2.0), Pause)
     (resume,) = only(core.handle(Paused("a", pause.gen, 5), 2.5), Resume)
     assert resume.allocation.workers_per_gpu == 20, "planned with the refit taken"
@@ -628,11 +628,11 @@ def test_a_refit_below_the_r2_threshold_is_refused_and_one_above_is_taken() -> N
 
 def test_an_adopted_job_runs_on_and_is_planned_with_the_next_arrival() -> None:
     core = scheduler(cpu_workers=12)
-    out = core.adopt(job("old"), Allocation(7), iteration=500, now=0.0)
+    out = core.handle(Reattached(job("old"), Allocation(7), iteration=500), 0.0)
     assert [r.new for r in only(out, StateChanged)] == [JobState.RUNNING]
     assert core.status("old").state is JobState.RUNNING and workers(core, "old") == 7
     with pytest.raises(SchedulerError):
-        core.adopt(job("old"), Allocation(7), iteration=500, now=0.0)
+        core.handle(Reattached(job("old"), Allocation(7), iteration=500), 0.0)
     out = core.handle(JobSubmitted(job("new")), 1.0)
     (pause,) = only(out, Pause)  # 7 + 10 > 12: the adopted job shrinks for the newcomer
     assert pause.job_id == "old"
