@@ -61,7 +61,8 @@ class Parts:
     keys: AgentKeys
     decoder_endpoint: str
     now: Callable[[], float]  # seconds since the service started
-    feed: Callable[[Event], None]  # an event to the core, its commands carried out
+    # An event to the core, its commands carried out; the core's refusal, None: taken.
+    feed: Callable[[Event], Exception | None]
     held: Held = field(default_factory=Held)
 
     @property

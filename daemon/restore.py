@@ -15,12 +15,12 @@ import time
 from agents.protocol import AgentMessage, Hello
 from daemon.actions import Actions
 from daemon.eventlog import UNMANAGED_EVENT
-from daemon.exitreason import ENDED_UNSEEN
 from daemon.parts import Parts
 from daemon.processes import is_agent, stop_group
 from daemon.reaping import finished_marker, last_step_marker
 from daemon.store import JobRecord
-from scheduler.messages import Allocation, JobSubmitted
+from daemon.wording import ENDED_UNSEEN
+from scheduler.messages import Allocation, JobSubmitted, Reattached, Released, Restored
 from scheduler.restore import (
     AgentReport,
     RestoreAction,
@@ -102,7 +102,7 @@ class Restorer:
         if record.checkpoint:
             self._actions.resume_from(record.id, record.checkpoint)
         if action is RestoreAction.AWAIT_HELLO:
-            parts.scheduler.hold(record.id, record.placement)
+            parts.feed(Restored(record.id, record.placement))
             self._awaiting[record.id] = parts.now() + parts.config.reattach_timeout_s
             parts.store.add_event(record.id, time.time(), "restored", {"was": record.state})
             return None
@@ -137,15 +137,11 @@ class Restorer:
             int(planned["workers_per_gpu"]) if planned else 1,
             float(planned["decoder_share"]) if planned else 0.0,
         )
-        commands = parts.scheduler.adopt(
-            parts.jobs.request(record),
-            allocation,
-            record.iteration,
-            parts.now(),
-            record.placement,
-            unmanaged=True,
-        )
-        self._actions.carry_out_all(commands)
+        request = parts.jobs.request(record)
+        event = Reattached(request, allocation, record.iteration, record.placement, unmanaged=True)
+        refusal = parts.feed(event)
+        if refusal is not None:  # `restore` marks it failed, saying why
+            raise refusal
 
     def _watch_if_running(self, record: JobRecord) -> None:
         """A completed job whose script still runs after its final step (an evaluation, a
@@ -170,7 +166,7 @@ class Restorer:
     def _watch_finishing(self, job_id: str, pid: int, placement: tuple[int, ...]) -> None:
         """Adopt a completed job's agent that runs on; its GPUs wait for its exit."""
         self._parts.launcher.adopt(job_id, pid)
-        self._parts.scheduler.hold(job_id, placement, exiting=True)
+        self._parts.feed(Restored(job_id, placement, exiting=True))
 
     def _agent_alive(self, job_id: str, pid: int | None) -> bool:
         """Whether `pid` is this state dir's agent of `job_id` (launcher.is_agent)."""
@@ -187,7 +183,7 @@ class Restorer:
             return False
         del self._awaiting[job_id]
         parts = self._parts
-        parts.scheduler.release(job_id)
+        parts.feed(Released(job_id))
         stored = parts.store.job(job_id)
         if stored is not None and stored.pid is not None:
             stop_group(stored.pid, grace_s=2.0)
@@ -207,12 +203,12 @@ class Restorer:
             action = after_silence(facts)
             if action is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
                 del self._awaiting[job_id]
-                parts.scheduler.release(job_id)  # held for its hello: adopted instead
+                parts.feed(Released(job_id))  # held for its hello: adopted instead
                 self._adopt_unmanaged(record, record.pid)
                 continue
             if action is RestoreAction.ENDED_UNSEEN:
                 del self._awaiting[job_id]
-                parts.scheduler.release(job_id)
+                parts.feed(Released(job_id))
                 self._actions.set_state(job_id, JobState.COMPLETED, ENDED_UNSEEN)
                 continue
             why = "its agent did not say hello to the restarted daemon"
@@ -232,10 +228,8 @@ class Restorer:
             return
         parts.launcher.adopt(job_id, message.pid)
         allocation = Allocation(message.workers, message.share)
-        commands = parts.scheduler.adopt(
-            parts.jobs.request(record), allocation, message.iteration, parts.now(), record.placement
-        )
-        self._actions.carry_out_all(commands)
+        request = parts.jobs.request(record)
+        parts.feed(Reattached(request, allocation, message.iteration, record.placement))
 
     def relaunch(self, job_id: str, why: str, *, count: bool = True) -> None:
         """Stop whatever is left of the job's agent and submit it to the core again, to
@@ -243,7 +237,7 @@ class Restorer:
         stopped cleanly."""
         parts = self._parts
         self._awaiting.pop(job_id, None)
-        parts.scheduler.release(job_id)
+        parts.feed(Released(job_id))
         record = parts.store.job(job_id)
         assert record is not None
         if record.pid is not None and self._agent_alive(job_id, record.pid):

@@ -47,7 +47,7 @@ from daemon.tpmkeeper import ModelRejected
 from daemon.views import Views
 from daemon.wiring import build_core, open_state_dir
 from scheduler.errors import SchedulerError
-from scheduler.messages import Command, Event, JobCancelled, Tick
+from scheduler.messages import Command, Event, JobCancelled, ModelRefitted, Tick
 from tpm import TpmError
 
 log = logging.getLogger(__name__)
@@ -208,15 +208,6 @@ class Service:
     def live_job(self, job_id: str) -> LiveJob | None:
         return self.views.live_job(job_id)
 
-    def gpus_held(self, record: JobRecord, live: LiveJob | None) -> list[int]:
-        return self.views.gpus_held(record, live)
-
-    def length(self, record: JobRecord, live: LiveJob | None) -> int | None:
-        return self.views.length(record, live)
-
-    def script_batch(self, record: JobRecord, live: LiveJob | None) -> int | None:
-        return self.views.script_batch(record, live)
-
     def snapshot(self) -> NodeSnapshot:
         return self.views.snapshot()
 
@@ -313,29 +304,30 @@ class Service:
 
     def _fitted(self, item: Fitted) -> None:
         try:
-            self.tpm.use(item.result, self.scheduler)
+            self.tpm.use(item.result, self.feed)
         except ModelRejected as error:
             if not item.done.done():  # the caller may have gone
                 item.done.set_exception(error)
         else:
             resolve(item.done)
 
-    def feed(self, event: Event) -> None:
+    def feed(self, event: Event) -> Exception | None:
         """Hand `event` to the core and carry out its commands: where the core raises part
         way, those of what it had changed still, so that the store never disagrees with it
-        (issue 37); then say the jobs whose reported numbers a plan refused."""
+        (issue 37); then say the jobs whose reported numbers a plan refused. The core's
+        refusal, None where it took the event (a refit's is said by the model keeper)."""
         commands: list[Command] = []
+        refusal: Exception | None = None
         try:
             self.scheduler.handle(event, self.now(), commands)
         except Exception as error:
-            self.counters.agent_errors += 1
-            expected = isinstance(error, SchedulerError | InvalidRequest | TpmError)
-            say = log.warning if expected else log.exception
-            say("event %s refused by the scheduler: %s", type(event).__name__, error)
+            refusal = error
+            _say_refused(self.counters, event, error)
         if self.observer is not None:
             self.observer(event, self.now(), commands)
         self.actions.carry_out_all(commands)
         say_refused(self.scheduler, self.store)
+        return refusal
 
     async def shutdown(self) -> None:
         """Stop accepting; ask every running agent to pause, so that it writes a checkpoint,
@@ -361,6 +353,16 @@ class Service:
             item = self._queue.get_nowait()
             if isinstance(item, FromAgent) and isinstance(item.message, MetricsMessage):
                 self.agents.keep_metrics(item.message)
+
+
+def _say_refused(counters: Counts, event: Event, error: Exception) -> None:
+    """Count and log the core's refusal of `event`; a refit's the model keeper says."""
+    if isinstance(event, ModelRefitted):
+        return
+    counters.agent_errors += 1
+    expected = isinstance(error, SchedulerError | InvalidRequest | TpmError)
+    say = log.warning if expected else log.exception
+    say("event %s refused by the scheduler: %s", type(event).__name__, error)
 
 
 def new_job_id(name: str) -> str:

@@ -3,6 +3,7 @@ adds to the store, and refits taken into use once the core accepts them."""
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 from agents.protocol import HeartbeatMessage
@@ -11,14 +12,17 @@ from daemon.config import DaemonConfig
 from daemon.learning import training_row
 from daemon.store import JobRecord, Store
 from scheduler.errors import RefitRejected, RefitUntrusted
-from scheduler.messages import JobRequest
+from scheduler.messages import JobRequest, ModelRefitted
 from scheduler.rates import RateModel
 from scheduler.refit import FitQuality
-from scheduler.scheduler import Scheduler
 from scheduler.telemetry import Beat, TelemetrySampler
 from tpm import FitResult, FittedTPM, TpmError
 
 log = logging.getLogger(__name__)
+
+# The service's way into the core for a refit: the event fed as every other is (the store's
+# record, the twin's observer), answering the core's refusal, None when it took the model.
+RefitFeed = Callable[[ModelRefitted], Exception | None]
 
 
 class ModelRejected(TpmError):
@@ -85,16 +89,19 @@ class TpmKeeper:
         self.telemetry_samples += 1
         self.samples_since_fit += 1
 
-    def use(self, result: FitResult, scheduler: Scheduler) -> None:
-        """Plan with a new fit, or refuse it whole (ModelRejected) and keep the old one."""
+    def use(self, result: FitResult, feed: RefitFeed) -> None:
+        """Plan with a new fit, or refuse it whole (ModelRejected) and keep the old one. The
+        core decides: `ModelRefitted` is fed to it, and its refusal said."""
         rates = RateModel(result.model)
         quality = FitQuality.of_report(result.report)
-        try:  # the core decides
-            scheduler.use_model(rates, self.node_spec(result.model), quality)
-        except (RefitRejected, RefitUntrusted) as error:
-            raise self._refuse(str(error), quality) from None
-        except InvalidRequest as error:
-            raise self._refuse(str(RefitRejected(str(error))), quality) from None
+        event = ModelRefitted(rates, self.node_spec(result.model), quality)
+        refusal = feed(event)
+        if isinstance(refusal, RefitRejected | RefitUntrusted):
+            raise self._refuse(str(refusal), quality)
+        if isinstance(refusal, InvalidRequest):
+            raise self._refuse(str(RefitRejected(str(refusal))), quality)
+        if refusal is not None:
+            raise refusal
         self.refused = None
         self.model, self.rates = result.model, rates
         self._store.add_model(time.time(), result.model.to_json(), result.report)

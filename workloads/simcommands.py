@@ -7,16 +7,26 @@ The agents' answers are scheduled on the node's clock (`SimNode.after`), drawn f
 job's own streams; nothing here talks to the core.
 """
 
+from typing import assert_never
+
 from scheduler.messages import (
+    Cancel,
     Command,
     Gated,
+    HelloNoted,
     Launch,
     Pause,
     Placed,
     Planned,
+    Queued,
+    RanUnmanaged,
+    Record,
+    Replanned,
     Restarting,
     Resume,
     SetShare,
+    StaleMessage,
+    Stalled,
     StateChanged,
 )
 from scheduler.states import JobState
@@ -51,15 +61,20 @@ def carry_out(node: SimNode, command: Command) -> None:
             _restarting(node, node.jobs[job_id])
         case StateChanged(job_id=job_id, new=new) if new.final:
             _ended(node, node.jobs[job_id], new)
-        case Planned() | Gated():
-            _count(node, command)
+        case (Planned() | Gated() | Cancel() | StateChanged() | Queued() | HelloNoted()) | (
+            RanUnmanaged() | StaleMessage() | Stalled() | Replanned()
+        ):
+            _count(node, command)  # a cancel ends the job at its final state above
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
-def _count(node: SimNode, record: Planned | Gated) -> None:
-    """The node's tally of the core's rounds: plans made, changes the gate kept from jobs."""
+def _count(node: SimNode, record: Cancel | Record) -> None:
+    """The node's tally of the core's rounds: plans made, changes the gate kept from jobs;
+    the other records change nothing on the node."""
     if isinstance(record, Planned):
         node.plans += 1
-    else:
+    elif isinstance(record, Gated):
         node.gated += record.kept
 
 

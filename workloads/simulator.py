@@ -27,8 +27,17 @@ import numpy as np
 from allocator import ContentionCurve, NodeSpec, ThroughputModel
 from scheduler.admission import GpuPool
 from scheduler.config import SchedulerConfig
-from scheduler.messages import DEFAULT_PIPELINE, Command, Event, Exited, JobRequest, Tick
+from scheduler.messages import (
+    DEFAULT_PIPELINE,
+    Command,
+    Event,
+    Exited,
+    JobRequest,
+    ModelRefitted,
+    Tick,
+)
 from scheduler.rates import RateModel
+from scheduler.refit import FitQuality
 from scheduler.scheduler import Scheduler
 from workloads import ORACLE, ORACLE_OF
 from workloads.bounds import run_bounds
@@ -39,6 +48,7 @@ from workloads.simagents import SimAgents
 from workloads.simcommands import carry_out
 from workloads.simjob import CRASH, FINISH, SILENT, STALL, Draws, JobPhase, SimJob
 from workloads.simnode import SimNode
+from workloads.simrestart import SimRestore
 from workloads.spec import Workload, WorkloadJob
 from workloads.truth import NodeTruth
 
@@ -80,12 +90,7 @@ class Simulation:
         self._profile_report: dict[str, object] | None = None
         self._model: ThroughputModel | None = None
         node = workload.node
-        self._scheduler = Scheduler(
-            self._node_spec(),
-            self._rate_model(),
-            self._config,
-            GpuPool(node.gpus, node.max_jobs_per_gpu),
-        )
+        self._scheduler = self._new_scheduler()
         jobs = {job.id: self._new_job(job) for job in workload.jobs}
         self._node = SimNode(self._truth, node.gpus, jobs)
         self._agents = SimAgents(
@@ -99,6 +104,12 @@ class Simulation:
         self.observer: Observer | None = None  # sees every event fed, as the daemon's does
 
     # ---- set-up ---------------------------------------------------------------------------
+
+    def _new_scheduler(self) -> Scheduler:
+        """A core as the daemon's start builds one: the node, the model, no jobs."""
+        node = self._workload.node
+        gpus = GpuPool(node.gpus, node.max_jobs_per_gpu)
+        return Scheduler(self._node_spec(), self._rate_model(), self._config, gpus)
 
     def _node_spec(self) -> NodeSpec:
         node = self._workload.node
@@ -150,6 +161,10 @@ class Simulation:
             if job.spec.cancel_at_s is not None:
                 node.schedule(job.spec.cancel_at_s, "cancel", job.spec.id)
         node.schedule(self._heartbeat_s, "heartbeat", "")
+        daemon = self._workload.node
+        for kind, when in (("restart", daemon.restart_at_s), ("refit", daemon.refit_at_s)):
+            if when is not None:
+                node.schedule(when, kind, "")
         stalled_at = -1.0  # a deadline already served once at this instant
         while node.events:
             deadline = self._scheduler.next_deadline()
@@ -173,6 +188,12 @@ class Simulation:
             self._agents.heartbeats()
             if self._node.unfinished:
                 self._node.schedule(self._node.now + self._heartbeat_s, "heartbeat", "")
+            return
+        if kind == "restart":
+            self._restart()
+            return
+        if kind == "refit":
+            self._refit()
             return
         job = self._node.jobs[job_id]
         if kind in _MILESTONES:
@@ -216,6 +237,28 @@ class Simulation:
         place = self._scheduler.placement_for(job.spec.gpus, job.spec.gpu_indices) or ()
         shared = any(self._node.gpu_jobs[gpu] >= 1 for gpu in place)
         return 1.0 + self._truth.share_overhead if shared else 1.0
+
+    # ---- the daemon's restarts and refits --------------------------------------------------
+
+    def new_core(self) -> None:
+        """The daemon restarted: from now on a fresh core, as its start builds one, takes the
+        events (the twin test's, the restore's first)."""
+        self._scheduler = self._new_scheduler()
+
+    def _restart(self) -> None:
+        """A kill -9 and a start: a fresh core, fed the daemon's restore (simrestart.py)."""
+        last = dict(self._scheduler.jobs())
+        self.new_core()
+        restore = SimRestore(self._node, last, self._deliver, self._request)
+        restore.restore()
+        restore.hellos()
+
+    def _refit(self) -> None:
+        """A refit of the model on the profiles' samples (the same model again, judged by
+        its held-out R^2), fed as the daemon's model keeper feeds one."""
+        report = self._profile_report
+        quality = FitQuality.of_report(report) if report is not None else None
+        self._deliver(ModelRefitted(self._rate_model(), self._node_spec(), quality))
 
     # ---- the core -------------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ name = "paper-static"
 [node]
 gpus = 4
 cpu_workers = 18
+restart_at_s = 600     # optional, simulator: the daemon is killed and restarts then
+refit_at_s = 300       # optional, simulator: the daemon refits its model then
 [scheduler]            # optional: SchedulerConfig fields
 arrival_window_s = 0
 [truth]                # optional: NodeTruth fields (the simulated world)
@@ -75,6 +77,10 @@ class NodeConfig(_Strict):
     max_jobs_per_gpu: int = Field(
         1, ge=1, description="jobs admitted per GPU when placed by count; more wait in a queue"
     )
+    # Simulator only: the node's daemon is killed (kill -9) then and started again at once,
+    # restoring its jobs (workloads/simrestart.py); it refits its model then.
+    restart_at_s: float | None = Field(None, ge=0.0, description="the daemon restarts then")
+    refit_at_s: float | None = Field(None, ge=0.0, description="the daemon refits its model")
 
 
 def check_node_options(gpus: int, cpu_workers: int) -> None:

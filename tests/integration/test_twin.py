@@ -44,7 +44,11 @@ def run_twins(scenario: Scenario, tmp_path: Path) -> Twins:
     simulation = Simulation(workload, options)
     driver = Driver(tmp_path, simulation.config, model=simulation.model, node=dict(NODE))
     asyncio.run(scenario.drive(driver))
-    simulated = [Fed(fed.event, fed.now, simulation.feed(fed.event, fed.now)) for fed in driver.fed]
+    simulated = []
+    for index, fed in enumerate(driver.fed):
+        if index in driver.restarted_at:  # the daemon restarted: a fresh core, as its own
+            simulation.new_core()
+        simulated.append(Fed(fed.event, fed.now, simulation.feed(fed.event, fed.now)))
     _RUNS[scenario.name] = Twins(driver.fed, simulated)
     return _RUNS[scenario.name]
 

@@ -217,6 +217,55 @@ async def cold_resize(driver: Driver) -> None:
     await driver.close()
 
 
+# A refit's report whose held-out R^2 the core trusts (scheduler/refit.py).
+TRUSTED_FIT: dict[str, object] = {
+    "training": {"chosen": "linear", "candidates": {"linear": {"r2": 0.99}}},
+    "loading": {"r2": 0.99},
+}
+
+
+async def restart(driver: Driver) -> None:
+    """A kill -9 of the daemon and a second one on its state dir: a running job whose agent
+    outlived it is held for its hello (`Restored`), then taken over (`Reattached`); one whose
+    agent is gone, and one that never launched, are given back (`Released`) and submitted
+    again; then a refit (`ModelRefitted`) and the jobs' ends."""
+    for job, model in RESTART.models.items():
+        driver.at(0.0).submit(job, model=model, max_restarts=1)
+    driver.at(1.0).tick()  # `a` and `b` launch, `c` waits for a GPU
+    for job in ("a", "b"):
+        driver.at(1.5)
+        hello(driver, job, 45_000)
+    for second in (2.0, 3.0):
+        for job in ("a", "b"):
+            driver.at(second)
+            heartbeat(driver, job, int(second * 10))
+    agent = driver.launcher.live["a"]
+    gen, workers = launched(driver, "a").gen, launched(driver, "a").allocation.workers_per_gpu
+    driver.launcher.stop("b")  # its process died while no daemon watched
+    driver.at(4.0).restart()
+    assert driver.service.restorer.awaiting("a"), "its agent outlived the daemon"
+    assert driver.state("b") == "submitted" and driver.state("c") == "submitted"
+    hi = Hello(job="a", gen=gen, pid=agent, state="running", iteration=40, workers=workers)
+    driver.at(4.5).agent(hi)
+    assert driver.state("a") == "running", "re-attached"
+    driver.at(5.5).tick()  # the arrival window closes: `b` launches again
+    driver.at(6.0).refit(TRUSTED_FIT)
+    driver.at(6.5)
+    hello(driver, "b", 45_001)
+    driver.at(7.0).agent(FinishedMessage(job="a", gen=gen, iteration=500))
+    driver.launcher.exit("a", 0)
+    for second in (7.5, 8.5):  # `c` takes `a`'s GPU, and `b` is asked to give workers up
+        driver.at(second).tick()
+    driver.at(9.0).agent(PausedMessage(job="b", gen=pauses(driver)[-1].gen, iteration=60))
+    (resume,) = [c for c in driver.fed[-2].commands if isinstance(c, Resume)]  # [-1]: a tick
+    driver.at(9.5)
+    hello(driver, "c", 45_002)
+    workers = resume.allocation.workers_per_gpu
+    driver.at(9.5).agent(ResumedMessage(job="b", gen=resume.gen, workers=workers, gap_s=0.5))
+    driver.at(11.0).tick()
+    await driver.close()
+
+
 ROUNDS = Scenario("rounds", rounds, {"a": "Resnet18", "b": "Resnet18", "c": "smResnet20"})
 CANCELS = Scenario("cancels", cancels, {"a": "Resnet18", "b": "Resnet18", "c": "smResnet20"})
 SILENCE = Scenario(
@@ -228,4 +277,6 @@ SILENCE = Scenario(
 )
 COLD = Scenario("cold resize", cold_resize, {"a": "Resnet18", "d": "Resnet18", "c": "smResnet20"})
 
-SCENARIOS = (ROUNDS, CANCELS, SILENCE, COLD)
+RESTART = Scenario("restart", restart, {"a": "Resnet18", "b": "Resnet18", "c": "smResnet20"})
+
+SCENARIOS = (ROUNDS, CANCELS, SILENCE, COLD, RESTART)

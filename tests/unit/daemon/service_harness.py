@@ -3,22 +3,25 @@ launcher whose processes are records (no agent runs; exits are scripted). Everyt
 inside one asyncio loop, as in the daemon, because commands to agents are sent from it."""
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from agents.protocol import AgentMessage
 from allocator import ThroughputModel
 from daemon.api import load_model
 from daemon.config import DaemonConfig, NodeConfig
-from daemon.items import CancelCall, FromAgent, SubmitCall
+from daemon.items import CancelCall, Fitted, FromAgent, SubmitCall
 from daemon.launcher import Exit, Launcher, RankProcess
 from daemon.service import Service
 from daemon.store import JobRecord
 from scheduler.config import SchedulerConfig
 from scheduler.messages import Command, Event
+from tpm import FitResult, FittedTPM
 
 
 class Clock:
@@ -71,6 +74,10 @@ class RecordedLauncher(Launcher):
     def stop(self, job_id: str, grace_s: float = 5.0) -> None:
         self.live.pop(job_id, None)
 
+    def stop_pid(self, pid: int) -> None:
+        """Stop the processes of the job whose agent has `pid` (a restore's stop)."""
+        self.live = {job_id: alive for job_id, alive in self.live.items() if alive != pid}
+
     def stop_all(self, grace_s: float = 5.0, keep: Collection[str] = ()) -> None:
         self.live = {job_id: pid for job_id, pid in self.live.items() if job_id in keep}
 
@@ -104,14 +111,16 @@ class Driver:
         )
         self.clock = Clock()
         self.launcher = RecordedLauncher(self.config.state_dir / "jobs")
-        self.service = Service(
-            self.config,
-            model or load_model(self.config),
-            clock=self.clock,
-            launcher=self.launcher,
-        )
+        self.model = model or load_model(self.config)
         self.fed: list[Fed] = []
-        self.service.observer = lambda event, now, out: self.fed.append(Fed(event, now, list(out)))
+        self.restarted_at: list[int] = []  # where in `fed` each restarted service begins
+        self._patches = contextlib.ExitStack()
+        self.service = self._start()
+
+    def _start(self) -> Service:
+        service = Service(self.config, self.model, clock=self.clock, launcher=self.launcher)
+        service.observer = lambda event, now, out: self.fed.append(Fed(event, now, list(out)))
+        return service
 
     def at(self, seconds: float) -> "Driver":
         """Set the clock to `seconds` after the service started."""
@@ -161,6 +170,41 @@ class Driver:
         self.service.link.close()
         self.service._lock.release()
 
+    def restart(self) -> None:
+        """A kill -9 of the daemon and a start of another on the same state dir, which
+        restores its jobs. The agents outlive it: the launcher's records are the process
+        table its restore reads (and stops processes in). Its clock counts from the first
+        one's start, so that its core sees the times one simulated clock gives (a real
+        restart's counts from its own: the core only compares its times with each other)."""
+        self.killed()
+        launcher = self.launcher
+        self._patches.enter_context(
+            mock.patch(
+                "daemon.restore.is_agent",
+                lambda pid, job_id, folder: launcher.live.get(job_id) == pid,
+            )
+        )
+        self._patches.enter_context(
+            mock.patch(
+                "daemon.restore.stop_group",
+                lambda pid, grace_s, children=(): launcher.stop_pid(pid),
+            )
+        )
+        now, self.clock.now = self.clock.now, 1000.0
+        self.service = self._start()
+        self.clock.now = now
+        self.restarted_at.append(len(self.fed))
+        self.service.restorer.restore()
+
+    def refit(self, report: dict[str, object]) -> None:
+        """A refit whose fit is the model the service plans with, judged by `report`."""
+        assert isinstance(self.model, FittedTPM), "a refit stores a fitted model"
+        done = asyncio.get_running_loop().create_future()
+        self.service.step(Fitted(FitResult(self.model, report), done))
+
     async def close(self) -> None:
-        await asyncio.sleep(0)  # let the sends the commands queued run
-        await self.service.shutdown()
+        try:
+            await asyncio.sleep(0)  # let the sends the commands queued run
+            await self.service.shutdown()
+        finally:
+            self._patches.close()

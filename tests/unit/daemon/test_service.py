@@ -33,6 +33,7 @@ from daemon.items import FromAgent, IdTaken
 from daemon.restore import Restorer
 from daemon.service import new_job_id
 from daemon.store import Store
+from daemon.wording import waiting_words
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
 
@@ -582,7 +583,7 @@ def test_a_job_lost_for_good_keeps_its_gpu_until_its_processes_are_gone(tmp_path
         driver.at(20.0).tick()  # 10 s without a heartbeat: lost, and no restarts left
         assert driver.state("a") == "failed"
         assert driver.launcher.launched() == ["a"]
-        why = driver.service.scheduler.waiting("b", driver.clock.now)
+        why = waiting_words(driver.service.scheduler.waiting("b", driver.clock.now))
         assert why is not None and "job(s) a ended but keep theirs" in why
         driver.at(25.0).tick()  # stopped after its 5 s: the GPU is b's
         assert driver.launcher.launched() == ["a", "b"]
@@ -673,8 +674,8 @@ def test_a_scripts_length_counts_unless_its_job_file_gives_one(tmp_path: Path) -
         for job in ("a", "z"):
             record = service.store.job(job)
             assert record is not None
-            lengths[job] = service.length(record, service.live_job(job))
-            batches[job] = service.script_batch(record, service.live_job(job))
+            lengths[job] = service.views.length(record, service.live_job(job))
+            batches[job] = service.views.script_batch(record, service.live_job(job))
         assert driver.state("a") == "completed"
         assert lengths == {"a": 300, "z": 500}
         assert batches == {"a": 16, "z": 16}, "what its script said, kept"
