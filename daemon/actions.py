@@ -22,10 +22,11 @@ from daemon.eventlog import event_of
 from daemon.launching import Starter, own_checkpoint
 from daemon.parts import Parts
 from daemon.spawn import daemons_own
-from daemon.wording import in_brief, stalled_words, state_words
+from daemon.wording import curve_refused_words, in_brief, stalled_words, state_words
 from scheduler.messages import (
     Cancel,
     Command,
+    CurveRefused,
     Gated,
     HelloNoted,
     Launch,
@@ -100,6 +101,7 @@ class Actions:
                 | Planned()
                 | Gated()
                 | Replanned()
+                | CurveRefused()
             ):
                 self._record(command)
             case _ as unreachable:
@@ -160,6 +162,8 @@ class Actions:
             case Stalled(job_id=stalled_job, stalled=stalled):
                 if stalled:
                     log.warning("job %s: %s", stalled_job, stalled_words(record))
+            case CurveRefused(job_id=refused_job):  # it runs on, planned on its prior
+                log.warning("job %s: %s", refused_job, curve_refused_words(record))
             case Planned(gen=gen, plan=plan):
                 parts.counters.plans += 1
                 allocations = plan.to_dict()["allocations"]

@@ -5,8 +5,9 @@ and their wording."""
 
 from typing import Any, assert_never
 
-from daemon.wording import restart_words, state_words
+from daemon.wording import curve_refused_words, restart_words, state_words
 from scheduler.messages import (
+    CurveRefused,
     Gated,
     HelloNoted,
     Planned,
@@ -21,6 +22,7 @@ from scheduler.messages import (
 )
 
 UNMANAGED_EVENT = "unmanaged"  # the kind of event that says a job runs without the SDK
+REFUSED_EVENT = "refused"  # a plan refused a job's learned curve: it runs on its prior
 EXITED_EVENT = "exited"  # a job's processes exited: their code, and why when that failed it
 
 Logged = tuple[str | None, str, dict[str, Any]]
@@ -46,7 +48,9 @@ def _plan_event(record: Planned | Gated | Replanned) -> Logged:
             assert_never(unreachable)
 
 
-OneJob = StateChanged | Queued | HelloNoted | RanUnmanaged | StaleMessage | Restarting | Stalled
+OneJob = (
+    StateChanged | Queued | HelloNoted | RanUnmanaged | StaleMessage | Restarting | Stalled
+) | CurveRefused
 
 
 def _job_event(record: OneJob) -> Logged:  # noqa: PLR0911 (one return a type)
@@ -70,5 +74,7 @@ def _job_event(record: OneJob) -> Logged:  # noqa: PLR0911 (one return a type)
         case Stalled(job_id=job_id, stalled=stalled, silent_s=silent_s, phase=phase):
             said: dict[str, Any] = {"stalled": stalled, "phase": phase}
             return job_id, "stall", {**said, "silent_s": round(silent_s, 1)} if stalled else said
+        case CurveRefused(job_id=job_id):
+            return job_id, REFUSED_EVENT, {"why": curve_refused_words(record)}
         case _ as unreachable:
             assert_never(unreachable)

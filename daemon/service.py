@@ -36,7 +36,6 @@ from daemon.logcap import cap_logs_forever
 from daemon.metrics import Metrics
 from daemon.parts import Parts
 from daemon.reaping import Reaper
-from daemon.refused import say_refused
 from daemon.restore import Restorer
 from daemon.shutdown import leave
 from daemon.snapshot import Counts, LiveJob, NodeSnapshot
@@ -314,7 +313,7 @@ class Service:
     def feed(self, event: Event) -> Exception | None:
         """Hand `event` to the core and carry out its commands: where the core raises part
         way, those of what it had changed still, so that the store never disagrees with it
-        (issue 37); then say the jobs whose reported numbers a plan refused. The core's
+        (issue 37). The core's
         refusal, None where it took the event (a refit's is said by the model keeper)."""
         commands: list[Command] = []
         refusal: Exception | None = None
@@ -326,7 +325,6 @@ class Service:
         if self.observer is not None:
             self.observer(event, self.now(), commands)
         self.actions.carry_out_all(commands)
-        say_refused(self.scheduler, self.store)
         return refusal
 
     async def shutdown(self) -> None:

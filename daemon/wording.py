@@ -7,8 +7,8 @@ are read, in daemon/exitreason.py (their words reach the core as opaque `said` t
 
 from typing import assert_never
 
-from scheduler.guard import Refusal
 from scheduler.messages import (
+    CurveRefused,
     Ending,
     EndReason,
     NotRelaunched,
@@ -205,7 +205,7 @@ def waiting_words(waiting: Waiting | None) -> str | None:
             assert_never(unreachable)
 
 
-def curve_refused_words(refusal: Refusal) -> str:
+def curve_refused_words(refusal: CurveRefused) -> str:
     """Why a plan put a job's learned curve back on its prior (scheduler/guard.py)."""
     return (
         f"its reported numbers were refused ({refusal.raised}: {refusal.raised_said});"

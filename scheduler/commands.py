@@ -195,6 +195,17 @@ class Replanned:
     plan: AllocationPlan
 
 
+@dataclass(frozen=True)
+class CurveRefused:
+    """A job whose learned curve a plan refused (scheduler/guard.py): it is planned on its
+    prior and learns again from its next heartbeats. The policy's failure on it: the
+    exception's type name, and its own text (opaque)."""
+
+    job_id: str
+    raised: str
+    raised_said: str
+
+
 Record = (
     StateChanged
     | Queued
@@ -206,5 +217,6 @@ Record = (
     | Planned
     | Gated
     | Replanned
+    | CurveRefused
 )
 Command = Launch | Pause | Resume | SetShare | Cancel | Placed | Record

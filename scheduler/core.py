@@ -13,7 +13,6 @@ from scheduler.admission import Admission, GpuPool
 from scheduler.commands import Command, StateChanged
 from scheduler.config import SchedulerConfig
 from scheduler.errors import UnknownJob
-from scheduler.guard import Refusal
 from scheduler.jobs import Job, Round, holding, workers_of
 from scheduler.rates import RateModel
 from scheduler.reasons import Ending, StateReason
@@ -75,9 +74,6 @@ class Core:
         # `Failed` or `JobCancelled`; a job lost on its heartbeats; one held since a
         # restart): their GPUs stay placed until they have `Exited`.
         self.exiting: set[str] = set()
-        # Jobs whose learned curves a plan refused (`rounds.plan_for`), for the adapters to say;
-        # they take them out as they read them.
-        self.refused: list[Refusal] = []
 
     def job(self, job_id: str) -> Job:
         try:

@@ -4,14 +4,15 @@ A job's learned curve comes from what its process reports, and a process may rep
 anything. Its curve is held to what a job can physically do (scheduler/curves.py), but
 should a policy still fail on it, or predict a figure that is not a finite number, the
 round is not lost for every job on the node: the jobs whose learned curves break it are
-planned on their priors, and said to be (`Refusal`), and the others as they learned.
+planned on their priors, and said to be (`CurveRefused`), and the others as they learned.
 """
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from allocator import AllocationPlan, JobSpec
+from scheduler.commands import CurveRefused
 
 # What a policy raises on numbers it cannot plan: its own refusals (InvalidRequest is a
 # ValueError), a math domain error, an overflow, a division by zero; and NumPy's overflow
@@ -19,21 +20,11 @@ from allocator import AllocationPlan, JobSpec
 _FAILURES = (ArithmeticError, ValueError, RuntimeWarning)
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """A job whose learned curve the plans refused: it is planned on its prior. The
-    policy's failure on it: the exception's type name, and its own text (opaque)."""
-
-    job_id: str
-    raised: str
-    raised_said: str
-
-
 def plan_surviving(
     plan: Callable[[Sequence[JobSpec]], AllocationPlan],
     learned: Sequence[JobSpec],
     priors: Sequence[JobSpec | None],
-) -> tuple[AllocationPlan, list[Refusal]]:
+) -> tuple[AllocationPlan, list[CurveRefused]]:
     """`plan` of the jobs as they `learned`; where that fails, of the same jobs with the
     first learned curve whose prior in its place lets it plan (tried one job at a time, in
     order), else with every learned curve put back on its prior. `priors`: each job's
@@ -56,7 +47,7 @@ def plan_surviving(
             found = _checked(plan(specs))
         except _FAILURES:
             continue
-        return found, [Refusal(learned[index].id, raised, said)]
+        return found, [CurveRefused(learned[index].id, raised, said)]
     try:
         if not moved:
             raise failure
@@ -65,7 +56,7 @@ def plan_surviving(
         if isinstance(failure, _NotFinite):  # no job's doing: the plan as it was made
             return failure.plan, []
         raise failure from None
-    return found, [Refusal(learned[index].id, raised, said) for index in moved]
+    return found, [CurveRefused(learned[index].id, raised, said) for index in moved]
 
 
 def _as_planned(prior: JobSpec, planned: JobSpec) -> JobSpec:

@@ -125,7 +125,7 @@ def start_beside_running(core: Core, now: float, out: list[Command]) -> None:
     )
     learning.relearn_contention(core)
     try:
-        plan = plan_for(core, arriving, node)
+        plan = plan_for(core, arriving, node, out)
     except InvalidRequest:
         return
     asked = sum(
@@ -154,7 +154,7 @@ def start_round(
     jobs no plan can change now)."""
     if plan is None:
         learning.relearn_contention(core)
-        plan = plan_for(core, planned, node_left(core))
+        plan = plan_for(core, planned, node_left(core), out)
     core.generation += 1
     for job in planned:
         job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s
@@ -191,7 +191,7 @@ def start_round(
         finish_round(core, now, out)
 
 
-def plan_for(core: Core, jobs: list[Job], node: NodeSpec) -> AllocationPlan:
+def plan_for(core: Core, jobs: list[Job], node: NodeSpec, out: list[Command]) -> AllocationPlan:
     """The configured policy's plan for `jobs` on `node`: each job's work left and what
     it must keep, the fairness floor, and the completion window its fluid model waits.
     A job whose learned curve it cannot plan goes back to its prior (scheduler/guard.py)."""
@@ -209,7 +209,7 @@ def plan_for(core: Core, jobs: list[Job], node: NodeSpec) -> AllocationPlan:
     for refusal in refused:  # it learns again from its next heartbeats
         job = core.jobs[refusal.job_id]
         job.curve, job.spec = JobCurve(), job.prior
-    core.refused += refused
+    out.extend(refused)
     return planned
 
 
@@ -307,7 +307,7 @@ def _replan_flexible(core: Core, current: Round, out: list[Command]) -> None:
     flexible = [core.jobs[j] for j in (*current.paused, *current.launches)]
     if not flexible:
         return
-    replan = plan_for(core, flexible, node_left(core, also_fixed=(JobState.RUNNING,)))
+    replan = plan_for(core, flexible, node_left(core, also_fixed=(JobState.RUNNING,)), out)
     for job in flexible:
         job.planned = planned_allocation(replan, job.request.id)
     out.append(Replanned(current.gen, replan))

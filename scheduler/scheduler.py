@@ -43,7 +43,6 @@ from scheduler.events import (
     Resumed,
     Tick,
 )
-from scheduler.guard import Refusal
 from scheduler.jobs import Job, JobStatus, length
 from scheduler.rates import RateModel
 from scheduler.reasons import Waiting, WaitReason
@@ -101,16 +100,6 @@ class Scheduler:
     # ---- the daemon's old calls, until it feeds the events ---------------------------------
 
     # ---- reading -------------------------------------------------------------------------
-
-    @property
-    def refused(self) -> list[Refusal]:
-        """Jobs whose learned curves a plan refused (scheduler/guard.py), for the adapters
-        to say; they take them out as they read them (assigning the list they leave)."""
-        return self._core.refused
-
-    @refused.setter
-    def refused(self, left: list[Refusal]) -> None:
-        self._core.refused = left
 
     @property
     def generation(self) -> int:

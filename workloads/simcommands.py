@@ -12,6 +12,7 @@ from typing import assert_never
 from scheduler.messages import (
     Cancel,
     Command,
+    CurveRefused,
     Gated,
     HelloNoted,
     Launch,
@@ -62,7 +63,7 @@ def carry_out(node: SimNode, command: Command) -> None:
         case StateChanged(job_id=job_id, new=new) if new.final:
             _ended(node, node.jobs[job_id], new)
         case (Planned() | Gated() | Cancel() | StateChanged() | Queued() | HelloNoted()) | (
-            RanUnmanaged() | StaleMessage() | Stalled() | Replanned()
+            RanUnmanaged() | StaleMessage() | Stalled() | Replanned() | CurveRefused()
         ):
             _count(node, command)  # a cancel ends the job at its final state above
         case _ as unreachable:

@@ -11,8 +11,8 @@ from daemon.wording import (
     state_words,
     waiting_words,
 )
-from scheduler.guard import Refusal
 from scheduler.messages import (
+    CurveRefused,
     Ending,
     EndReason,
     MessageKind,
@@ -194,7 +194,7 @@ def test_what_a_job_waits_for_names_the_setting() -> None:
 
 
 def test_a_refused_curve_says_the_policys_failure() -> None:
-    refusal = Refusal("bad", "ValueError", "math domain error")
+    refusal = CurveRefused("bad", "ValueError", "math domain error")
     assert curve_refused_words(refusal) == (
         "its reported numbers were refused (ValueError: math domain error); planned on its prior"
     )
