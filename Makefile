@@ -37,6 +37,7 @@ lint: install
 	$(BIN)/mypy
 	$(BIN)/mypy examples  # scripts, not a package: checked on their own
 	$(BIN)/lint-imports  # DESIGN.md's import rules, as the contracts in pyproject.toml
+	$(BIN)/pytest -q -p no:cacheprovider -n 0 tests/unit/test_house_rules.py tests/unit/test_import_rules.py  # sizes, circles, typed seams (issue 38)
 
 # Debian's Chromium for the dashboard's browser tests (Playwright drives it). Best effort:
 # without root or apt those tests skip and say why.

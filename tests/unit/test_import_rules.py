@@ -53,6 +53,13 @@ def tree(tmp_path: Path) -> Path:
         ("workloads/truth.py", "import daemon", "workloads is not allowed to import daemon"),
         ("bench/common.py", "import tests.unit", "bench is not allowed to import tests"),
         ("daemon/summary.py", "import cli", "daemon is not allowed to import cli"),
+        # Issue 38: imports inside the daemon point down, and no package has a circle.
+        (
+            "daemon/store/jobs.py",
+            "import daemon.service",
+            "daemon.store is not allowed to import daemon.service",
+        ),
+        ("scheduler/jobs.py", "import scheduler.lifecycle", "No cycles are allowed in scheduler"),
     ],
 )
 def test_a_deliberate_violation_fails_the_contracts(
@@ -64,3 +71,10 @@ def test_a_deliberate_violation_fails_the_contracts(
     run = lint(tree)
     assert run.returncode == 1, run.stdout
     assert broken in run.stdout
+
+
+def test_a_new_daemon_module_must_be_placed_in_its_layers(tree: Path) -> None:
+    (tree / "daemon" / "newthing.py").write_text("x = 1\n")
+    run = lint(tree)
+    assert run.returncode == 1, run.stdout
+    assert "not listed as layers" in run.stdout and "daemon.newthing" in run.stdout
