@@ -1,6 +1,7 @@
 """Carrying out the scheduler core's commands: processes started (`daemon/launching.py`),
 messages sent to agents, state and events written to the store. No decisions: the core
-made them. Exits are `daemon/reaping.py`'s; the stop's messages `daemon/shutdown.py`'s."""
+made them. Exits are `daemon/reaping.py`'s (and so is carrying out what the core answers
+about them); the stop's messages `daemon/shutdown.py`'s."""
 
 import asyncio
 import logging
@@ -18,6 +19,7 @@ from agents.protocol import (
     ResumeMessage,
     ShareMessage,
 )
+from daemon import reaping
 from daemon.eventlog import event_of
 from daemon.launching import Starter, own_checkpoint
 from daemon.parts import Parts
@@ -27,6 +29,7 @@ from scheduler.messages import (
     Cancel,
     Command,
     CurveRefused,
+    ExitNoted,
     Gated,
     HelloNoted,
     Launch,
@@ -43,6 +46,8 @@ from scheduler.messages import (
     StaleMessage,
     Stalled,
     StateChanged,
+    StepsKept,
+    StopProcesses,
 )
 from scheduler.states import JobState
 
@@ -89,7 +94,8 @@ class Actions:
                 self._set_share(command)
             case Cancel(job_id=job_id):
                 self._send(CancelMessage(job=job_id))
-                parts.held.cancelled_at[job_id] = parts.now()
+            case StopProcesses() | StepsKept() | ExitNoted():
+                reaping.carry_out(parts, command)
             case (
                 StateChanged()
                 | Queued()
@@ -179,7 +185,8 @@ class Actions:
         self, job_id: str, state: JobState, why: str, data: dict[str, Any] | None = None
     ) -> None:
         """Write a lifecycle change (the store checks it against the transition table)
-        and its event; a job that left leaves nothing running behind."""
+        and its event; a job sent back for a restart leaves nothing running behind (an
+        ended job's processes the core stops in time: `StopProcesses`)."""
         parts, held = self._parts, self._parts.held
         parts.store.update_job(job_id, time.time(), state=state.value)
         log.info("job %s: %s%s", job_id, state.value, in_brief(why))
@@ -192,17 +199,6 @@ class Actions:
             held.pace.forget(job_id)
             held.said.pop(job_id, None)  # what its script last said is stored
             parts.tpm.sampler.forget(job_id)
-            if not launcher.running(job_id) or job_id in held.cancelled_at:
-                return
-            if state is JobState.COMPLETED:  # its script goes on after training, as it may
-                self.watch_finished(job_id)
-            else:
-                held.cancelled_at[job_id] = parts.now()  # lost or failed: make sure it is gone
-
-    def watch_finished(self, job_id: str) -> None:
-        """A completed job's processes run on (after its final step): stopped once
-        `finished_exit_s` has passed, unless they exit first."""
-        self._parts.held.finished_at[job_id] = self._parts.now()
 
     def resume_from(self, job_id: str, checkpoint: str) -> None:
         """Start the job's next launch from `checkpoint` (a job restored after a restart)."""

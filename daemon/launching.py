@@ -56,7 +56,9 @@ class Starter:
         else:
             log.exception("job %s: launch failed", job_id)
             why = f"launch failed: {error}"
-        parts.feed(Failed(job_id, why, cause=EndReason.LAUNCH_FAILED))
+        # Anything of it the launch left running is the core's to stop (`StopProcesses`).
+        exited = not parts.launcher.running(job_id)
+        parts.feed(Failed(job_id, why, exited=exited, cause=EndReason.LAUNCH_FAILED))
 
     def resume_cold(self, job_id: str, gen: int, allocation: Allocation) -> None:
         """A cold-resize job's agent exited after `paused`: start a new one from the

@@ -18,7 +18,6 @@ from daemon.relaunch import Retries
 from daemon.snapshot import Counts, Measured
 from daemon.store import Store
 from daemon.tpmkeeper import TpmKeeper
-from scheduler.exits import AfterEnd
 from scheduler.messages import Event
 from scheduler.scheduler import Scheduler
 
@@ -28,12 +27,6 @@ class Held:
     """What the daemon keeps of each job between commands (issue 38 moves it to the core)."""
 
     resume_from: dict[str, str] = field(default_factory=dict)  # restored job -> checkpoint
-    cancelled_at: dict[str, float] = field(default_factory=dict)  # job told to stop -> when
-    # Completed, its processes still up -> when.
-    finished_at: dict[str, float] = field(default_factory=dict)
-    # Ended, its processes running on, stopped by the daemon: STOPPED by a cancel, OVERRAN
-    # when they ran past `finished_exit_s`.
-    stopped_after_end: dict[str, AfterEnd] = field(default_factory=dict)
     cold_pauses: dict[str, float] = field(default_factory=dict)  # cold-paused job -> when (epoch s)
     pinned: dict[str, tuple[int, ...]] = field(default_factory=dict)  # `node.cpu_sets`: its CPUs
     retries: Retries = field(default_factory=Retries)  # launches failed for the daemon's reasons

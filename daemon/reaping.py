@@ -1,7 +1,9 @@
 """Processes that ended, and processes that must: each exit of a job's processes becomes what
-the core is told (its facts gathered here, their meaning decided by `scheduler/exits.py`, a
-failure's exit worded by `daemon/exitreason.py`), and the stops whose time came (a cancel's
-grace, a completed job's `finished_exit_s`) are carried out."""
+the core is told (`ProcessExited`: its facts gathered here, with the daemon's account of it
+from `daemon/exitreason.py`; the core decides what it means, scheduler/processes.py), and
+what the core answers about them is carried out: their stop (`StopProcesses`, when a
+cancel's grace or a completed job's `finished_exit_s` is over, or a cancel asks), the steps
+their markers said (`StepsKept`), and their note in the job's events (`ExitNoted`)."""
 
 import logging
 import time
@@ -14,13 +16,20 @@ from daemon.eventlog import EXITED_EVENT
 from daemon.exitreason import after_end_why, exit_reason
 from daemon.launcher import Exit, Launcher
 from daemon.parts import Parts
-from scheduler.exits import AfterEnd, ExitFacts, ExitKind, ExitVerdict, after_end, classify_exit
-from scheduler.messages import Command, EndReason, Exited, Failed, Finished, Heartbeat
-from scheduler.states import JobState
+from scheduler.exits import ExitFacts
+from scheduler.messages import (
+    Command,
+    ExitCommand,
+    Exited,
+    ExitNoted,
+    ProcessExited,
+    StepsKept,
+    StopProcesses,
+    StopReason,
+)
 
 log = logging.getLogger(__name__)
 
-_CANCEL_GRACE_S = 5.0
 # A script's work after its final step (it keeps its GPUs meanwhile) is logged once it took
 # this long: every script takes a moment to exit after `finished`.
 _NOTED_AFTER_S = 5.0
@@ -43,34 +52,21 @@ class Reaper:
         self._carry_out_all = carry_out_all
 
     def exits(self) -> None:
-        """Agents that exited become the core's Finished or Failed."""
-        parts, held = self._parts, self._parts.held
+        """Agents that exited: their facts and the daemon's account of each go to the core,
+        which decides what the exit is (scheduler/processes.py)."""
+        parts = self._parts
         for ended in parts.launcher.exited():
-            job_id = ended.job_id
-            held.cancelled_at.pop(job_id, None)
-            finished_at = held.finished_at.pop(job_id, None)
-            if finished_at is not None and parts.now() - finished_at >= _NOTED_AFTER_S:
-                log.info(
-                    "job %s: its processes exited %.0f s after its final step; its GPUs are free",
-                    job_id,
-                    parts.now() - finished_at,
-                )
-            parts.link.forget(job_id)  # its next launch connects under a new identity
-            verdict = classify_exit(self._facts(ended))
-            self._end(ended, verdict)
-            if verdict.noted:
-                now = parts.scheduler.jobs().get(job_id)  # as its end made it
-                self._note_exit(ended, now.state if now is not None else None, finished_at)
+            parts.link.forget(ended.job_id)  # its next launch connects under a new identity
+            said = self._exit_reason(ended)
+            parts.feed(ProcessExited(ended.job_id, self._facts(ended), said))
 
     def _facts(self, ended: Exit) -> ExitFacts:
-        """What is known of one exit: its code, the core's state, the SDK's markers."""
+        """What the daemon knows of one exit: its code, the SDK's markers (the core adds
+        its own state of the job)."""
         parts, job_id = self._parts, ended.job_id
-        status = parts.scheduler.jobs().get(job_id)
         job_dir = parts.launcher.job_dir(job_id)
         return ExitFacts(
             code=ended.code,
-            state=status.state if status is not None else None,
-            unmanaged=status is not None and status.unmanaged,
             command=parts.jobs.command_run(job_id) is not None,
             cold_paused=job_id in parts.held.cold_pauses,
             finished=finished_marker(parts.launcher, job_id),
@@ -78,94 +74,10 @@ class Reaper:
             stop_signal=read_stop_signal(job_dir),
         )
 
-    def _end(self, ended: Exit, verdict: ExitVerdict) -> None:
-        """Tell the core what the exit is, as `verdict` says."""
-        parts, job_id = self._parts, ended.job_id
-        if verdict.stopped_at is not None:
-            self._stopped_at(job_id, verdict.stopped_at)
-        if verdict.last_word is not None:
-            gen = parts.scheduler.generation
-            parts.feed(Heartbeat.last_word(job_id, gen, verdict.last_word))
-        match verdict.kind:
-            case ExitKind.COLD_RESIZE | ExitKind.ENDED_BEFORE:
-                return  # asked for; or ended before: `free_exited` gives its GPUs back
-            case ExitKind.FINISHED:
-                parts.store.update_job(job_id, time.time(), iteration=verdict.final_iteration)
-                parts.feed(Finished(job_id))
-            case ExitKind.FINISHED_WITHOUT_SDK:
-                parts.feed(Finished(job_id))  # without the SDK, exit 0 is its only word
-            case ExitKind.ADOPTED_UNMANAGED_ENDED:
-                parts.feed(Finished(job_id, how=EndReason.UNMANAGED_ENDED))
-            case ExitKind.ENDED_OUTSIDE_EPOCHS:
-                parts.feed(Finished(job_id, how=EndReason.ENDED_OUTSIDE_EPOCHS))
-            case ExitKind.FAILED:
-                parts.feed(Failed(job_id, self._exit_reason(ended), cause=EndReason.EXITED))
-            case _ as unreachable:
-                assert_never(unreachable)
-
-    def _stopped_at(self, job_id: str, completed: int) -> None:
-        """A cancelled job's processes exited: keep the step its agent stopped at (its
-        checkpoint's, which `stoker resume` goes on from), as its marker says; its last
-        heartbeat may be a second behind."""
-        stored = self._parts.store.job(job_id)
-        if stored is not None and completed > stored.iteration:
-            self._parts.store.update_job(job_id, time.time(), iteration=completed)
-
-    def _note_exit(self, ended: Exit, state: JobState | None, finished_at: float | None) -> None:
-        """Keep how the job's processes exited (`exit_code` in its view). A completed job's
-        script that then fails, after its final step (its save, its evaluation), is said so
-        in its reason: its training is done, what came after it is not; so is one still
-        running `finished_exit_s` after its end, which the daemon stopped. One a cancel
-        stopped after its end was stopped, not failed."""
-        parts = self._parts
-        # An adopted agent's code is not this daemon's to read: kept as unknown, so that an
-        # earlier attempt's is not taken for it.
-        data: dict[str, Any] = {"code": ended.code}
-        stopped = parts.held.stopped_after_end.pop(ended.job_id, None)
-        after = after_end(ended.code, state, stopped)
-        if after is not None:
-            data["after_end"] = after.value
-            failure = self._exit_reason(ended) if after is AfterEnd.FAILED else ""
-            since = None if finished_at is None else parts.now() - finished_at
-            why = after_end_why(after, failure, since, parts.config.finished_exit_s)
-            if why:
-                data["why"] = why
-                log.warning("job %s: %s", ended.job_id, why.splitlines()[0])
-        parts.store.add_event(ended.job_id, time.time(), EXITED_EVENT, data)
-
     def timers(self) -> None:
-        """Launches to try again; jobs told to stop that did not, and completed jobs
-        running past `finished_exit_s`, are stopped; GPUs of exited jobs freed."""
-        parts, held = self._parts, self._parts.held
-        self._carry_out_all(held.retries.due(parts.now(), parts.scheduler))
-        for job_id, since in list(held.cancelled_at.items()):
-            if parts.now() - since >= _CANCEL_GRACE_S:
-                del held.cancelled_at[job_id]
-                parts.launcher.stop(job_id, grace_s=0.5)
-        limit = parts.config.finished_exit_s
-        for job_id, since in list(held.finished_at.items()):
-            if parts.now() - since >= limit:
-                del held.finished_at[job_id]
-                held.stopped_after_end[job_id] = AfterEnd.OVERRAN  # its exit says so
-                log.warning(
-                    "job %s: still running %.0f s after its final step (finished_exit_s); stopped",
-                    job_id,
-                    limit,
-                )
-                parts.launcher.stop(job_id, grace_s=0.5)
-        self.free_exited()
-
-    def stop_after_end(self, job_id: str, by: str) -> None:
-        """Cancel a job that ended while its processes run on (a script still saving after
-        its final step): they are stopped, and its GPUs go to the next job."""
-        parts, held = self._parts, self._parts.held
-        held.finished_at.pop(job_id, None)
-        held.cancelled_at.pop(job_id, None)
-        why = f"its processes, running on after its end, were stopped by {by}"
-        held.stopped_after_end[job_id] = AfterEnd.STOPPED
-        log.info("job %s: %s", job_id, why)
-        parts.store.add_event(job_id, time.time(), "stopped", {"by": by, "why": why})
-        parts.launcher.stop(job_id, grace_s=1.0)  # the SDK exits at once on SIGTERM then
+        """Launches to try again; GPUs of exited jobs freed."""
+        parts = self._parts
+        self._carry_out_all(parts.held.retries.due(parts.now(), parts.scheduler))
         self.free_exited()
 
     def free_exited(self) -> None:
@@ -192,3 +104,77 @@ class Reaper:
             variables=variables,
             workdir=parts.jobs.workdir(ended.job_id, job_dir) if command else None,
         )
+
+
+def carry_out(parts: Parts, command: ExitCommand) -> None:
+    """What the core answers about a job's processes."""
+    match command:
+        case StopProcesses():
+            stop_processes(parts, command)
+        case StepsKept():
+            keep_steps(parts, command)
+        case ExitNoted():
+            note_exit(parts, command)
+        case _ as unreachable:
+            assert_never(unreachable)
+
+
+def stop_processes(parts: Parts, command: StopProcesses) -> None:
+    """Stop the processes of a job that ended, as the core says why."""
+    job_id = command.job_id
+    match command.reason:
+        case StopReason.GRACE_OVER:
+            pass
+        case StopReason.OVERRAN:
+            log.warning(
+                "job %s: still running %.0f s after its final step (finished_exit_s); stopped",
+                job_id,
+                parts.config.scheduler.finished_exit_s,
+            )
+        case StopReason.ASKED:  # its work after its end, cancelled
+            why = f"its processes, running on after its end, were stopped by {command.by}"
+            log.info("job %s: %s", job_id, why)
+            parts.store.add_event(job_id, time.time(), "stopped", {"by": command.by, "why": why})
+            parts.launcher.stop(job_id, grace_s=1.0)  # the SDK exits at once on SIGTERM then
+            return
+        case _ as unreachable:
+            assert_never(unreachable)
+    parts.launcher.stop(job_id, grace_s=0.5)
+
+
+def keep_steps(parts: Parts, command: StepsKept) -> None:
+    """Store the steps an exit's markers said: a cancelled job's stop step (its
+    checkpoint's, which `stoker resume` goes on from) only past the stored one, as its last
+    heartbeat may be a second behind; a finished one's final step as is."""
+    job_id = command.job_id
+    stored = parts.store.job(job_id) if command.if_later else None
+    if command.if_later and (stored is None or command.iteration <= stored.iteration):
+        return
+    parts.store.update_job(job_id, time.time(), iteration=command.iteration)
+
+
+def note_exit(parts: Parts, command: ExitNoted) -> None:
+    """Keep how the job's processes exited (`exit_code` in its view). A completed job's
+    script that then fails, after its final step (its save, its evaluation), is said so
+    in its reason: its training is done, what came after it is not; so is one still
+    running `finished_exit_s` after its end, which the daemon stopped. One a cancel
+    stopped after its end was stopped, not failed."""
+    job_id, since = command.job_id, command.since_s
+    if since is not None and since >= _NOTED_AFTER_S:
+        log.info(
+            "job %s: its processes exited %.0f s after its final step; its GPUs are free",
+            job_id,
+            since,
+        )
+    # An adopted agent's code is not this daemon's to read: kept as unknown, so that an
+    # earlier attempt's is not taken for it.
+    data: dict[str, Any] = {"code": command.code}
+    after = command.after_end
+    if after is not None:
+        data["after_end"] = after.value
+        limit = parts.config.scheduler.finished_exit_s
+        why = after_end_why(after, command.said, since, limit)
+        if why:
+            data["why"] = why
+            log.warning("job %s: %s", job_id, why.splitlines()[0])
+    parts.store.add_event(job_id, time.time(), EXITED_EVENT, data)

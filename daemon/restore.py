@@ -147,13 +147,13 @@ class Restorer:
         """A completed job whose script still runs after its final step (an evaluation, a
         save, when the last daemon went away) is watched as any: its logs are followed to
         its exit, its GPUs kept from the next job until then, and `finished_exit_s` bounds
-        it. A failed or cancelled one the last daemon was stopping is stopped."""
+        it (the core's watch, from `Restored`). A failed or cancelled one the last daemon
+        was stopping is stopped."""
         pid = record.pid
         if pid is None or not self._agent_alive(record.id, pid):
             return
         if record.job_state is JobState.COMPLETED:
             self._watch_finishing(record.id, pid, record.placement)
-            self._actions.watch_finished(record.id)
             return
         log.warning(
             "job %s: %s, but its processes (group %d) outlived the last daemon; stopping them",

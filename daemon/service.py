@@ -46,7 +46,7 @@ from daemon.tpmkeeper import ModelRejected
 from daemon.views import Views
 from daemon.wiring import build_core, open_state_dir
 from scheduler.errors import SchedulerError
-from scheduler.messages import Command, Event, JobCancelled, ModelRefitted, Tick
+from scheduler.messages import Command, Event, JobCancelled, ModelRefitted, StopRequested, Tick
 from tpm import TpmError
 
 log = logging.getLogger(__name__)
@@ -297,7 +297,8 @@ class Service:
 
     def _cancel(self, job_id: str, by: str) -> None:
         if job_id in self.scheduler.exiting:  # it ended; its processes run on
-            self.reaper.stop_after_end(job_id, by)
+            self.feed(StopRequested(job_id, by))  # stopped: its GPUs go to the next job
+            self.reaper.free_exited()
         elif not self.restorer.cancel(job_id, by) and job_id in self.records:
             self.feed(JobCancelled(job_id, by, exited=not self.launcher.running(job_id)))
 

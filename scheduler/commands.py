@@ -8,7 +8,8 @@ from enum import StrEnum
 
 from allocator import AllocationPlan
 from allocator.types import DecodeMode
-from scheduler.reasons import Ending, MessageKind, StateReason
+from scheduler.exits import AfterEnd
+from scheduler.reasons import Ending, MessageKind, StateReason, StopReason
 from scheduler.states import JobState
 
 # ---- commands ----------------------------------------------------------------------------
@@ -56,6 +57,42 @@ class SetShare:
 @dataclass(frozen=True)
 class Cancel:
     job_id: str
+
+
+@dataclass(frozen=True)
+class StopProcesses:
+    """Stop the processes of a job that ended (its process group), as `reason` says: told
+    to stop and still up after the grace, a completed job's past `finished_exit_s`, or a
+    cancel of its work after its end (`by` who asked)."""
+
+    job_id: str
+    reason: StopReason
+    by: str = ""
+
+
+@dataclass(frozen=True)
+class StepsKept:
+    """The steps an exit's markers say the job completed, for the store, before its end
+    is recorded: its finished marker's final step (written as is), or, `if_later`, the
+    step a cancelled job stopped at (its checkpoint's; written only past the stored one)."""
+
+    job_id: str
+    iteration: int
+    if_later: bool = False
+
+
+@dataclass(frozen=True)
+class ExitNoted:
+    """A job's processes exited, for its event log: its exit code, how its work after its
+    final step ended (`after_end`, None: no such work failed or was stopped), how long after
+    its final step it exited (`since_s`, None: not known), and, when that work failed, the
+    daemon's account of the exit (`said`: opaque)."""
+
+    job_id: str
+    code: int | None
+    after_end: AfterEnd | None = None
+    since_s: float | None = None
+    said: str = ""
 
 
 @dataclass(frozen=True)
@@ -219,4 +256,6 @@ Record = (
     | Replanned
     | CurveRefused
 )
-Command = Launch | Pause | Resume | SetShare | Cancel | Placed | Record
+# What an ended job's processes come to: stopped, their exit's steps and note.
+ExitCommand = StopProcesses | StepsKept | ExitNoted
+Command = Launch | Pause | Resume | SetShare | Cancel | Placed | ExitCommand | Record

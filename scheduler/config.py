@@ -46,6 +46,11 @@ class SchedulerConfig:
     # and so on up to restart_backoff_max_s (Kubernetes' crash-loop back-off: 10 s to 5 min).
     restart_backoff_s: float = 10.0
     restart_backoff_max_s: float = 300.0
+    # An ended job's processes told to stop (cancelled, failed, lost) that still run this
+    # long after are stopped; a completed job's may go on after its final step (an
+    # evaluation, a save) for `finished_exit_s` (the daemon's config file names it at its top).
+    cancel_grace_s: float = 5.0
+    finished_exit_s: float = 600.0
     gate: bool = True  # reallocation gate on: change a running job only when it pays
     gate_hysteresis: float = 0.2  # the time saved must beat the pause cost by this much
     # A job's pause cost before its first pause, until pauses of its kind were measured on
@@ -123,6 +128,8 @@ class SchedulerConfig:
             "stall_timeout_s",
             "launch_timeout_s",
             "unmanaged_after_s",
+            "cancel_grace_s",
+            "finished_exit_s",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidRequest(f"scheduler.{name}", "must be positive")

@@ -13,7 +13,7 @@ from scheduler.admission import Admission, GpuPool
 from scheduler.commands import Command, StateChanged
 from scheduler.config import SchedulerConfig
 from scheduler.errors import UnknownJob
-from scheduler.jobs import Job, Round, holding, workers_of
+from scheduler.jobs import Job, ProcessWatch, Round, holding, workers_of
 from scheduler.rates import RateModel
 from scheduler.reasons import Ending, StateReason
 from scheduler.states import JobState, check_transition
@@ -74,6 +74,9 @@ class Core:
         # `Failed` or `JobCancelled`; a job lost on its heartbeats; one held since a
         # restart): their GPUs stay placed until they have `Exited`.
         self.exiting: set[str] = set()
+        # Ended jobs whose processes may run on, until they exit: when they are stopped
+        # (scheduler/watches.py), and what their exit needs to know (scheduler/processes.py).
+        self.processes: dict[str, ProcessWatch] = {}
 
     def job(self, job_id: str) -> Job:
         try:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from allocator import NodeSpec
 from scheduler.commands import Allocation
+from scheduler.exits import ExitFacts
 from scheduler.rates import RateModel
 from scheduler.reasons import EndReason
 from scheduler.refit import FitQuality
@@ -142,6 +143,27 @@ class Exited:
 
 
 @dataclass(frozen=True)
+class ProcessExited:
+    """A job's processes exited, with what the daemon gathered of it (`facts`: its code,
+    its SDK's markers; the core fills in its own state of the job) and its account of the
+    exit (`said`: the code or signal and the tail of stderr, opaque, carried into a
+    failure's reason). The core decides what the exit is (scheduler/exits.py)."""
+
+    job_id: str
+    facts: ExitFacts
+    said: str = ""
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """Someone (`by`, a tenant) cancelled a job that ended while its processes run on (a
+    script still saving after its final step): they are stopped."""
+
+    job_id: str
+    by: str = ""
+
+
+@dataclass(frozen=True)
 class Tick:
     """Time passed: close windows whose time is up, notice timeouts."""
 
@@ -200,8 +222,10 @@ class ModelRefitted:
 AgentEvent = AgentHello | Heartbeat | Alive | Paused | Resumed
 # A job's end, and its processes' exit after it.
 EndEvent = JobCancelled | Finished | Failed | Exited
+# A job's processes: their exit, and a cancel of those that run on after the job's end.
+ProcessEvent = ProcessExited | StopRequested
 # What the daemon does as it restores its jobs after a restart: no round follows them at
 # once; what they change is served at the next event.
 RestoreEvent = Reattached | Restored | Released
 
-Event = JobSubmitted | AgentEvent | EndEvent | Tick | RestoreEvent | ModelRefitted
+Event = JobSubmitted | AgentEvent | EndEvent | ProcessEvent | Tick | RestoreEvent | ModelRefitted

@@ -1,9 +1,10 @@
 """What a job's exit means, decided from the facts the daemon gathered about it: its exit
 code, the marker files its SDK left, the state the core had it in, whether the daemon
-stopped it. Pure: no files, no clock. The daemon reads the facts (`ExitFacts`), asks
-`classify_exit` what the exit is, feeds the core what the verdict says, and words it
-(`daemon/exitreason.py`); `after_end` says how a completed job's work after its final
-step ended, as the event log keeps it."""
+stopped it. Pure: no files, no clock. The daemon reads the facts (`ExitFacts`) and feeds
+them (`ProcessExited`); the core fills in its own state of the job, asks `classify_exit`
+what the exit is and acts as the verdict says (scheduler/processes.py); `after_end` says how
+a completed job's work after its final step ended, as the event log keeps it; the daemon
+words both (`daemon/exitreason.py`)."""
 
 from dataclasses import dataclass
 from enum import Enum, StrEnum, auto
@@ -36,8 +37,9 @@ class ExitFacts:
     """What the daemon knows of one exit of a job's processes."""
 
     code: int | None  # the exit code; negative: the signal; None: not this daemon's child
-    state: JobState | None  # the job's state in the core; None: the core does not know it
-    unmanaged: bool = False  # the core has it running without the SDK
+    # The job's state in the core (the core fills it in); None: the core does not know it.
+    state: JobState | None = None
+    unmanaged: bool = False  # the core has it running without the SDK (the core fills it in)
     command: bool = False  # a command job (not the built-in trainer)
     cold_paused: bool = False  # it paused for a cold resize and was to exit
     finished: int | None = None  # the final step its finished marker says, if written

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field, replace
 from allocator import AllocationPlan, JobSpec
 from scheduler.commands import Allocation
 from scheduler.curves import JobCurve
+from scheduler.exits import AfterEnd
+from scheduler.reasons import StopReason
 from scheduler.request import JobRequest
 from scheduler.states import JobState
 
@@ -53,6 +55,17 @@ class Job:
     progressed_at: float = 0.0  # when it last made a step or entered a new phase
     stalled: bool = False  # reported stalled, and no progress since
     first_ran: float | None = None  # when it first ran: its time limit counts from here
+
+
+@dataclass
+class ProcessWatch:
+    """What the core keeps of an ended job's processes until they exit: when it stops them
+    and why, when its final step was (a completed job's), and how it stopped them."""
+
+    deadline: float | None = None  # when they are stopped unless gone; None: not timed
+    reason: StopReason = StopReason.GRACE_OVER  # why they are stopped then
+    finished_at: float | None = None  # completed while they ran: when
+    stopped: AfterEnd | None = None  # stopped by the core after its end: how (its exit says)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """A job's way into the core and out of it: submitted, placed by admission, queued in the
 arrival buffer; cancelled, finished or failed, with the restart policy deciding whether a
-failed job is relaunched (after its back-off, from its last checkpoint) or not; and its
-processes' exit, which frees the GPUs an ended job kept. An end opens the completion
+failed job is relaunched (after its back-off, from its last checkpoint) or not, and its
+processes watched until they exit (scheduler/watches.py); and their exit, which frees the
+GPUs an ended job kept. An end opens the completion
 window, whose round gives what the job freed to the others."""
 
 from dataclasses import replace
 from typing import assert_never
 
-from scheduler import learning, rounds
+from scheduler import learning, rounds, watches
 from scheduler.commands import Cancel, Command, Placed, Queued, Restarting, StaleMessage
 from scheduler.core import Core
 from scheduler.errors import SchedulerError
@@ -95,6 +96,7 @@ def cancel(
     held = job.state.holds_resources
     if held and not exited:
         core.exiting.add(job_id)
+        watches.told_to_stop(core, job_id, now)
     if core.admission is not None and core.admission.withdraw(job_id):
         ending = replace(ending, waiting=True)
     core.move(job, JobState.CANCELLED, out, StateReason.ENDED, ending=ending)
@@ -135,6 +137,10 @@ def ended(
         ending = replace(ending, not_relaunched=refused)
     if held and not exited:
         core.exiting.add(job_id)
+        if state is JobState.COMPLETED:  # its script goes on after training, as it may
+            watches.finished(core, job_id, now)
+        else:  # lost or failed: make sure it is gone
+            watches.told_to_stop(core, job_id, now)
     core.move(job, state, out, StateReason.ENDED, ending=ending)
     rounds.leave_round(core, job_id, now, out, freed=held)
     _completed(core, now)
@@ -205,5 +211,6 @@ def release(core: Core, job_id: str) -> None:
     """Give back what `Restored` kept, or the GPUs of a job that ended before its
     processes did (`Exited`); admission places waiting jobs at the next event."""
     core.exiting.discard(job_id)
+    watches.gone(core, job_id)
     if core.admission is not None and job_id not in core.live:
         core.admission.release(job_id)

@@ -1,13 +1,21 @@
 """Why things happen to a job, as the core says it: enums, each with the typed details its
 words need. Why a job ended (`EndReason`, with its details in `Ending`), why a failed job
 is not relaunched (`RelaunchRefusal`, in `NotRelaunched`), why a job moved that is not an
-end (`StateReason`), why a job waits (`WaitReason`, in `Waiting`), and which message came
-too late (`MessageKind`). The core decides on these, never on text; only the daemon turns
-them into words (daemon/wording.py). Text a job itself sent is carried as opaque data
-(`Ending.said`), never read here."""
+end (`StateReason`), why a job waits (`WaitReason`, in `Waiting`), which message came too
+late (`MessageKind`), and why an ended job's processes are stopped (`StopReason`). The core
+decides on these, never on text; only the daemon turns them into words (daemon/wording.py).
+Text a job itself sent is carried as opaque data (`Ending.said`), never read here."""
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+
+class StopReason(StrEnum):
+    """Why the core stops an ended job's processes (`StopProcesses`)."""
+
+    GRACE_OVER = "grace_over"  # told to stop (cancelled, failed, lost): still up after the grace
+    OVERRAN = "overran"  # completed: still running `finished_exit_s` after its final step
+    ASKED = "asked"  # completed, its processes running on: a cancel asked them stopped
 
 
 class EndReason(StrEnum):

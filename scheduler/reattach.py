@@ -5,7 +5,7 @@ processes run on after its end (`Restored`), and given back when it is no longer
 
 from typing import assert_never
 
-from scheduler import learning, lifecycle
+from scheduler import learning, lifecycle, watches
 from scheduler.commands import Command, RanUnmanaged, StateChanged
 from scheduler.core import Core
 from scheduler.errors import SchedulerError
@@ -22,6 +22,8 @@ def restore(core: Core, event: RestoreEvent, now: float, out: list[Command]) -> 
             out.extend(_adopt(core, event, now))
         case Restored(job_id=job_id, gpu_indices=gpu_indices, exiting=exiting):
             _hold(core, job_id, gpu_indices, exiting=exiting)
+            if exiting:  # completed, its script runs on: `finished_exit_s` bounds it
+                watches.finished(core, job_id, now)
         case Released(job_id=job_id):
             lifecycle.release(core, job_id)
         case _ as unreachable:

@@ -13,14 +13,14 @@ This module is the core's surface: `handle`, the one way in that changes it, and
 The state lives in one `Core` (scheduler/core.py); each concern is a module of functions
 over it: a job's way in and out (lifecycle.py), its agent's messages (reports.py), time's
 decisions (timers.py), rounds (rounds.py), what the core learns (learning.py), a daemon's
-restart (reattach.py).
+restart (reattach.py), an ended job's processes (watches.py) and their exit (processes.py).
 """
 
 from collections.abc import Mapping
 from typing import assert_never
 
 from allocator import NodeSpec
-from scheduler import learning, lifecycle, reattach, reports, rounds, timers
+from scheduler import learning, lifecycle, processes, reattach, reports, rounds, timers, watches
 from scheduler.admission import GpuPool
 from scheduler.commands import Command
 from scheduler.config import SchedulerConfig
@@ -37,10 +37,12 @@ from scheduler.events import (
     JobSubmitted,
     ModelRefitted,
     Paused,
+    ProcessExited,
     Reattached,
     Released,
     Restored,
     Resumed,
+    StopRequested,
     Tick,
 )
 from scheduler.jobs import Job, JobStatus, length
@@ -81,6 +83,8 @@ class Scheduler:
                 reports.hear(core, event, now, out)
             case JobCancelled() | Finished() | Failed() | Exited():
                 lifecycle.end(core, event, now, out)
+            case ProcessExited() | StopRequested():
+                processes.hear(core, event, now, out)
             case Tick():
                 timers.tick(core, now, out)
             case Reattached() | Restored() | Released():
@@ -96,8 +100,6 @@ class Scheduler:
         lifecycle.admit(core, now, out)
         rounds.maybe_start_round(core, now, out)
         return out
-
-    # ---- the daemon's old calls, until it feeds the events ---------------------------------
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -236,6 +238,7 @@ class Scheduler:
             for job in core.live.values()
             if job.first_ran is not None and job.request.time_limit_s is not None
         )
+        times.extend(watches.deadlines(core))
         return min(times, default=None)
 
     def _starting(self, job: Job, now: float) -> Waiting:

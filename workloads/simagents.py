@@ -1,32 +1,34 @@
 """What the simulated jobs' agents and processes say to the core, as the daemon feeds it.
 
 A job's hello, heartbeats, pauses, resumes and end, and the incidents a workload gives it
-(WorkloadJob.crash_at and the rest): a crash (its last word, then `Failed` while its process
-exits), a link gone silent (nothing at all: the core loses it), a stall (`Alive` without a
-step), a long setup (`Alive` in phase "setup"), a script that runs on after its final step
-(`Finished(exited=False)`, then `Exited`), a user's cancel (`JobCancelled`, then `Exited`
-once it has checkpointed), and a cold resize (its relaunched agent's hello before its
-`Resumed`). Every handler takes the job the queue named; the core's answers come back
-through `deliver`.
+(WorkloadJob.crash_at and the rest): a crash (its process's exit, `ProcessExited`, its
+marker saying its last step), a link gone silent (nothing at all: the core loses it), a
+stall (`Alive` without a step), a long setup (`Alive` in phase "setup"), a script that runs
+on after its final step (`Finished(exited=False)`, then its `ProcessExited` and `Exited`,
+or the core's `StopProcesses` first once `finished_exit_s` is over), a user's cancel
+(`JobCancelled`, then `ProcessExited` and `Exited` once it has checkpointed), and a cold
+resize (its relaunched agent's hello before its `Resumed`). Every handler takes the job the
+queue named; the core's answers come back through `deliver`.
 """
 
 from collections.abc import Callable
+from signal import SIGTERM
 
 import numpy as np
 
+from scheduler.exits import ExitFacts
 from scheduler.messages import (
     AgentHello,
     Alive,
-    EndReason,
     Event,
     Exited,
-    Failed,
     Finished,
     Heartbeat,
     JobCancelled,
     JobRequest,
     JobSubmitted,
     Paused,
+    ProcessExited,
     Resumed,
 )
 from workloads.simjob import CRASH, SILENT, STALL, JobPhase, SimJob, loader_processes
@@ -143,17 +145,18 @@ class SimAgents:
             node.schedule(node.now + job.spec.exit_after_s, "exit", job.spec.id)
         else:
             node.release(job)
+        job.finished_at_step = job.spec.iterations  # its SDK's finished marker
         self._deliver(Finished(job.spec.id, exited=not runs_on))
 
     def crash(self, job: SimJob) -> None:
-        """Its script raised: the SDK says the steps it completed and `failed`, and the
-        process exits (its restart policy is the core's)."""
+        """Its script raised: its process exits non-zero, its SDK's marker saying the steps
+        it completed (the core fails it; its restart policy is the core's)."""
         job.happened.add(CRASH)
         completed = int(job.done_iterations)
         self._node.stop(job, JobPhase.SUBMITTED)
-        self._deliver(Heartbeat.last_word(job.spec.id, job.gen, completed))
         said = f"simulated crash after step {completed}"
-        self._deliver(Failed(job.spec.id, said, exited=False, cause=EndReason.EXITED))
+        facts = ExitFacts(code=1, last_step=completed)
+        self._deliver(ProcessExited(job.spec.id, facts, said))
 
     def cancel(self, job: SimJob) -> None:
         """A user's cancel: the core hears it while the job's processes still run, if they
@@ -162,10 +165,17 @@ class SimAgents:
             self._deliver(JobCancelled(job.spec.id, CANCELLED_BY, exited=not job.has_processes))
 
     def exit(self, job: SimJob) -> None:
-        """The processes of a job that ended are gone."""
+        """The processes of a job that ended exit (by themselves, or stopped: the core's
+        `StopProcesses`), and are gone."""
         node = self._node
+        if job.spec.id not in node.lingering:
+            return  # gone already (stopped, or a restart stopped them)
         node.lingering.discard(job.spec.id)
         node.release(job)
+        code = -SIGTERM if job.stopped else 0
+        completed = None if job.finished_at_step is not None else int(job.done_iterations)
+        facts = ExitFacts(code=code, finished=job.finished_at_step, last_step=completed)
+        self._deliver(ProcessExited(job.spec.id, facts))
         if job.spec.id in self._exiting():
             self._deliver(Exited(job.spec.id))
 

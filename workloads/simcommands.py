@@ -1,7 +1,8 @@
 """The core's commands carried out on the simulated node, as the daemon's adapters carry them
 out on the real one: a placement, a launch (a relaunch from the job's last checkpoint after
 a restart), a pause, a resume (in place, or a cold job's relaunch), a live share change, a
-cancel, and the records that end a job or send it back for a restart.
+cancel, a stop of an ended job's processes, and the records that end a job or send it back
+for a restart.
 
 The agents' answers are scheduled on the node's clock (`SimNode.after`), drawn from the
 job's own streams; nothing here talks to the core.
@@ -13,6 +14,7 @@ from scheduler.messages import (
     Cancel,
     Command,
     CurveRefused,
+    ExitNoted,
     Gated,
     HelloNoted,
     Launch,
@@ -29,6 +31,8 @@ from scheduler.messages import (
     StaleMessage,
     Stalled,
     StateChanged,
+    StepsKept,
+    StopProcesses,
 )
 from scheduler.states import JobState
 from workloads.simjob import JobPhase, SimJob, device_share
@@ -60,20 +64,24 @@ def carry_out(node: SimNode, command: Command) -> None:
                 node.rerate()
         case Restarting(job_id=job_id):
             _restarting(node, node.jobs[job_id])
-        case StateChanged(job_id=job_id, new=new) if new.final:
-            _ended(node, node.jobs[job_id], new)
-        case (Planned() | Gated() | Cancel() | StateChanged() | Queued() | HelloNoted()) | (
-            RanUnmanaged() | StaleMessage() | Stalled() | Replanned() | CurveRefused()
+        case StopProcesses(job_id=job_id):
+            _stop(node, node.jobs[job_id])
+        case (
+            (Planned() | Gated() | Cancel() | StateChanged() | Queued() | HelloNoted())
+            | (RanUnmanaged() | StaleMessage() | Stalled() | Replanned() | CurveRefused())
+            | (StepsKept() | ExitNoted())
         ):
-            _count(node, command)  # a cancel ends the job at its final state above
+            _count(node, command)  # a cancel ends the job at its final state
         case _ as unreachable:
             assert_never(unreachable)
 
 
-def _count(node: SimNode, record: Cancel | Record) -> None:
-    """The node's tally of the core's rounds: plans made, changes the gate kept from jobs;
-    the other records change nothing on the node."""
-    if isinstance(record, Planned):
+def _count(node: SimNode, record: Cancel | StepsKept | ExitNoted | Record) -> None:
+    """A job's final state ends it on the node; the node's tally of the core's rounds:
+    plans made, changes the gate kept from jobs; the other records change nothing on it."""
+    if isinstance(record, StateChanged) and record.new.final:
+        _ended(node, node.jobs[record.job_id], record.new)
+    elif isinstance(record, Planned):
         node.plans += 1
     elif isinstance(record, Gated):
         node.gated += record.kept
@@ -105,6 +113,13 @@ def _restarting(node: SimNode, job: SimJob) -> None:
     job.in_setup = job.stalled = job.silent = False
     if job.phase is not JobPhase.SUBMITTED:
         node.stop(job, JobPhase.SUBMITTED)
+
+
+def _stop(node: SimNode, job: SimJob) -> None:
+    """The core stops an ended job's processes that run on: they exit now, on a signal."""
+    if job.spec.id in node.lingering:
+        job.stopped = True
+        node.schedule(node.now, "exit", job.spec.id)
 
 
 def _ended(node: SimNode, job: SimJob, state: JobState) -> None:

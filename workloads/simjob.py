@@ -87,6 +87,10 @@ class SimJob:
     setup_until: float = 0.0
     stalled: bool = False  # its link speaks, its steps do not come
     silent: bool = False  # hung: no step and no word
+    # What its processes' exit says (as the SDK's markers and the exit code tell the daemon):
+    # the final step it finished at, and whether the daemon stopped them (a signal).
+    finished_at_step: int | None = None
+    stopped: bool = False
 
     @property
     def batch_size_per_gpu(self) -> float:

@@ -8,6 +8,7 @@ have a token, heartbeats that come before the timeout). Where its values come fr
 import difflib
 import os
 import pwd
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -137,6 +138,16 @@ class DaemonConfig(BaseSettings):
                 f" heartbeat_s ({self.heartbeat_s:g} s), else every job is taken as lost;"
                 " raise the one or lower the other"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _one_finished_exit_s(self) -> "DaemonConfig":
+        """`finished_exit_s`, read at the file's top as ever, is the core's to time
+        (`SchedulerConfig.finished_exit_s`): the two are kept one, the top's where given."""
+        if "finished_exit_s" in self.model_fields_set:
+            self.scheduler = replace(self.scheduler, finished_exit_s=self.finished_exit_s)
+        else:
+            self.finished_exit_s = self.scheduler.finished_exit_s
         return self
 
     @model_validator(mode="after")

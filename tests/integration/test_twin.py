@@ -15,7 +15,20 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.messages import Cancel, Command, Event, Launch, Placed, Restarting, Stalled, Tick
+from scheduler.exits import AfterEnd
+from scheduler.messages import (
+    Cancel,
+    Command,
+    Event,
+    ExitNoted,
+    Launch,
+    Placed,
+    Restarting,
+    Stalled,
+    StopProcesses,
+    StopReason,
+    Tick,
+)
 from tests.integration.twin_scenarios import NODE, SCENARIOS, Scenario
 from tests.unit.daemon.service_harness import Driver, Fed
 from workloads.simulator import Simulation, SimulationOptions
@@ -80,16 +93,22 @@ def test_the_rounds_reach_every_part_they_claim_to(tmp_path: Path) -> None:
 
 def test_the_other_scenarios_reach_what_they_claim_to(tmp_path: Path) -> None:
     by_name = {scenario.name: scenario for scenario in SCENARIOS}
-    cancels = run_twins(by_name["cancels"], tmp_path).commands()
+    cancels = run_twins(by_name["cancels"], tmp_path / "cancels").commands()
     assert Cancel("a") in cancels and Cancel("c") not in cancels, "c never ran"
-    silence = run_twins(by_name["silence"], tmp_path).commands()
+    silence = run_twins(by_name["silence"], tmp_path / "silence").commands()
     stalls = [(c.job_id, c.stalled) for c in silence if isinstance(c, Stalled)]
     assert ("b", True) in stalls and ("b", False) in stalls
     assert ("a", True) not in stalls, "a long setup said by `alive` is no stall"
     assert any(isinstance(c, Restarting) and c.job_id == "a" for c in silence), "a was lost"
-    cold = run_twins(by_name["cold resize"], tmp_path)
+    cold = run_twins(by_name["cold resize"], tmp_path / "cold resize")
     relaunches = [c for c in cold.commands() if isinstance(c, Launch) and c.job_id == "d"]
     assert len(relaunches) == 1, "the core launched d once: its resume is the relaunch"
+    stops = run_twins(by_name["stops"], tmp_path / "stops").commands()
+    stopped = [(c.job_id, c.reason) for c in stops if isinstance(c, StopProcesses)]
+    grace, overran, asked = StopReason.GRACE_OVER, StopReason.OVERRAN, StopReason.ASKED
+    assert stopped == [("b", overran), ("a", grace), ("c", asked)]
+    noted = {c.job_id: c.after_end for c in stops if isinstance(c, ExitNoted)}
+    assert noted == {"a": None, "b": AfterEnd.OVERRAN, "c": AfterEnd.STOPPED}
 
 
 def test_every_event_kind_has_a_twin(tmp_path: Path) -> None:

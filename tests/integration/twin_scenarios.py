@@ -217,6 +217,41 @@ async def cold_resize(driver: Driver) -> None:
     await driver.close()
 
 
+async def stops(driver: Driver) -> None:
+    """The core stops ended jobs' processes (`StopProcesses`): a cancelled job's that
+    outlive the grace, a completed job's script still saving past `finished_exit_s`, and
+    one whose work after its end is cancelled (`StopRequested`); each exit then comes
+    (`ProcessExited`), said overrun or stopped."""
+    for job, model in STOPS.models.items():
+        driver.at(0.0).submit(job, model=model)
+    driver.at(1.0).tick()  # `a` and `b` launch, `c` waits for a GPU
+    for job in ("a", "b"):
+        driver.at(1.5)
+        hello(driver, job, 46_000)
+    driver.at(2.0)
+    heartbeat(driver, "a", 20)
+    heartbeat(driver, "b", 20)
+    driver.at(2.5).cancel("a")  # told to stop: it does not
+    driver.at(3.0).agent(FinishedMessage(job="b", gen=launched(driver, "b").gen, iteration=500))
+    for second in (4.0, 5.0, 6.0, 7.0):  # 7.0: `b` ran past finished_exit_s, and is stopped
+        driver.at(second).tick()
+    driver.launcher.exit("b", -15)
+    driver.at(7.2).tick()
+    driver.at(7.5).tick()  # `a`'s grace is over: stopped
+    driver.launcher.exit("a", -15)
+    for second in (8.0, 9.0):  # `c` takes a GPU
+        driver.at(second).tick()
+    driver.at(9.5)
+    hello(driver, "c", 46_001)
+    driver.at(10.0)
+    heartbeat(driver, "c", 10)
+    driver.at(10.5).agent(FinishedMessage(job="c", gen=launched(driver, "c").gen, iteration=500))
+    driver.at(11.0).cancel("c")  # its script saves on: stopped as asked
+    driver.launcher.exit("c", -15)
+    driver.at(11.5).tick()
+    await driver.close()
+
+
 # A refit's report whose held-out R^2 the core trusts (scheduler/refit.py).
 TRUSTED_FIT: dict[str, object] = {
     "training": {"chosen": "linear", "candidates": {"linear": {"r2": 0.99}}},
@@ -279,4 +314,11 @@ COLD = Scenario("cold resize", cold_resize, {"a": "Resnet18", "d": "Resnet18", "
 
 RESTART = Scenario("restart", restart, {"a": "Resnet18", "b": "Resnet18", "c": "smResnet20"})
 
-SCENARIOS = (ROUNDS, CANCELS, SILENCE, COLD, RESTART)
+STOPS = Scenario(
+    "stops",
+    stops,
+    {"a": "Resnet18", "b": "Resnet18", "c": "smResnet20"},
+    scheduler={"finished_exit_s": 4.0},
+)
+
+SCENARIOS = (ROUNDS, CANCELS, SILENCE, COLD, RESTART, STOPS)

@@ -2,17 +2,21 @@
 
 import pytest
 
+from scheduler.exits import AfterEnd
 from scheduler.messages import (
     Alive,
     Command,
+    EndReason,
     Event,
     Exited,
-    Failed,
+    ExitNoted,
     Finished,
-    Heartbeat,
     JobCancelled,
+    ProcessExited,
     Restarting,
     Stalled,
+    StopProcesses,
+    StopReason,
 )
 from tests.unit.workloads.builders import job, workload
 from workloads.errors import WorkloadError
@@ -21,9 +25,12 @@ from workloads.simulator import Simulation, SimulationOptions
 SCHEDULER = {"stall_timeout_s": 30.0, "arrival_window_s": 5.0, "completion_window_s": 5.0}
 
 
-def fed(*jobs: dict[str, object]) -> list[tuple[Event, list[Command]]]:
+def fed(
+    *jobs: dict[str, object], scheduler: dict[str, object] | None = None
+) -> list[tuple[Event, list[Command]]]:
+    settings = {**SCHEDULER, **(scheduler or {})}
     simulation = Simulation(
-        workload(*jobs, node={"gpus": 4, "cpu_workers": 12}, scheduler=SCHEDULER),
+        workload(*jobs, node={"gpus": 4, "cpu_workers": 12}, scheduler=settings),
         SimulationOptions(policy="optimal"),
     )
     seen: list[tuple[Event, list[Command]]] = []
@@ -35,12 +42,21 @@ def fed(*jobs: dict[str, object]) -> list[tuple[Event, list[Command]]]:
 def test_a_crash_says_its_last_step_fails_and_is_relaunched() -> None:
     seen = fed(job("a", iterations=400, crash_at=200, max_restarts=1))
     events = [event for event, _ in seen]
-    last = [e for e in events if isinstance(e, Heartbeat) and e.last]
-    assert [e.iteration for e in last] == [200]
-    (failed,) = [(e, out) for e, out in seen if isinstance(e, Failed)]
-    assert failed[0].exited is False
-    assert any(isinstance(c, Restarting) for c in failed[1])
+    (crash, answer) = next((e, out) for e, out in seen if isinstance(e, ProcessExited))
+    assert crash.facts.code == 1 and crash.facts.last_step == 200, "its marker: its last step"
+    (restarting,) = [c for c in answer if isinstance(c, Restarting)]
+    assert restarting.ending.reason is EndReason.EXITED, "its exit failed it"
     assert isinstance(events[-1], Finished)
+
+
+def test_a_script_past_finished_exit_s_is_stopped_and_its_exit_says_it_overran() -> None:
+    seen = fed(job("a", iterations=300, exit_after_s=60.0), scheduler={"finished_exit_s": 10.0})
+    commands = [command for _, out in seen for command in out]
+    assert StopProcesses("a", StopReason.OVERRAN) in commands
+    (exit_,) = [e for e, _ in seen if isinstance(e, ProcessExited)]
+    assert exit_.facts.code == -15 and exit_.facts.finished == 300
+    (noted,) = [c for c in commands if isinstance(c, ExitNoted)]
+    assert noted.after_end is AfterEnd.OVERRAN and noted.code == -15
 
 
 def test_a_script_that_runs_on_and_a_cancel_end_with_their_exit() -> None:
@@ -50,6 +66,10 @@ def test_a_script_that_runs_on_and_a_cancel_end_with_their_exit() -> None:
     assert JobCancelled("b", "simulation", exited=False) in events
     assert {e.job_id for e in events if isinstance(e, Exited)} == {"a", "b"}
     assert events.index(Exited("a")) > events.index(Finished("a", exited=False))
+    exits = [e for e in events if isinstance(e, ProcessExited)]
+    assert {e.job_id for e in exits} == {"a", "b"}
+    for exit_ in exits:
+        assert events.index(exit_) < events.index(Exited(exit_.job_id)), "reaped, then freed"
 
 
 def test_silence_stalls_and_setups_are_the_cores_to_judge() -> None:
