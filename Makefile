@@ -49,8 +49,9 @@ browser:
 	        timeout 900 apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; }; }; } || \
 	  echo "note: no Chromium here; the dashboard's browser tests will be skipped"
 
-test: lint browser
-	$(BIN)/pytest
+test: lint browser  # on every core, then the tests that time the host alone (pytest -m serial)
+	$(BIN)/pytest -m "not serial"
+	$(BIN)/pytest -m serial -n 0
 
 bench: install
 	$(BIN)/python -m bench.bench_allocator

@@ -4,11 +4,14 @@ import re
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+import tomli_w
 from PIL import Image
 
+from cli.demo import REPO_WORKLOAD
 from fpga_driver.loadgen import start_service, stop_service
 from scheduler.config import DEFAULT_POLICY
 from tests.integration.cli import stoker
@@ -50,6 +53,7 @@ def test_the_daemon_and_its_cli_never_import_torch() -> None:
     assert subprocess.run([sys.executable, "-c", probe], check=False).returncode == 0
 
 
+@pytest.mark.serial  # "a bigger batch takes longer", measured
 def test_profile_writes_samples_that_tpm_fit_reads(tmp_path: Path) -> None:
     data, out = tmp_path / "data", tmp_path / "profile"
     assert stoker("dataset", "make", data, "--images", "400", "--size", "40").code == 0
@@ -73,6 +77,19 @@ def test_profile_writes_samples_that_tpm_fit_reads(tmp_path: Path) -> None:
     assert too_small.code == 2 and "--images" in too_small.stderr
 
 
+def quarter_demo(tmp_path: Path) -> Path:
+    """`make demo`'s own workload, its jobs a quarter as long and arriving four times as
+    fast: the same four jobs, arrivals that resize the running ones, a quarter of the
+    training (the whole of it is `make demo`'s minute)."""
+    workload = tomllib.loads(REPO_WORKLOAD.read_text())
+    for job in workload["jobs"]:
+        job["iterations"] = max(20, job["iterations"] // 4)
+        job["arrival_s"] = job.get("arrival_s", 0.0) / 4
+    path = tmp_path / "demo-quarter.toml"
+    path.write_text(tomli_w.dumps(workload))
+    return path
+
+
 def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,8 +98,8 @@ def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(
     for name, value in {"PORT": "9", "TOKEN": "not-the-demos", "STATE_DIR": "/nowhere"}.items():
         monkeypatch.setenv(f"STOKER_{name}", value)
     run = stoker(
-        "demo", "--state-dir", tmp_path / "demo", "--port", str(port), "--images", "128",
-        timeout=240,
+        "demo", "--workload", quarter_demo(tmp_path), "--state-dir", tmp_path / "demo",
+        "--port", str(port), "--images", "64", timeout=240,
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]
     assert "resumed with" in run.stdout, "a running job was resized"

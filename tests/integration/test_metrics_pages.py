@@ -41,6 +41,7 @@ def _reported(daemon: Daemon, job_id: str) -> None:
         )
 
 
+@pytest.mark.serial
 def test_metrics_come_a_page_at_a_time_and_leave_other_requests_fast(
     serve: Callable[..., Daemon],
 ) -> None:

@@ -24,6 +24,7 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield from daemon_factory(tmp_path)
 
 
+@pytest.mark.serial
 @as_root
 def test_half_open_connections_are_closed_and_leave_others_fast(
     serve: Callable[..., Daemon],

@@ -31,7 +31,7 @@ CHECKED = (
 LONG_MODULES: dict[str, int] = {
     "tests/integration/test_command_jobs.py": 988,
     "tests/integration/test_security.py": 499,
-    "tests/unit/agents/test_sdk.py": 986,
+    "tests/unit/agents/test_sdk.py": 799,
     "tests/unit/daemon/test_service.py": 795,
     "tests/unit/scheduler/test_curves.py": 580,
     "tests/unit/scheduler/test_scheduler.py": 717,

@@ -6,7 +6,7 @@ from pathlib import Path
 from agents.audit import Audit
 from agents.environment import JobEnvironment
 from agents.sdk import Job
-from tests.unit.agents.test_sdk import Numbers
+from tests.unit.agents.sdk_builders import Numbers
 
 
 def job(tmp_path: Path) -> Job:
