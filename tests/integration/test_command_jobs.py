@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -68,19 +69,6 @@ def failed_for(client: httpx.Client, job_id: str, timeout_s: float = 60) -> str:
     return str(failure["data"]["why"])
 
 
-def test_a_daemon_that_trains_for_real_needs_no_dataset_for_a_command_job(
-    serve: Callable[..., Daemon],
-) -> None:
-    daemon = serve(agent_mode="process")  # no training.default_dataset, as after install
-    with daemon.client() as client:
-        zoo = client.post("/v1/jobs", json=job_body("zoo"))
-        assert zoo.status_code == 422 and "dataset" in zoo.text, "the zoo trainer needs one"
-        reply = client.post("/v1/jobs", json=command_job("count", "count_train.py", "1", "0"))
-        assert reply.status_code == 201, reply.text
-        done = wait_for("the job to end", lambda: ended(client, reply.json()["id"]), 90)
-    assert done["state"] == "completed", done
-
-
 def test_a_daemon_with_the_default_state_dir_runs_a_job_from_another_folder(
     tmp_path: Path,
 ) -> None:
@@ -119,9 +107,13 @@ def _answers(url: str, daemon: "subprocess.Popen[bytes]") -> bool:
         return False
 
 
-def test_a_script_runs_to_the_end_and_its_data_once(serve: Callable[..., Daemon]) -> None:
-    daemon = serve()
+def test_a_script_runs_to_the_end_and_its_data_once_on_a_daemon_with_no_dataset(
+    serve: Callable[..., Daemon],
+) -> None:
+    daemon = serve(agent_mode="process")  # no training.default_dataset, as after install
     with daemon.client() as client:
+        zoo = client.post("/v1/jobs", json=job_body("zoo"))
+        assert zoo.status_code == 422 and "dataset" in zoo.text, "the zoo trainer needs one"
         reply = client.post("/v1/jobs", json=command_job("count", "count_train.py", "2", "0"))
         assert reply.status_code == 201, reply.text
         job = reply.json()
@@ -135,6 +127,7 @@ def test_a_script_runs_to_the_end_and_its_data_once(serve: Callable[..., Daemon]
     assert list((output.parent / "checkpoints").glob("checkpoint-*.pt")), "a final checkpoint"
 
 
+@pytest.mark.serial  # its learned rates are measured
 def test_a_scripts_loader_workers_are_timed_and_its_curve_learned(
     serve: Callable[..., Daemon],
 ) -> None:
@@ -382,6 +375,7 @@ def test_a_running_script_is_resized_live_when_a_second_job_arrives(
 
 def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon]) -> None:
     daemon = serve(log_level="info")  # as `stoker serve` logs by default
+    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
     with daemon.client() as client:
         # It saves for 6 s after training: more than a failed job's processes are given.
         body = command_job("m", "count_train.py", "2", "0", env={"EVAL_S": "6"})
@@ -404,36 +398,42 @@ def test_a_jobs_logs_and_reported_metrics_are_served(serve: Callable[..., Daemon
         assert len(thin["series"]["loss"]) <= 6 and thin["series"]["loss"][-1] == losses[-1]
         exited = lambda: not client.get(f"/v1/jobs/{job['id']}").json()["exiting"]  # noqa: E731
         wait_for("its processes to exit", exited)
-        with daemon.client("admin") as admin:
-            assert admin.get("/v1/jobs/nope/logs").status_code == 404
-    where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-    shown = stoker("show", job["id"], *where)
-    assert shown.code == 0, shown.stderr
-    lines = dict(line.split(None, 1) for line in shown.stdout.splitlines())
-    assert lines["state"] == "completed" and lines["progress"] == "iteration 24 of 24 (100%)"
-    assert lines["runs"].endswith("count_train.py 2 0") and "workers" not in lines
-    assert lines["gpus"] == "1, global batch 8, as its script runs it"
-    final = series["newest"]["final_loss"]
-    assert lines["reported"] == f"final_loss {final:.4g}, loss {losses[-1][1]:.4g}"
-    assert stoker("show", job["id"], "--json", *where).json()["reported"] == series["newest"]
-    table = stoker("metrics", job["id"], "--points", "5", *where)
-    assert table.code == 0, table.stderr
-    header, *rows = [line.split() for line in table.stdout.splitlines()]
-    assert header == ["step", "final_loss", "loss"]
-    thinned = thin["series"]["loss"]
-    assert [row[0] for row in rows] == [str(step) for step, _ in thinned], "loss's steps"
-    assert rows[0][1] == "-" and rows[-1] == ["24", f"{final:.4g}", f"{losses[-1][1]:.4g}"]
-    unknown = stoker("metrics", "nope", *where)
-    assert unknown.code == 2 and "404 no job 'nope'" in unknown.stderr
-    by_name = stoker("show", "m", *where)  # its name, not its id
-    assert by_name.code == 2 and f"'m' is the name of {job['id']}" in by_name.stderr
-    said = daemon.log_path.read_text()  # the operator's record of each job's moves
-    assert f"job {job['id']}: running" in said and f"job {job['id']}: completed (finished)" in said
-    # It saved for 6 s: the operator hears how long it kept its GPUs after its final step.
-    assert re.search(f"job {job['id']}: its processes exited [6-9] s after its final step", said)
+        assert client.get("/v1/jobs/nope/logs").status_code == 404  # the admin's client
+    with ThreadPoolExecutor(1) as beside:  # another job, followed, runs while this one is read
+        following = beside.submit(
+            stoker, "submit", *where, "--follow", "--env", "EVAL_S=3", "--",
+            sys.executable, "count_train.py", "1", "0", cwd=SCRIPTS, timeout=120,
+        )  # fmt: skip
+        shown = stoker("show", job["id"], *where)
+        assert shown.code == 0, shown.stderr
+        lines = dict(line.split(None, 1) for line in shown.stdout.splitlines())
+        assert lines["state"] == "completed" and lines["progress"] == "iteration 24 of 24 (100%)"
+        assert lines["runs"].endswith("count_train.py 2 0") and "workers" not in lines
+        assert lines["gpus"] == "1, global batch 8, as its script runs it"
+        final = series["newest"]["final_loss"]
+        assert lines["reported"] == f"final_loss {final:.4g}, loss {losses[-1][1]:.4g}"
+        assert stoker("show", job["id"], "--json", *where).json()["reported"] == series["newest"]
+        table = stoker("metrics", job["id"], "--points", "5", *where)
+        assert table.code == 0, table.stderr
+        header, *rows = [line.split() for line in table.stdout.splitlines()]
+        assert header == ["step", "final_loss", "loss"]
+        thinned = thin["series"]["loss"]
+        assert [row[0] for row in rows] == [str(step) for step, _ in thinned], "loss's steps"
+        assert rows[0][1] == "-" and rows[-1] == ["24", f"{final:.4g}", f"{losses[-1][1]:.4g}"]
+        unknown = stoker("metrics", "nope", *where)
+        assert unknown.code == 2 and "404 no job 'nope'" in unknown.stderr
+        by_name = stoker("show", "m", *where)  # its name, not its id
+        assert by_name.code == 2 and f"'m' is the name of {job['id']}" in by_name.stderr
+        said = daemon.log_path.read_text()  # the operator's record of each job's moves
+        assert (
+            f"job {job['id']}: running" in said and f"job {job['id']}: completed (finished)" in said
+        )
+        # It saved for 6 s: the operator hears how long it kept its GPUs after its final step.
+        assert re.search(
+            f"job {job['id']}: its processes exited [6-9] s after its final step", said
+        )
     # Followed, its output is shown until the script exits, not until its final step.
-    followed = stoker("submit", *where, "--follow", "--env", "EVAL_S=3", "--",
-                      sys.executable, "count_train.py", "1", "0", cwd=SCRIPTS)  # fmt: skip
+    followed = following.result()
     assert followed.code == 0 and "[rank 0] done: weight" in followed.stdout, followed.stdout
     late = stoker("cancel", job["id"], *where)
     assert late.code == 0 and f"{job['id']} had already completed: nothing to cancel" in late.stderr
@@ -678,10 +678,10 @@ def daemon_pid_of(daemon: Daemon, job_id: str) -> int:
 
 def saving_then_next(client: httpx.Client, eval_s: int) -> tuple[str, str]:
     """Submit a job that saves for `eval_s` after its final step, then one that waits for
-    its slot (on ONE_SLOT); their ids."""
+    its slot (on ONE_SLOT; a script without torch, as only its turn matters); their ids."""
     saving = command_job("saving", "count_train.py", "1", "0", env={"EVAL_S": str(eval_s)})
     first = client.post("/v1/jobs", json=saving).json()["id"]
-    second = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
+    second = client.post("/v1/jobs", json=command_job("next", "plain.py", "0", "0"))
     return first, second.json()["id"]
 
 
@@ -796,7 +796,7 @@ def test_a_script_still_saving_when_the_daemon_restarts_is_watched_by_the_new_on
         marker = daemon.state_dir / "jobs" / job_id / "finished.json"
         wait_for("its final step", marker.exists, timeout_s=60)
         pid = daemon_pid_of(daemon, job_id)
-        after = client.post("/v1/jobs", json=command_job("next", "count_train.py", "1", "0"))
+        after = client.post("/v1/jobs", json=command_job("next", "plain.py", "0", "0"))
     daemon.kill(signal.SIGKILL)
     assert os.path.exists(f"/proc/{pid}"), "the script outlives the daemon"
     restarted = time.time()
