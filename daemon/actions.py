@@ -23,8 +23,13 @@ from daemon import reaping
 from daemon.eventlog import event_of
 from daemon.launching import Starter, own_checkpoint
 from daemon.parts import Parts
-from daemon.spawn import daemons_own
-from daemon.wording import curve_refused_words, in_brief, stalled_words, state_words
+from daemon.wording import (
+    curve_refused_words,
+    in_brief,
+    launch_retry_words,
+    stalled_words,
+    state_words,
+)
 from scheduler.messages import (
     Cancel,
     Command,
@@ -33,6 +38,7 @@ from scheduler.messages import (
     Gated,
     HelloNoted,
     Launch,
+    LaunchRetrying,
     Pause,
     Placed,
     Planned,
@@ -64,15 +70,13 @@ class Actions:
         self._starter = Starter(parts)
 
     def carry_out_all(self, commands: Sequence[Command]) -> None:
-        """Every command, even when one fails: a launch that fails is the job's failure."""
+        """Every command, even when one fails (a launch that raised is told to the core:
+        `_launch`)."""
         for command in commands:
             try:
                 self._carry_out(command)
-            except Exception as error:
-                if isinstance(command, Launch):
-                    self._starter.launch_failed(command.job_id, error)
-                else:
-                    log.exception("carrying out %r", command)
+            except Exception:
+                log.exception("carrying out %r", command)
 
     def pin_cpus(self) -> None:
         self._starter.pin_cpus()
@@ -103,6 +107,7 @@ class Actions:
                 | RanUnmanaged()
                 | StaleMessage()
                 | Restarting()
+                | LaunchRetrying()
                 | Stalled()
                 | Planned()
                 | Gated()
@@ -114,18 +119,14 @@ class Actions:
                 assert_never(unreachable)
 
     def _launch(self, command: Launch) -> None:
-        parts, held, job_id = self._parts, self._parts.held, command.job_id
-        resume_from = command.resume_from or held.resume_from.pop(job_id, "")
-        held.retries.replaced(job_id)
+        """Start the job's processes; a launch that raised goes to the core as it was
+        carried out (`LaunchFailed`, its checkpoint filled in), which decides what it means."""
+        job_id = command.job_id
+        resume_from = command.resume_from or self._parts.held.resume_from.pop(job_id, "")
         try:
             self._starter.start(job_id, command.gen, command.allocation, resume_from)
-        except OSError as error:  # the node's lack is no failure of the job's
-            if not daemons_own(error):
-                raise
-            again = replace(command, resume_from=resume_from)
-            held.retries.later(again, error, parts.now(), parts.store, time.time())
-            return
-        held.retries.started(job_id)
+        except Exception as error:
+            self._starter.launch_failed(replace(command, resume_from=resume_from), error)
 
     def _resume(self, command: Resume) -> None:
         job_id, gen, allocation = command.job_id, command.gen, command.allocation
@@ -170,6 +171,8 @@ class Actions:
                     log.warning("job %s: %s", stalled_job, stalled_words(record))
             case CurveRefused(job_id=refused_job):  # it runs on, planned on its prior
                 log.warning("job %s: %s", refused_job, curve_refused_words(record))
+            case LaunchRetrying(job_id=waiting_job):  # the node's lack, not the job's
+                log.warning("job %s: %s", waiting_job, launch_retry_words(record))
             case Planned(gen=gen, plan=plan):
                 parts.counters.plans += 1
                 allocations = plan.to_dict()["allocations"]

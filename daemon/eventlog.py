@@ -5,11 +5,17 @@ and their wording."""
 
 from typing import Any, assert_never
 
-from daemon.wording import curve_refused_words, restart_words, state_words
+from daemon.wording import (
+    curve_refused_words,
+    launch_retry_words,
+    restart_words,
+    state_words,
+)
 from scheduler.messages import (
     CurveRefused,
     Gated,
     HelloNoted,
+    LaunchRetrying,
     Planned,
     Queued,
     RanUnmanaged,
@@ -24,6 +30,7 @@ from scheduler.messages import (
 UNMANAGED_EVENT = "unmanaged"  # the kind of event that says a job runs without the SDK
 REFUSED_EVENT = "refused"  # a plan refused a job's learned curve: it runs on its prior
 EXITED_EVENT = "exited"  # a job's processes exited: their code, and why when that failed it
+RETRY_EVENT = "launch_retry"  # the node was short for a job's launch: it is tried again
 
 Logged = tuple[str | None, str, dict[str, Any]]
 
@@ -50,7 +57,7 @@ def _plan_event(record: Planned | Gated | Replanned) -> Logged:
 
 OneJob = (
     StateChanged | Queued | HelloNoted | RanUnmanaged | StaleMessage | Restarting | Stalled
-) | CurveRefused
+) | (CurveRefused | LaunchRetrying)
 
 
 def _job_event(record: OneJob) -> Logged:  # noqa: PLR0911 (one return a type)
@@ -76,5 +83,7 @@ def _job_event(record: OneJob) -> Logged:  # noqa: PLR0911 (one return a type)
             return job_id, "stall", {**said, "silent_s": round(silent_s, 1)} if stalled else said
         case CurveRefused(job_id=job_id):
             return job_id, REFUSED_EVENT, {"why": curve_refused_words(record)}
+        case LaunchRetrying(job_id=job_id, tries=tries):
+            return job_id, RETRY_EVENT, {"why": launch_retry_words(record), "tries": tries}
         case _ as unreachable:
             assert_never(unreachable)

@@ -1,7 +1,8 @@
 """Starting a job's processes as the core's `Launch` (or a cold resize's `Resume`) says:
 its argv and environment (`daemon/agentargs.py`), its secret, its CPUs under
-`node.cpu_sets`; a launch that raised becomes the job's failure, worded for whoever must
-fix it. Also the checkpoint check every start and pause goes through."""
+`node.cpu_sets`; a launch that raised is told to the core (`LaunchFailed`): the node short
+for it (`daemons_own`), or refused, worded for whoever must fix it. Also the checkpoint
+check every start and pause goes through."""
 
 import logging
 import os
@@ -16,8 +17,9 @@ from daemon.agentargs import AgentLaunch, agent_argv, agent_env, command_ranks
 from daemon.exitreason import launch_failure, zoo_launch_failure
 from daemon.launcher import Launcher
 from daemon.parts import Parts
+from daemon.spawn import daemons_own
 from scheduler.errors import UnknownJob
-from scheduler.messages import Allocation, EndReason, Failed
+from scheduler.messages import Allocation, Launch, LaunchFailed, LaunchFailure
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +41,22 @@ class Starter:
     def __init__(self, parts: Parts) -> None:
         self._parts = parts
 
-    def launch_failed(self, job_id: str, error: Exception) -> None:
-        """A launch that raised is the job's failure. A command whose program could not be
-        executed is the user's to fix, said in its reason; anything else is the daemon's,
-        logged with its traceback."""
+    def launch_failed(self, launch: Launch, error: Exception) -> None:
+        """A launch that raised, told to the core with the daemon's account of it
+        (`LaunchFailed`). The node's lack (`daemons_own`) is said as the error says it; a
+        command whose program could not be executed is the user's to fix, said in its
+        reason; anything else is the daemon's, logged with its traceback."""
+        parts, job_id = self._parts, launch.job_id
+        if daemons_own(error):
+            kind, why = LaunchFailure.SHORT, str(error)
+        else:
+            kind, why = LaunchFailure.REFUSED, self._refused_words(job_id, error)
+        # Anything of it the launch left running is the core's to stop (`StopProcesses`).
+        exited = not parts.launcher.running(job_id)
+        parts.feed(LaunchFailed(job_id, launch, kind, why, exited=exited))
+
+    def _refused_words(self, job_id: str, error: Exception) -> str:
+        """Why a launch was refused, for whoever must fix it; logged."""
         parts = self._parts
         run = parts.jobs.command_run(job_id)
         if isinstance(error, OSError) and run is not None:
@@ -56,9 +70,7 @@ class Starter:
         else:
             log.exception("job %s: launch failed", job_id)
             why = f"launch failed: {error}"
-        # Anything of it the launch left running is the core's to stop (`StopProcesses`).
-        exited = not parts.launcher.running(job_id)
-        parts.feed(Failed(job_id, why, exited=exited, cause=EndReason.LAUNCH_FAILED))
+        return why
 
     def resume_cold(self, job_id: str, gen: int, allocation: Allocation) -> None:
         """A cold-resize job's agent exited after `paused`: start a new one from the

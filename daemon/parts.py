@@ -14,7 +14,6 @@ from daemon.jobbook import JobBook
 from daemon.launcher import Launcher
 from daemon.metrics import Metrics
 from daemon.progress import Pace
-from daemon.relaunch import Retries
 from daemon.snapshot import Counts, Measured
 from daemon.store import Store
 from daemon.tpmkeeper import TpmKeeper
@@ -29,7 +28,6 @@ class Held:
     resume_from: dict[str, str] = field(default_factory=dict)  # restored job -> checkpoint
     cold_pauses: dict[str, float] = field(default_factory=dict)  # cold-paused job -> when (epoch s)
     pinned: dict[str, tuple[int, ...]] = field(default_factory=dict)  # `node.cpu_sets`: its CPUs
-    retries: Retries = field(default_factory=Retries)  # launches failed for the daemon's reasons
     # job -> where its script last said it ends, and the samples its steps take
     said: dict[str, tuple[int, int]] = field(default_factory=dict)
     measured: dict[str, Measured] = field(default_factory=dict)  # job -> its last heartbeat

@@ -7,7 +7,6 @@ their markers said (`StepsKept`), and their note in the job's events (`ExitNoted
 
 import logging
 import time
-from collections.abc import Callable, Sequence
 from typing import Any, assert_never
 
 from agents.protocol import read_finished_marker, read_last_step_marker, read_stop_signal
@@ -18,7 +17,6 @@ from daemon.launcher import Exit, Launcher
 from daemon.parts import Parts
 from scheduler.exits import ExitFacts
 from scheduler.messages import (
-    Command,
     ExitCommand,
     Exited,
     ExitNoted,
@@ -47,9 +45,8 @@ def last_step_marker(launcher: Launcher, job_id: str) -> int | None:
 
 
 class Reaper:
-    def __init__(self, parts: Parts, carry_out_all: Callable[[Sequence[Command]], None]) -> None:
+    def __init__(self, parts: Parts) -> None:
         self._parts = parts
-        self._carry_out_all = carry_out_all
 
     def exits(self) -> None:
         """Agents that exited: their facts and the daemon's account of each go to the core,
@@ -73,12 +70,6 @@ class Reaper:
             last_step=last_step_marker(parts.launcher, job_id),
             stop_signal=read_stop_signal(job_dir),
         )
-
-    def timers(self) -> None:
-        """Launches to try again; GPUs of exited jobs freed."""
-        parts = self._parts
-        self._carry_out_all(parts.held.retries.due(parts.now(), parts.scheduler))
-        self.free_exited()
 
     def free_exited(self) -> None:
         """The GPUs the core keeps for jobs that ended while their processes ran (a

@@ -118,7 +118,7 @@ class Service:
         self.views = Views(self.parts, self.warnings)
         self.metrics.watch(self.snapshot)
         self.actions = Actions(self.parts)
-        self.reaper = Reaper(self.parts, self.actions.carry_out_all)
+        self.reaper = Reaper(self.parts)
         self.restorer = Restorer(self.parts, self.actions)
         self.agents = AgentInput(self.parts, self.actions, self.restorer, clock)
         self.observer: Observer | None = None
@@ -270,7 +270,7 @@ class Service:
             self.feed(Tick())
             self.reaper.exits()
             self.restorer.expire()
-            self.reaper.timers()
+            self.reaper.free_exited()
             self.actions.pin_cpus()
         except Exception:  # a bug in one item must not stop the daemon
             log.exception("error applying %r", item)

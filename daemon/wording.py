@@ -1,5 +1,6 @@
 """The words for the core's reasons: why a job ended, why a failed one is not relaunched,
-why it moved, why it waits, why its learned curve was refused, as the job's `reason`, its
+why it moved, why it waits, why its learned curve was refused, why its launch is tried
+again, as the job's `reason`, its
 event log and the daemon's log say them. The core says why in enums with typed details
 (scheduler/reasons.py) and never reads text; this module alone turns them into text, so
 that a reason reads the same wherever it shows. Exits and launches are worded where they
@@ -11,6 +12,7 @@ from scheduler.messages import (
     CurveRefused,
     Ending,
     EndReason,
+    LaunchRetrying,
     NotRelaunched,
     RelaunchRefusal,
     Restarting,
@@ -211,6 +213,11 @@ def curve_refused_words(refusal: CurveRefused) -> str:
         f"its reported numbers were refused ({refusal.raised}: {refusal.raised_said});"
         " planned on its prior"
     )
+
+
+def launch_retry_words(record: LaunchRetrying) -> str:
+    """Why a launch waits: the node was short for it (`said`: the daemon's account)."""
+    return f"the daemon could not start it ({record.said}); tried again in {record.pause_s:g} s"
 
 
 def in_brief(why: str) -> str:

@@ -171,6 +171,18 @@ class Restarting:
 
 
 @dataclass(frozen=True)
+class LaunchRetrying:
+    """The node was short for the job's launch (`LaunchFailed`): the same launch is tried
+    again after `pause_s`, its `tries`th failure since the core launched it; `said`: the
+    daemon's account of the failure (opaque)."""
+
+    job_id: str
+    tries: int
+    pause_s: float
+    said: str
+
+
+@dataclass(frozen=True)
 class Stalled:
     """A running job made no progress (no step, no new phase) for `silent_s`, its stall
     limit (`stalled` True), or moved again after it was reported (`stalled` False)."""
@@ -250,6 +262,7 @@ Record = (
     | RanUnmanaged
     | StaleMessage
     | Restarting
+    | LaunchRetrying
     | Stalled
     | Planned
     | Gated

@@ -46,6 +46,11 @@ class SchedulerConfig:
     # and so on up to restart_backoff_max_s (Kubernetes' crash-loop back-off: 10 s to 5 min).
     restart_backoff_s: float = 10.0
     restart_backoff_max_s: float = 300.0
+    # A launch the node was short for (no file descriptors, memory or processes left) is
+    # tried again after launch_retry_s, twice that after its next failure, and so on up to
+    # launch_retry_max_s; `launch_timeout_s` still ends a launch that never succeeds.
+    launch_retry_s: float = 0.5
+    launch_retry_max_s: float = 10.0
     # An ended job's processes told to stop (cancelled, failed, lost) that still run this
     # long after are stopped; a completed job's may go on after its final step (an
     # evaluation, a save) for `finished_exit_s` (the daemon's config file names it at its top).
@@ -93,6 +98,10 @@ class SchedulerConfig:
             raise InvalidRequest(
                 "scheduler.restart_backoff_max_s", "must be at least scheduler.restart_backoff_s"
             )
+        if self.launch_retry_max_s < self.launch_retry_s:
+            raise InvalidRequest(
+                "scheduler.launch_retry_max_s", "must be at least scheduler.launch_retry_s"
+            )
         if self.stall_action not in STALL_ACTIONS:
             raise InvalidRequest(
                 "scheduler.stall_action",
@@ -130,6 +139,8 @@ class SchedulerConfig:
             "unmanaged_after_s",
             "cancel_grace_s",
             "finished_exit_s",
+            "launch_retry_s",
+            "launch_retry_max_s",
         ):
             if getattr(self, name) <= 0:
                 raise InvalidRequest(f"scheduler.{name}", "must be positive")

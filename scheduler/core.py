@@ -105,6 +105,11 @@ class Core:
         if new is JobState.RUNNING and job.state is not JobState.RUNNING:
             job.warming = True  # a start or a resume: the next heartbeat times its loaders' start
         job.state = new
+        # A launch waiting to be tried again is the starting job's only: one that moves on
+        # (cancelled, lost, running after all) forgets it, and a new launch counts afresh.
+        job.launch_retry = None
+        if new is JobState.STARTING:
+            job.launch_tries = 0
         if new.holds_resources and new is not JobState.RUNNING:
             self.unsettled.add(job.request.id)
         else:

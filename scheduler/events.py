@@ -1,15 +1,15 @@
 """What flows into the scheduler core: events, in time order, each applied by one
-`Scheduler.handle` call. A job's life (submitted, its agent's words, its end, its processes'
-exit), time passing, and what the daemon does around it (a restart's re-attach and holds, a
-refitted model). All frozen; nothing is decided by reading a string."""
+`Scheduler.handle` call. A job's life (submitted, its agent's words, its end, a launch that
+failed, its processes' exit), time passing, and what the daemon does around it (a restart's
+re-attach and holds, a refitted model). All frozen; nothing is decided by reading a string."""
 
 from dataclasses import dataclass
 
 from allocator import NodeSpec
-from scheduler.commands import Allocation
+from scheduler.commands import Allocation, Launch
 from scheduler.exits import ExitFacts
 from scheduler.rates import RateModel
-from scheduler.reasons import EndReason
+from scheduler.reasons import EndReason, LaunchFailure
 from scheduler.refit import FitQuality
 from scheduler.request import JobRequest
 
@@ -134,6 +134,21 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class LaunchFailed:
+    """A launch of the job's processes raised. `launch`: the launch the daemon carried out
+    (its checkpoint filled in); `kind`: whether the node was short (the core tries the same
+    launch again after a pause) or the launch was refused (the job's failure); `said`: the
+    daemon's account of it, opaque, carried into the job's reason or its retry's record;
+    `exited`: nothing of the launch runs (False: part of it does, and is stopped)."""
+
+    job_id: str
+    launch: Launch
+    kind: LaunchFailure
+    said: str
+    exited: bool = True
+
+
+@dataclass(frozen=True)
 class Exited:
     """The processes of a job that ended are gone: its GPUs are free for the next job
     (after `Finished`, `Failed` or `JobCancelled` with `exited` False, a job lost on its
@@ -228,4 +243,13 @@ ProcessEvent = ProcessExited | StopRequested
 # once; what they change is served at the next event.
 RestoreEvent = Reattached | Restored | Released
 
-Event = JobSubmitted | AgentEvent | EndEvent | ProcessEvent | Tick | RestoreEvent | ModelRefitted
+Event = (
+    JobSubmitted
+    | AgentEvent
+    | EndEvent
+    | LaunchFailed
+    | ProcessEvent
+    | Tick
+    | RestoreEvent
+    | ModelRefitted
+)

@@ -7,7 +7,7 @@ learning and the lifecycle read them one way."""
 from dataclasses import dataclass, field, replace
 
 from allocator import AllocationPlan, JobSpec
-from scheduler.commands import Allocation
+from scheduler.commands import Allocation, Launch
 from scheduler.curves import JobCurve
 from scheduler.exits import AfterEnd
 from scheduler.reasons import StopReason
@@ -17,6 +17,14 @@ from scheduler.states import JobState
 # A job that gives no length (a command whose job file has no `iterations`, before its
 # script says where it ends) is planned as a long one; its heartbeats tell the rest.
 UNKNOWN_ITERATIONS = 1_000_000
+
+
+@dataclass(frozen=True)
+class LaunchRetry:
+    """A launch the node was short for, and when it is tried again."""
+
+    due: float
+    launch: Launch
 
 
 @dataclass
@@ -55,6 +63,10 @@ class Job:
     progressed_at: float = 0.0  # when it last made a step or entered a new phase
     stalled: bool = False  # reported stalled, and no progress since
     first_ran: float | None = None  # when it first ran: its time limit counts from here
+    # A launch the node was short for, tried again then (scheduler/launches.py); None: none
+    # waits. Kept only while the job is starting.
+    launch_retry: LaunchRetry | None = None
+    launch_tries: int = 0  # the failures of its launch since the core launched it
 
 
 @dataclass

@@ -2,7 +2,8 @@
 words need. Why a job ended (`EndReason`, with its details in `Ending`), why a failed job
 is not relaunched (`RelaunchRefusal`, in `NotRelaunched`), why a job moved that is not an
 end (`StateReason`), why a job waits (`WaitReason`, in `Waiting`), which message came too
-late (`MessageKind`), and why an ended job's processes are stopped (`StopReason`). The core
+late (`MessageKind`), why an ended job's processes are stopped (`StopReason`), and how a
+launch failed (`LaunchFailure`). The core
 decides on these, never on text; only the daemon turns them into words (daemon/wording.py).
 Text a job itself sent is carried as opaque data (`Ending.said`), never read here."""
 
@@ -16,6 +17,17 @@ class StopReason(StrEnum):
     GRACE_OVER = "grace_over"  # told to stop (cancelled, failed, lost): still up after the grace
     OVERRAN = "overran"  # completed: still running `finished_exit_s` after its final step
     ASKED = "asked"  # completed, its processes running on: a cancel asked them stopped
+
+
+class LaunchFailure(StrEnum):
+    """Why a launch of a job's processes raised, as the daemon tells it (`LaunchFailed`)."""
+
+    # The node was short (no file descriptors, memory or processes left; a cgroup error):
+    # the same launch may succeed a moment later. Tried again, never the job's failure.
+    SHORT = "short"
+    # The launch was refused: its command cannot run, the installation is broken, a bug.
+    # The job's failure (`EndReason.LAUNCH_FAILED`).
+    REFUSED = "refused"
 
 
 class EndReason(StrEnum):

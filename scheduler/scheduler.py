@@ -13,14 +13,25 @@ This module is the core's surface: `handle`, the one way in that changes it, and
 The state lives in one `Core` (scheduler/core.py); each concern is a module of functions
 over it: a job's way in and out (lifecycle.py), its agent's messages (reports.py), time's
 decisions (timers.py), rounds (rounds.py), what the core learns (learning.py), a daemon's
-restart (reattach.py), an ended job's processes (watches.py) and their exit (processes.py).
+restart (reattach.py), a launch that failed (launches.py), an ended job's processes
+(watches.py) and their exit (processes.py).
 """
 
 from collections.abc import Mapping
 from typing import assert_never
 
 from allocator import NodeSpec
-from scheduler import learning, lifecycle, processes, reattach, reports, rounds, timers, watches
+from scheduler import (
+    launches,
+    learning,
+    lifecycle,
+    processes,
+    reattach,
+    reports,
+    rounds,
+    timers,
+    watches,
+)
 from scheduler.admission import GpuPool
 from scheduler.commands import Command
 from scheduler.config import SchedulerConfig
@@ -35,6 +46,7 @@ from scheduler.events import (
     Heartbeat,
     JobCancelled,
     JobSubmitted,
+    LaunchFailed,
     ModelRefitted,
     Paused,
     ProcessExited,
@@ -83,6 +95,8 @@ class Scheduler:
                 reports.hear(core, event, now, out)
             case JobCancelled() | Finished() | Failed() | Exited():
                 lifecycle.end(core, event, now, out)
+            case LaunchFailed():
+                launches.failed(core, event, now, out)
             case ProcessExited() | StopRequested():
                 processes.hear(core, event, now, out)
             case Tick():
@@ -239,6 +253,7 @@ class Scheduler:
             if job.first_ran is not None and job.request.time_limit_s is not None
         )
         times.extend(watches.deadlines(core))
+        times.extend(launches.deadlines(core))
         return min(times, default=None)
 
     def _starting(self, job: Job, now: float) -> Waiting:

@@ -1,10 +1,11 @@
 """What time alone decides, on a `Tick`: a round's pause timeout, a job's time limit, a
 running job's link silent too long (lost), a running job without progress past its stall
 limit (stalled), a launched job that never said hello (a command then runs unmanaged,
-anything else has failed), and an ended job's processes past their time
-(scheduler/watches.py). The limits themselves are here too, for the deadlines."""
+anything else has failed), an ended job's processes past their time
+(scheduler/watches.py), and a launch the node was short for, tried again
+(scheduler/launches.py). The limits themselves are here too, for the deadlines."""
 
-from scheduler import lifecycle, rounds, watches
+from scheduler import launches, lifecycle, rounds, watches
 from scheduler.commands import Command, RanUnmanaged, Stalled
 from scheduler.core import Core
 from scheduler.jobs import Job
@@ -36,6 +37,7 @@ def tick(core: Core, now: float, out: list[Command]) -> None:
             else:
                 _fail(core, job, now, out, Ending(EndReason.NO_HELLO))
     watches.tick(core, now, out)
+    launches.tick(core, now, out)
 
 
 def _check_stall(core: Core, job: Job, now: float, out: list[Command]) -> None:

@@ -7,10 +7,13 @@ stall (`Alive` without a step), a long setup (`Alive` in phase "setup"), a scrip
 on after its final step (`Finished(exited=False)`, then its `ProcessExited` and `Exited`,
 or the core's `StopProcesses` first once `finished_exit_s` is over), a user's cancel
 (`JobCancelled`, then `ProcessExited` and `Exited` once it has checkpointed), and a cold
-resize (its relaunched agent's hello before its `Resumed`). Every handler takes the job the
+resize (its relaunched agent's hello before its `Resumed`), and a launch the node is short
+for (`LaunchFailed`, WorkloadJob.launch_short). Every handler takes the job the
 queue named; the core's answers come back through `deliver`.
 """
 
+import errno
+import os
 from collections.abc import Callable
 from signal import SIGTERM
 
@@ -27,6 +30,8 @@ from scheduler.messages import (
     JobCancelled,
     JobRequest,
     JobSubmitted,
+    LaunchFailed,
+    LaunchFailure,
     Paused,
     ProcessExited,
     Resumed,
@@ -35,6 +40,8 @@ from workloads.simjob import CRASH, SILENT, STALL, JobPhase, SimJob, loader_proc
 from workloads.simnode import SimNode
 
 CANCELLED_BY = "simulation"  # who a workload's cancel says asked (JobCancelled.by)
+# The daemon's account of a launch the node was short for (`str` of the OSError it caught).
+NODE_SHORT = str(OSError(errno.EMFILE, os.strerror(errno.EMFILE)))
 
 
 class SimAgents:
@@ -60,6 +67,7 @@ class SimAgents:
         handlers: dict[str, Callable[[SimJob], None]] = {
             "arrive": self.arrive,
             "hello": self.hello,
+            "launch_failed": self.launch_failed,
             "setup_done": self.setup_done,
             "paused": self.paused,
             "resumed": self.resumed,
@@ -104,6 +112,14 @@ class SimAgents:
             node.schedule(job.setup_until, "setup_done", job.spec.id)
         node.set_running(job)
         self._deliver(AgentHello(job.spec.id, job.gen, iteration=int(job.done_iterations)))
+
+    def launch_failed(self, job: SimJob) -> None:
+        """The node was short for the job's launch (WorkloadJob.launch_short): nothing of it
+        runs; the core tries it again, as the daemon's does for an EMFILE."""
+        if job.phase is not JobPhase.STARTING or job.launch is None:
+            return  # ended meanwhile
+        short = LaunchFailed(job.spec.id, job.launch, LaunchFailure.SHORT, NODE_SHORT)
+        self._deliver(short)
 
     def setup_done(self, job: SimJob) -> None:
         # (one of an earlier launch's setups ends earlier than this one's)

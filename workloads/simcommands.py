@@ -1,8 +1,8 @@
 """The core's commands carried out on the simulated node, as the daemon's adapters carry them
 out on the real one: a placement, a launch (a relaunch from the job's last checkpoint after
-a restart), a pause, a resume (in place, or a cold job's relaunch), a live share change, a
-cancel, a stop of an ended job's processes, and the records that end a job or send it back
-for a restart.
+a restart; one the node is short for fails, and the core tries it again), a pause, a resume
+(in place, or a cold job's relaunch), a live share change, a cancel, a stop of an ended
+job's processes, and the records that end a job or send it back for a restart.
 
 The agents' answers are scheduled on the node's clock (`SimNode.after`), drawn from the
 job's own streams; nothing here talks to the core.
@@ -18,6 +18,7 @@ from scheduler.messages import (
     Gated,
     HelloNoted,
     Launch,
+    LaunchRetrying,
     Pause,
     Placed,
     Planned,
@@ -69,6 +70,7 @@ def carry_out(node: SimNode, command: Command) -> None:
         case (
             (Planned() | Gated() | Cancel() | StateChanged() | Queued() | HelloNoted())
             | (RanUnmanaged() | StaleMessage() | Stalled() | Replanned() | CurveRefused())
+            | LaunchRetrying()
             | (StepsKept() | ExitNoted())
         ):
             _count(node, command)  # a cancel ends the job at its final state
@@ -88,11 +90,19 @@ def _count(node: SimNode, record: Cancel | StepsKept | ExitNoted | Record) -> No
 
 
 def _launch(node: SimNode, command: Launch) -> None:
+    """The job's agent starts, and says hello after the truth's `launch_s`; or, for one of
+    its first `launch_short` launches, the node is short for it: the launch raises at once
+    (`SimAgents.launch_failed`), as the daemon's does on EMFILE."""
     job = node.jobs[command.job_id]
     job.gen, job.workers_per_gpu = command.gen, command.allocation.workers_per_gpu
     job.decoder_share = device_share(command.allocation)
     job.done_iterations = float(job.checkpoint)  # a relaunch goes on from its checkpoint
     job.phase = JobPhase.STARTING
+    job.launch = command
+    if job.launches_short < job.spec.launch_short:
+        job.launches_short += 1
+        node.schedule(node.now, "launch_failed", command.job_id)
+        return
     node.after(node.truth.launch_s, "hello", command.job_id)
 
 

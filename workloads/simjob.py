@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from allocator.types import DecodeMode
-from scheduler.messages import Allocation
+from scheduler.messages import Allocation, Launch
 from workloads.spec import Knee, WorkloadJob
 from workloads.truth import MeasuredCurve
 
@@ -91,6 +91,10 @@ class SimJob:
     # the final step it finished at, and whether the daemon stopped them (a signal).
     finished_at_step: int | None = None
     stopped: bool = False
+    # Its launch being carried out, and how many of its launches the node was short for
+    # (WorkloadJob.launch_short): the core tries such a launch again.
+    launch: Launch | None = None
+    launches_short: int = 0
 
     @property
     def batch_size_per_gpu(self) -> float:

@@ -30,6 +30,7 @@ silent_at = 300        # optional, simulator: its link goes silent after this st
 stall_at = 400         # optional, simulator: no step after this one for stall_s (alive)
 stall_s = 90
 exit_after_s = 20      # optional, simulator: its script runs on this long after its end
+launch_short = 2       # optional, simulator: the node is short for its first 2 launches
 cancel_at_s = 600      # optional, simulator: a user cancels it then
 [jobs.curve]           # optional: the job's measured profile, the truth instead of formulas
 workers_per_gpu = [1, 2, 3, 6, 12]
@@ -193,6 +194,9 @@ class WorkloadJob(_Strict):
         0.0, ge=0.0, validate_default=True, description="how long its stall at stall_at lasts"
     )
     exit_after_s: float = Field(0.0, ge=0.0, description="its script runs on after its end")
+    launch_short: int = Field(
+        0, ge=0, description="its first launches the node is short for (EMFILE): tried again"
+    )
     cancel_at_s: float | None = Field(None, ge=0.0, description="a user cancels it then")
 
     @field_validator("crash_at", "silent_at", "stall_at")

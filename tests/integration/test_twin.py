@@ -19,12 +19,17 @@ from scheduler.exits import AfterEnd
 from scheduler.messages import (
     Cancel,
     Command,
+    EndReason,
     Event,
     ExitNoted,
     Launch,
+    LaunchFailed,
+    LaunchFailure,
+    LaunchRetrying,
     Placed,
     Restarting,
     Stalled,
+    StateChanged,
     StopProcesses,
     StopReason,
     Tick,
@@ -42,6 +47,9 @@ class Twins:
 
     def commands(self) -> list[Command]:
         return [command for fed in self.daemon for command in fed.commands]
+
+    def events(self) -> list[Event]:
+        return [fed.event for fed in self.daemon]
 
 
 _RUNS: dict[str, Twins] = {}
@@ -109,6 +117,17 @@ def test_the_other_scenarios_reach_what_they_claim_to(tmp_path: Path) -> None:
     assert stopped == [("b", overran), ("a", grace), ("c", asked)]
     noted = {c.job_id: c.after_end for c in stops if isinstance(c, ExitNoted)}
     assert noted == {"a": None, "b": AfterEnd.OVERRAN, "c": AfterEnd.STOPPED}
+    failures = run_twins(by_name["launch failures"], tmp_path / "launch failures")
+    retries = [(c.job_id, c.tries, c.pause_s) for c in failures.commands()
+               if isinstance(c, LaunchRetrying)]  # fmt: skip
+    assert retries == [("a", 1, 0.5), ("a", 2, 1.0), ("c", 1, 0.5), ("c", 2, 1.0)]
+    kinds = [(e.job_id, e.kind) for e in failures.events() if isinstance(e, LaunchFailed)]
+    assert ("b", LaunchFailure.REFUSED) in kinds, "b's program is missing: its failure"
+    ended = [c for c in failures.commands() if isinstance(c, StateChanged) and c.new.final]
+    assert [(c.job_id, c.ending and c.ending.reason) for c in ended] == [
+        ("b", EndReason.LAUNCH_FAILED),
+        ("c", EndReason.CANCELLED),
+    ]
 
 
 def test_every_event_kind_has_a_twin(tmp_path: Path) -> None:

@@ -6,6 +6,8 @@ runs with; `test_twin.py` feeds the simulator every event the service fed its co
 Between them they make the service feed every kind of event the core takes (`Event`): a
 new kind with no scenario here fails `test_every_event_kind_has_a_twin`."""
 
+import errno
+import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +41,8 @@ class Scenario:
     models: dict[str, str]  # job id -> zoo model, as the simulator's workload has them
     scheduler: dict[str, Any] = field(default_factory=dict)  # over SCHEDULER
     heartbeat_s: float = 5.0  # the simulator's agents' period (its heartbeat timeout's floor)
+    # job id -> the workload's settings of its incidents, as the scenario gives them
+    incidents: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def workload(self) -> dict[str, Any]:
         return {
@@ -47,6 +51,7 @@ class Scenario:
             "scheduler": {**SCHEDULER, **self.scheduler},
             "jobs": [
                 {"id": job, "model": model, "batch_size": 64, "gpus": 1, "iterations": 500}
+                | self.incidents.get(job, {})
                 for job, model in self.models.items()
             ],
         }
@@ -252,6 +257,40 @@ async def stops(driver: Driver) -> None:
     await driver.close()
 
 
+def emfile() -> OSError:
+    """What a launch raises when the node is out of file descriptors (`daemons_own`)."""
+    return OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+
+async def launch_failures(driver: Driver) -> None:
+    """Launches that raise (`LaunchFailed`): `a`'s twice for the node's lack (EMFILE: tried
+    again after 0.5 s, then 1 s, then it starts), `b`'s refused (its program missing: its
+    failure), and `c`'s, on the GPU `b` freed, short twice and cancelled while it waits to
+    be tried again (forgotten)."""
+    launcher = driver.launcher
+    launcher.failures["a"] = [emfile(), emfile()]
+    launcher.failures["b"] = [FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), "x")]
+    launcher.failures["c"] = [emfile(), emfile()]
+    for job, model in FAILURES.models.items():
+        driver.at(0.0).submit(job, model=model)
+    driver.at(1.0).tick()  # `a` and `b` launch; `a` waits to be tried again, `b` failed
+    assert driver.state("a") == "starting" and driver.state("b") == "failed"
+    # `a` is tried at 1.6 (fails again) and 2.7 (starts); `c` takes `b`'s GPU and launches
+    # at 2.0 (the node is short), is tried at 2.7 (short again), to be tried at 3.7
+    for second in (1.2, 1.6, 2.0, 2.7):
+        driver.at(second).tick()
+    assert launcher.launched() == ["a"], "a started at its third try, c not yet"
+    driver.at(3.0)
+    hello(driver, "a", 47_000)
+    assert driver.state("c") == "starting"
+    driver.at(3.2).cancel("c")  # before its retry: it is forgotten
+    driver.at(4.5).tick()
+    assert launcher.launched() == ["a"] and driver.state("c") == "cancelled"
+    driver.at(5.0)
+    heartbeat(driver, "a", 10)
+    await driver.close()
+
+
 # A refit's report whose held-out R^2 the core trusts (scheduler/refit.py).
 TRUSTED_FIT: dict[str, object] = {
     "training": {"chosen": "linear", "candidates": {"linear": {"r2": 0.99}}},
@@ -321,4 +360,11 @@ STOPS = Scenario(
     scheduler={"finished_exit_s": 4.0},
 )
 
-SCENARIOS = (ROUNDS, CANCELS, SILENCE, COLD, RESTART, STOPS)
+FAILURES = Scenario(
+    "launch failures",
+    launch_failures,
+    {"a": "Resnet18", "b": "Resnet18", "c": "smResnet20"},
+    incidents={"a": {"launch_short": 2}, "c": {"launch_short": 2}},
+)
+
+SCENARIOS = (ROUNDS, CANCELS, SILENCE, COLD, RESTART, STOPS, FAILURES)

@@ -41,8 +41,13 @@ class RecordedLauncher(Launcher):
         self.launches: list[tuple[str, list[str], dict[str, str]]] = []
         self.live: dict[str, int] = {}
         self._exits: list[tuple[str, int | None]] = []
+        # job -> the errors its next launches raise, one a launch, before it starts as usual
+        # (an EMFILE: the node short for it; a FileNotFoundError: its program missing).
+        self.failures: dict[str, list[OSError]] = {}
 
     def launch(self, job_id: str, argv: Sequence[str], env: Mapping[str, str]) -> int:
+        if self.failures.get(job_id):
+            raise self.failures[job_id].pop(0)
         self.launches.append((job_id, list(argv), dict(env)))
         pid = 40_000 + len(self.launches)
         self.live[job_id] = pid

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from agents.protocol import Hello
-from daemon.relaunch import RETRY_EVENT
+from daemon.eventlog import RETRY_EVENT
 from scheduler.config import SchedulerConfig
 from tests.unit.daemon.service_harness import Driver
 

@@ -12,6 +12,10 @@ from scheduler.messages import (
     ExitNoted,
     Finished,
     JobCancelled,
+    Launch,
+    LaunchFailed,
+    LaunchFailure,
+    LaunchRetrying,
     ProcessExited,
     Restarting,
     Stalled,
@@ -109,3 +113,21 @@ def test_incidents_that_cannot_happen_are_refused_by_field(
     with pytest.raises(WorkloadError) as refused:
         workload(job("a", **fields))
     assert where in refused.value.where
+
+
+def test_launches_the_node_is_short_for_are_tried_again_by_the_core() -> None:
+    seen = fed(job("a", iterations=300, launch_short=2))
+    short = [(e, out) for e, out in seen if isinstance(e, LaunchFailed)]
+    assert [e.kind for e, _ in short] == [LaunchFailure.SHORT] * 2
+    retries = [c for _, out in short for c in out if isinstance(c, LaunchRetrying)]
+    assert [(c.tries, c.pause_s) for c in retries] == [(1, 0.5), (2, 1.0)]
+    launches = [c for _, out in seen for c in out if isinstance(c, Launch)]
+    assert len(launches) == 3 and launches[1:] == [short[0][0].launch, short[1][0].launch]
+    events = [event for event, _ in seen]
+    assert isinstance(events[-1], Finished), "neither its failure nor a restart"
+    assert not any(isinstance(c, Restarting) for _, out in seen for c in out)
+
+
+def test_launch_short_is_a_count() -> None:
+    with pytest.raises(WorkloadError, match=r"jobs\.0\.launch_short"):
+        workload(job("a", launch_short=-1))
