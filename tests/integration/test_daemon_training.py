@@ -49,7 +49,7 @@ def test_real_jobs_are_resized_while_they_train(
             "first",
             model="smResnet20",
             batch_size=8,
-            iterations=400,
+            iterations=200,  # 40 epochs: it still trains on past the second's arrival
             audit_samples=True,
             resize=resize,
         )
@@ -70,7 +70,7 @@ def test_real_jobs_are_resized_while_they_train(
         }
         assert alone["workers_per_gpu"] in workers and len(workers) > 1
         done = client.get(f"/v1/jobs/{first['id']}").json()
-        assert done["iteration"] == 400 and done["measured_samples_per_s"] > 0
+        assert done["iteration"] == 200 and done["measured_samples_per_s"] > 0
         resumed = [e["data"] for e in events if e["kind"] == "resumed"]
         assert resumed and all(0 < r["gap_s"] < 30 for r in resumed)
         launches = sum(1 for e in events if e["kind"] == "state" and e["data"]["to"] == "starting")
@@ -84,5 +84,5 @@ def test_real_jobs_are_resized_while_they_train(
         .read_text()
         .splitlines()
     )
-    assert set(audit.values()) == {1}  # 400 x 8 samples = 80 epochs of 40, each once
-    assert len(audit) == 400 * 8
+    assert set(audit.values()) == {1}  # 200 x 8 samples = 40 epochs of 40, each once
+    assert len(audit) == 200 * 8

@@ -34,9 +34,10 @@ def serve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[
 
 
 def alone(workdir: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    # One thread, as the daemon gives a job its slot's share and torchrun each rank.
     return subprocess.run(
         [sys.executable, *args], cwd=workdir, capture_output=True, text=True, timeout=180,
-        check=False, env={**os.environ, **env},
+        check=False, env={**os.environ, "OMP_NUM_THREADS": "1", **env},
     )  # fmt: skip
 
 

@@ -92,7 +92,9 @@ def test_a_signal_after_training_ends_the_script_and_keeps_what_it_reported(
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "the script never finished training"
         time.sleep(0.05)
-    time.sleep(1.0)  # its final checkpoint is written: training is over, it sleeps
+    assert process.stdout is not None
+    while not (said := process.stdout.readline()).startswith("saving for"):
+        assert said, process.communicate()  # its evaluation: training is over, it sleeps
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=20)
     assert process.returncode == 128 + signal.SIGTERM, stderr
