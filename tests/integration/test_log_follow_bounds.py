@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, wait_for
 
 TOKENS = {
     "admin": "admin-token-follow-bounds-0123456789",
@@ -20,6 +20,9 @@ TOKENS = {
     "bob": "bob-token-follow-bounds-0123456789ab",
 }
 TALKER = "import time\nwhile True:\n    print('still here', flush=True)\n    time.sleep(0.2)\n"
+# The talker never says the SDK's hello: it runs (unmanaged) after unmanaged_after_s, and,
+# cancelled, is stopped after cancel_grace_s; both 30 s and 5 s by default.
+QUICK = {**FAST["scheduler"], "unmanaged_after_s": 1.0, "cancel_grace_s": 0.5}  # type: ignore[dict-item]
 
 
 @pytest.fixture
@@ -44,7 +47,7 @@ def _rss_bytes(pid: int) -> int:
 def test_following_a_log_grown_to_2_gb_keeps_the_daemon_small_and_fast(
     serve: Callable[..., Daemon],
 ) -> None:
-    daemon = serve(tokens=TOKENS)
+    daemon = serve(tokens=TOKENS, scheduler=QUICK)
     assert daemon.process is not None
     with daemon.client("alice") as alice, daemon.client("bob") as bob:
         job_id = _running_job(alice, "sparse")

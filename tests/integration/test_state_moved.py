@@ -5,11 +5,11 @@ never makes its job's folder; only the moved state dir holds the state."""
 
 import os
 import sys
-import time
 from pathlib import Path
 
+from daemon.processes import group_alive
 from tests.integration.cli import stoker
-from tests.integration.daemon_harness import daemon_factory, wait_for
+from tests.integration.daemon_harness import daemon_factory, stored_pid, wait_for
 
 ENDLESS = """
 import time
@@ -34,10 +34,12 @@ def test_a_moved_state_dir_is_not_made_again_by_the_jobs_on_their_way_out(
     with daemon.client() as client:
         wait_for("a few steps", lambda: client.get(f"/v1/jobs/{job_id}").json()["iteration"] > 5)
     os.rename(daemon.state_dir, tmp_path / "moved")
+    pid = stored_pid(tmp_path / "moved", job_id)
+    assert pid is not None
     daemon.stop()  # its agents are told to checkpoint and leave
-    deadline = time.monotonic() + 10.0
-    while time.monotonic() < deadline and not daemon.state_dir.exists():
-        time.sleep(0.2)  # the job's process may outlive the daemon by a moment
+    # The job's process may outlive the daemon by a moment: once it is gone, nothing is left
+    # that could make the folder.
+    wait_for("the job's processes to be gone", lambda: not group_alive(pid), 10.0)
     assert not daemon.state_dir.exists(), sorted(map(str, daemon.state_dir.rglob("*")))
     again = serve(state="moved")  # the moved state dir starts, with its job
     with again.client() as client:
