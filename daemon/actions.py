@@ -36,6 +36,7 @@ from scheduler.messages import (
     CurveRefused,
     ExitNoted,
     Gated,
+    HelloMissed,
     HelloNoted,
     Launch,
     LaunchRetrying,
@@ -100,6 +101,8 @@ class Actions:
                 self._send(CancelMessage(job=job_id))
             case StopProcesses() | StepsKept() | ExitNoted():
                 reaping.carry_out(parts, command)
+            case HelloMissed():
+                pass  # the restorer's, once the others are carried out (Service.feed)
             case (
                 StateChanged()
                 | Queued()

@@ -2,10 +2,11 @@
 core's decision (`scheduler/restore.py`); this module reads the facts it needs from the
 state dir and the process table, and carries the decision out.
 
-A running job whose agent may have outlived the old daemon holds its GPUs while the daemon
-waits `reattach_timeout_s` for the agent's hello; adopted, it runs on with the allocation
-it reports. A command running without the SDK is adopted as it runs, or, gone, taken as
-ended. Any other job is stopped and queued again, to be relaunched from its last
+A running job whose agent may have outlived the old daemon holds its GPUs while the core
+waits `reattach_timeout_s` for the agent's hello (`Restored.hello_within_s`; past it the
+core answers `HelloMissed`, carried out by `hello_missed`); adopted, it runs on with the
+allocation it reports. A command running without the SDK is adopted as it runs, or, gone,
+taken as ended. Any other job is stopped and queued again, to be relaunched from its last
 checkpoint, or fails when it has no restarts left.
 """
 
@@ -40,7 +41,6 @@ class Restorer:
     def __init__(self, parts: Parts, actions: Actions) -> None:
         self._parts = parts
         self._actions = actions
-        self._awaiting: dict[str, float] = {}  # restored running job -> hello deadline
         self._clean = False  # the last daemon stopped cleanly: its relaunches count none
 
     def restore(self) -> None:
@@ -102,8 +102,8 @@ class Restorer:
         if record.checkpoint:
             self._actions.resume_from(record.id, record.checkpoint)
         if action is RestoreAction.AWAIT_HELLO:
-            parts.feed(Restored(record.id, record.placement))
-            self._awaiting[record.id] = parts.now() + parts.config.reattach_timeout_s
+            hello_s = parts.config.reattach_timeout_s
+            parts.feed(Restored(record.id, record.placement, hello_within_s=hello_s))
             parts.store.add_event(record.id, time.time(), "restored", {"was": record.state})
             return None
         why = "the daemon was stopped" if clean else "the daemon restarted"
@@ -174,15 +174,15 @@ class Restorer:
         return pid is not None and is_agent(pid, job_id, jobs_dir / job_id)
 
     def awaiting(self, job_id: str) -> bool:
-        return job_id in self._awaiting
+        """Whether the job is restored, held for its agent's hello (the core's read)."""
+        return self._parts.scheduler.awaiting_hello(job_id)
 
     def cancel(self, job_id: str, by: str) -> bool:
         """Cancel a restored job whose agent has not said hello (`by` a tenant); whether
         it was one."""
-        if job_id not in self._awaiting:
-            return False
-        del self._awaiting[job_id]
         parts = self._parts
+        if not parts.scheduler.awaiting_hello(job_id):
+            return False
         parts.feed(Released(job_id))
         stored = parts.store.job(job_id)
         if stored is not None and stored.pid is not None:
@@ -190,29 +190,24 @@ class Restorer:
         self._actions.set_state(job_id, JobState.CANCELLED, f"cancelled by {by} while restoring")
         return True
 
-    def expire(self) -> None:
-        """Restored jobs whose agent did not say hello in time: adopted as running without
-        the SDK, or relaunched (`after_silence`)."""
+    def hello_missed(self, job_id: str) -> None:
+        """A restored job whose agent did not say hello in time (the core's `HelloMissed`):
+        adopted as running without the SDK, found ended, or relaunched (`after_silence`)."""
         parts = self._parts
-        for job_id, deadline in list(self._awaiting.items()):
-            if parts.now() < deadline:
-                continue
-            record = parts.store.job(job_id)
-            assert record is not None
-            facts = self._facts(record, finished_marker(parts.launcher, job_id))
-            action = after_silence(facts)
-            if action is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
-                del self._awaiting[job_id]
-                parts.feed(Released(job_id))  # held for its hello: adopted instead
-                self._adopt_unmanaged(record, record.pid)
-                continue
-            if action is RestoreAction.ENDED_UNSEEN:
-                del self._awaiting[job_id]
-                parts.feed(Released(job_id))
-                self._actions.set_state(job_id, JobState.COMPLETED, ENDED_UNSEEN)
-                continue
-            why = "its agent did not say hello to the restarted daemon"
-            self.relaunch(job_id, why, count=not self._clean)
+        record = parts.store.job(job_id)
+        assert record is not None
+        facts = self._facts(record, finished_marker(parts.launcher, job_id))
+        action = after_silence(facts)
+        if action is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
+            parts.feed(Released(job_id))  # held for its hello: adopted instead
+            self._adopt_unmanaged(record, record.pid)
+            return
+        if action is RestoreAction.ENDED_UNSEEN:
+            parts.feed(Released(job_id))
+            self._actions.set_state(job_id, JobState.COMPLETED, ENDED_UNSEEN)
+            return
+        why = "its agent did not say hello to the restarted daemon"
+        self.relaunch(job_id, why, count=not self._clean)
 
     def reattach(self, message: AgentMessage) -> None:
         """The first word from a restored running job's agent: adopt it if it runs."""
@@ -221,7 +216,6 @@ class Restorer:
         record = parts.jobs.records[job_id]
         if not isinstance(message, Hello):
             return  # sent before the reconnect; its hello follows
-        del self._awaiting[job_id]
         report = AgentReport(message.state, message.workers, message.pid)
         if not adopts(report, record.pid):
             self.relaunch(job_id, f"its agent came back {message.state}", count=not self._clean)
@@ -236,7 +230,6 @@ class Restorer:
         start from its last checkpoint; `count` it against its restarts unless it was
         stopped cleanly."""
         parts = self._parts
-        self._awaiting.pop(job_id, None)
         parts.feed(Released(job_id))
         record = parts.store.job(job_id)
         assert record is not None

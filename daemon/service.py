@@ -46,7 +46,15 @@ from daemon.tpmkeeper import ModelRejected
 from daemon.views import Views
 from daemon.wiring import build_core, open_state_dir
 from scheduler.errors import SchedulerError
-from scheduler.messages import Command, Event, JobCancelled, ModelRefitted, StopRequested, Tick
+from scheduler.messages import (
+    Command,
+    Event,
+    HelloMissed,
+    JobCancelled,
+    ModelRefitted,
+    StopRequested,
+    Tick,
+)
 from tpm import TpmError
 
 log = logging.getLogger(__name__)
@@ -269,7 +277,6 @@ class Service:
             self._unticked = 0
             self.feed(Tick())
             self.reaper.exits()
-            self.restorer.expire()
             self.reaper.free_exited()
             self.actions.pin_cpus()
         except Exception:  # a bug in one item must not stop the daemon
@@ -326,7 +333,16 @@ class Service:
         if self.observer is not None:
             self.observer(event, self.now(), commands)
         self.actions.carry_out_all(commands)
+        for command in commands:  # the restorer's: what it decides it feeds, after the rest
+            if isinstance(command, HelloMissed):
+                self._hello_missed(command)
         return refusal
+
+    def _hello_missed(self, command: HelloMissed) -> None:
+        try:
+            self.restorer.hello_missed(command.job_id)
+        except Exception:  # one job's problem must not keep the core's other commands out
+            log.exception("carrying out %r", command)
 
     async def shutdown(self) -> None:
         """Stop accepting; ask every running agent to pause, so that it writes a checkpoint,

@@ -183,6 +183,16 @@ class LaunchRetrying:
 
 
 @dataclass(frozen=True)
+class HelloMissed:
+    """A job `Restored` for its agent's hello heard none within its `hello_within_s`: the
+    daemon decides what it is now (scheduler/restore.py `after_silence`): taken over running
+    without the SDK, found ended, or relaunched, given back (`Released`) either way. It is
+    awaited (`Scheduler.awaiting_hello`) until then."""
+
+    job_id: str
+
+
+@dataclass(frozen=True)
 class Stalled:
     """A running job made no progress (no step, no new phase) for `silent_s`, its stall
     limit (`stalled` True), or moved again after it was reported (`stalled` False)."""
@@ -271,4 +281,4 @@ Record = (
 )
 # What an ended job's processes come to: stopped, their exit's steps and note.
 ExitCommand = StopProcesses | StepsKept | ExitNoted
-Command = Launch | Pause | Resume | SetShare | Cancel | Placed | ExitCommand | Record
+Command = Launch | Pause | Resume | SetShare | Cancel | Placed | ExitCommand | HelloMissed | Record

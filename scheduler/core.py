@@ -77,6 +77,9 @@ class Core:
         # Ended jobs whose processes may run on, until they exit: when they are stopped
         # (scheduler/watches.py), and what their exit needs to know (scheduler/processes.py).
         self.processes: dict[str, ProcessWatch] = {}
+        # Jobs `Restored` for their agent's hello after a daemon's restart, until they are
+        # `Reattached` or `Released`: when their hello is due (None once `HelloMissed`).
+        self.restored: dict[str, float | None] = {}
 
     def job(self, job_id: str) -> Job:
         try:

@@ -204,11 +204,14 @@ class Restored:
     """GPUs kept for a job this core does not plan. The daemon feeds it as it restores its
     jobs after a restart: for a job whose agent may have outlived the last daemon, until it
     is `Reattached` or relaunched (`Released` first); or, `exiting`, for a job that ended
-    before the restart while its processes run on, until they have `Exited`."""
+    before the restart while its processes run on, until they have `Exited`.
+    `hello_within_s`: how long the agent has to say hello (the daemon's
+    `reattach_timeout_s`); past it, a `Tick` answers `HelloMissed`. None: no hello awaited."""
 
     job_id: str
     gpu_indices: tuple[int, ...]
     exiting: bool = False
+    hello_within_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """A daemon's restart, as the core sees it: a job that outlived the last daemon is taken
 over running (`Reattached`), GPUs are kept for a job whose agent may yet say hello or whose
 processes run on after its end (`Restored`), and given back when it is no longer awaited
-(`Released`). No round follows these at once; the next event serves what they changed."""
+(`Released`). A job held for its agent's hello has until `Restored.hello_within_s`: a `Tick`
+past it answers `HelloMissed` (its deadline in `Scheduler.next_deadline`). No round follows
+these at once; the next event serves what they changed."""
 
 from typing import assert_never
 
 from scheduler import learning, lifecycle, watches
-from scheduler.commands import Command, RanUnmanaged, StateChanged
+from scheduler.commands import Command, HelloMissed, RanUnmanaged, StateChanged
 from scheduler.core import Core
 from scheduler.errors import SchedulerError
 from scheduler.events import Reattached, Released, Restored, RestoreEvent
@@ -19,12 +21,16 @@ def restore(core: Core, event: RestoreEvent, now: float, out: list[Command]) -> 
     """One step of the daemon's restore."""
     match event:
         case Reattached():
+            core.restored.pop(event.request.id, None)
             out.extend(_adopt(core, event, now))
         case Restored(job_id=job_id, gpu_indices=gpu_indices, exiting=exiting):
             _hold(core, job_id, gpu_indices, exiting=exiting)
             if exiting:  # completed, its script runs on: `finished_exit_s` bounds it
                 watches.finished(core, job_id, now)
+            if event.hello_within_s is not None:
+                core.restored[job_id] = now + event.hello_within_s
         case Released(job_id=job_id):
+            core.restored.pop(job_id, None)
             lifecycle.release(core, job_id)
         case _ as unreachable:
             assert_never(unreachable)
@@ -80,3 +86,17 @@ def _hold(core: Core, job_id: str, gpu_indices: tuple[int, ...], *, exiting: boo
         core.admission.hold(job_id, gpu_indices)
     if exiting:
         core.exiting.add(job_id)
+
+
+def tick(core: Core, now: float, out: list[Command]) -> None:
+    """The restored jobs whose agent's hello is overdue, in the order they were restored:
+    each answered once; awaited still until the daemon gives it back (`Released`)."""
+    for job_id, due in core.restored.items():
+        if due is not None and now >= due:
+            core.restored[job_id] = None
+            out.append(HelloMissed(job_id))
+
+
+def deadlines(core: Core) -> list[float]:
+    """When the restored jobs' hellos are due."""
+    return [due for due in core.restored.values() if due is not None]

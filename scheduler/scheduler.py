@@ -101,6 +101,7 @@ class Scheduler:
                 processes.hear(core, event, now, out)
             case Tick():
                 timers.tick(core, now, out)
+                reattach.tick(core, now, out)
             case Reattached() | Restored() | Released():
                 # As a daemon restores its jobs: what these change waits for the next event.
                 reattach.restore(core, event, now, out)
@@ -175,6 +176,11 @@ class Scheduler:
             window, left = core.config.arrival_window_s, core.arrivals_due - now
             return Waiting(WaitReason.ARRIVAL_WINDOW, seconds_left=left, setting_s=window)
         return None
+
+    def awaiting_hello(self, job_id: str) -> bool:
+        """Whether the job is held for its agent's hello after a daemon's restart
+        (`Restored` with `hello_within_s`), until it is `Reattached` or `Released`."""
+        return job_id in self._core.restored
 
     @property
     def exiting(self) -> frozenset[str]:
@@ -254,6 +260,7 @@ class Scheduler:
         )
         times.extend(watches.deadlines(core))
         times.extend(launches.deadlines(core))
+        times.extend(reattach.deadlines(core))
         return min(times, default=None)
 
     def _starting(self, job: Job, now: float) -> Waiting:

@@ -16,6 +16,7 @@ from scheduler.messages import (
     CurveRefused,
     ExitNoted,
     Gated,
+    HelloMissed,
     HelloNoted,
     Launch,
     LaunchRetrying,
@@ -72,13 +73,14 @@ def carry_out(node: SimNode, command: Command) -> None:
             | (RanUnmanaged() | StaleMessage() | Stalled() | Replanned() | CurveRefused())
             | LaunchRetrying()
             | (StepsKept() | ExitNoted())
+            | HelloMissed()  # the restart's, after the others (`Simulation._deliver`)
         ):
             _count(node, command)  # a cancel ends the job at its final state
         case _ as unreachable:
             assert_never(unreachable)
 
 
-def _count(node: SimNode, record: Cancel | StepsKept | ExitNoted | Record) -> None:
+def _count(node: SimNode, record: Cancel | StepsKept | ExitNoted | HelloMissed | Record) -> None:
     """A job's final state ends it on the node; the node's tally of the core's rounds:
     plans made, changes the gate kept from jobs; the other records change nothing on it."""
     if isinstance(record, StateChanged) and record.new.final:

@@ -5,7 +5,8 @@ the daemon's store, and the simulated node for its process table.
 
 A job whose agent outlived the daemon holds its GPUs (`Restored`) until its agent's hello
 comes (at once: the SDK reconnects), then is taken over running (`Reattached`), or, not
-running (`adopts`), relaunched; a hung one says no hello and is relaunched (`after_silence`).
+running (`adopts`), relaunched; a hung one says none, and once the core's `HelloMissed` comes
+(`REATTACH_TIMEOUT_S` on) it is relaunched (`after_silence`).
 A job running without the SDK is taken over as it runs (`Reattached(unmanaged=True)`). Any
 other unfinished job has its processes stopped, its hold given back (`Released`) and is
 submitted again from its checkpoint, one restart counted, or fails with none left. A job
@@ -40,6 +41,9 @@ from scheduler.states import JobState
 from workloads.simjob import JobPhase, SimJob
 from workloads.simnode import SimNode
 
+# How long a restored job's agent has to say hello: the daemon's default `reattach_timeout_s`.
+REATTACH_TIMEOUT_S = 10.0
+
 
 class SimRestore:
     """One restart's restore: `restore` the jobs the last core knew (`last`), then `hellos`
@@ -56,7 +60,7 @@ class SimRestore:
         self._last = last
         self._deliver = deliver
         self._request = request
-        self._awaiting: list[str] = []
+        self._awaiting: list[str] = []  # restored for their hello, in the order restored
 
     def restore(self) -> None:
         """Every job the last core knew, in the workload's order; relaunches last, as the
@@ -69,7 +73,8 @@ class SimRestore:
                 continue
             action = restore_action(self._facts(job, status), clean_stop=False)
             if action is RestoreAction.AWAIT_HELLO:
-                self._deliver(Restored(job_id, status.gpu_indices))
+                hello_s = REATTACH_TIMEOUT_S
+                self._deliver(Restored(job_id, status.gpu_indices, hello_within_s=hello_s))
                 self._awaiting.append(job_id)
             elif action is RestoreAction.ADOPT_UNMANAGED:
                 self._adopt(job, status, _planned(status), unmanaged=True)
@@ -82,11 +87,10 @@ class SimRestore:
 
     def hellos(self) -> None:
         """The agents that outlived the daemon say hello to the new one: taken over running,
-        or relaunched; a hung agent says none and is relaunched."""
+        or relaunched; a hung agent says none: the core's `HelloMissed` comes for it."""
         for job_id in self._awaiting:
             job, status = self._node.jobs[job_id], self._last[job_id]
             if job.silent:  # hung: no hello within the reattach timeout
-                self._silent(job, status)
                 continue
             state = "running" if job.phase is JobPhase.RUNNING else job.phase.value
             if not adopts(AgentReport(state, job.workers_per_gpu, pid=0), recorded_pid=0):
@@ -94,8 +98,10 @@ class SimRestore:
                 continue
             self._adopt(job, status, Allocation(job.workers_per_gpu, job.decoder_share))
 
-    def _silent(self, job: SimJob, status: JobStatus) -> None:
-        """A restored job whose agent said no hello in time (daemon/restore.py `expire`)."""
+    def hello_missed(self, job_id: str) -> None:
+        """A restored job whose agent said no hello in time (the core's `HelloMissed`, as
+        daemon/restore.py `hello_missed` carries it out)."""
+        job, status = self._node.jobs[job_id], self._last[job_id]
         if after_silence(self._facts(job, status)) is RestoreAction.ADOPT_UNMANAGED:
             self._deliver(Released(job.spec.id))  # held for its hello: adopted instead
             self._adopt(job, status, _planned(status), unmanaged=True)

@@ -32,6 +32,7 @@ from scheduler.messages import (
     Command,
     Event,
     Exited,
+    HelloMissed,
     JobRequest,
     ModelRefitted,
     Tick,
@@ -91,6 +92,7 @@ class Simulation:
         self._model: ThroughputModel | None = None
         node = workload.node
         self._scheduler = self._new_scheduler()
+        self._restore: SimRestore | None = None  # the last restart's, for its `HelloMissed`
         jobs = {job.id: self._new_job(job) for job in workload.jobs}
         self._node = SimNode(self._truth, node.gpus, jobs)
         self._agents = SimAgents(
@@ -249,7 +251,7 @@ class Simulation:
         """A kill -9 and a start: a fresh core, fed the daemon's restore (simrestart.py)."""
         last = dict(self._scheduler.jobs())
         self.new_core()
-        restore = SimRestore(self._node, last, self._deliver, self._request)
+        restore = self._restore = SimRestore(self._node, last, self._deliver, self._request)
         restore.restore()
         restore.hellos()
 
@@ -263,7 +265,10 @@ class Simulation:
     # ---- the core -------------------------------------------------------------------------
 
     def _deliver(self, event: Event) -> None:
-        self.feed(event, self._node.now)
+        commands = self.feed(event, self._node.now)
+        for command in commands:  # the restart's: what it decides it delivers, after the rest
+            if isinstance(command, HelloMissed) and self._restore is not None:
+                self._restore.hello_missed(command.job_id)
         # A simulated job's processes end with it unless it says otherwise (a script that
         # runs on after its end, a cancelled job checkpointing): GPUs the core keeps for a
         # job that ended while its processes might run on (one declared lost) are free.

@@ -12,6 +12,7 @@ from scheduler.config import SchedulerConfig
 from scheduler.messages import (
     Allocation,
     Exited,
+    HelloMissed,
     JobSubmitted,
     Placed,
     RanUnmanaged,
@@ -79,3 +80,33 @@ def test_a_reattached_job_keeps_the_gpus_it_runs_on() -> None:
     core = placing(slots=2)
     core.handle(Reattached(job("old"), Allocation(2), 5, gpu_indices=(0,)), 0.0)
     assert only(core.handle(JobSubmitted(job("new")), 1.0), Placed) == [Placed("new", (1,))]
+
+
+def test_a_restored_jobs_hello_is_awaited_until_its_deadline_then_missed_once() -> None:
+    core = placing(slots=2)
+    assert core.handle(Restored("old", (0,), hello_within_s=10.0), 0.0) == []
+    assert core.awaiting_hello("old")
+    assert core.next_deadline() == 10.0, "its hello's deadline is the core's timer"
+    assert core.handle(Tick(), 9.9) == []
+    assert core.handle(Tick(), 10.0) == [HelloMissed("old")]
+    assert core.handle(Tick(), 11.0) == [], "answered once"
+    assert core.awaiting_hello("old"), "awaited until the daemon gives it back"
+    assert core.next_deadline() is None
+    core.handle(Released("old"), 11.0)
+    assert not core.awaiting_hello("old")
+
+
+def test_a_reattached_or_released_job_is_no_longer_awaited() -> None:
+    core = placing(slots=2)
+    core.handle(Restored("a", (0,), hello_within_s=10.0), 0.0)
+    core.handle(Restored("b", (1,), hello_within_s=10.0), 0.0)
+    core.handle(Reattached(job("a"), Allocation(2), iteration=40, gpu_indices=(0,)), 1.0)
+    core.handle(Released("b"), 1.0)
+    assert not core.awaiting_hello("a") and not core.awaiting_hello("b")
+    assert HelloMissed("a") not in core.handle(Tick(), 20.0)
+
+
+def test_a_job_restored_exiting_awaits_no_hello() -> None:
+    core = placing(slots=2)
+    core.handle(Restored("done", (0,), exiting=True), 0.0)
+    assert not core.awaiting_hello("done")

@@ -9,6 +9,7 @@ import pytest
 from scheduler.messages import (
     Command,
     Event,
+    HelloMissed,
     JobSubmitted,
     ModelRefitted,
     Reattached,
@@ -17,6 +18,7 @@ from scheduler.messages import (
 )
 from tests.unit.workloads.builders import job, workload
 from workloads.errors import WorkloadError
+from workloads.simrestart import REATTACH_TIMEOUT_S
 from workloads.simulator import Simulation, SimulationOptions
 
 SCHEDULER = {"arrival_window_s": 5.0, "completion_window_s": 5.0}
@@ -64,6 +66,34 @@ def test_a_job_not_running_at_the_restart_is_relaunched_counting_a_restart() -> 
     assert [request.restarts for request in submitted] == [0, 1]
     assert Released("a") in events
     assert result.jobs[0].end_s > 6.0
+
+
+def test_a_hung_agent_says_no_hello_and_is_relaunched_once_the_core_says_it_missed() -> None:
+    times: list[float] = []
+    simulation = Simulation(
+        workload(
+            job("a", iterations=2000, silent_at=50, max_restarts=1),
+            node={"gpus": 2, "cpu_workers": 12, "restart_at_s": 30.0},
+            scheduler=SCHEDULER,
+        ),
+        SimulationOptions(policy="optimal"),
+    )
+    seen: list[tuple[Event, list[Command]]] = []
+
+    def observe(event: Event, now: float, commands: list[Command]) -> None:
+        seen.append((event, commands))
+        times.extend(now for command in commands if isinstance(command, HelloMissed))
+
+    simulation.observer = observe
+    result = simulation.run()
+    events = [event for event, _ in seen]
+    assert Restored("a", (0,), hello_within_s=REATTACH_TIMEOUT_S) in events, "it was running"
+    assert times == [30.0 + REATTACH_TIMEOUT_S], "the core's timer, as the daemon's"
+    after = events[next(i for i, (_, out) in enumerate(seen) if HelloMissed("a") in out) + 1 :]
+    assert after[0] == Released("a")
+    submitted = [event.job.restarts for event in after if isinstance(event, JobSubmitted)]
+    assert submitted == [1], "relaunched, one restart counted"
+    assert result.jobs[0].end_s > 40.0
 
 
 def test_a_refit_is_fed_as_the_model_keeper_feeds_it() -> None:
