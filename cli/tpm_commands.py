@@ -17,18 +17,6 @@ import typer
 
 from cli.common import fail, print_json, read_text, write_atomically
 from cli.connection import Daemon, StateDir, Token, Url
-from tpm import (
-    FittedTPM,
-    TpmError,
-    TrainingSamples,
-    UnknownPipeline,
-    detect_kind,
-    fit,
-    import_fitting_backend,
-    read_loading_samples,
-    read_samples,
-    read_training_samples,
-)
 
 tpm_app = typer.Typer(
     help="Fit the throughput prediction model on sample files, predict with one, or give "
@@ -57,6 +45,14 @@ def fit_command(
     ] = 0,
 ) -> None:
     """Fit both halves of the model, write it to --out, print the fit report as JSON."""
+    from tpm import (  # noqa: PLC0415 (the CLI imports lazily)
+        TpmError,
+        fit,
+        import_fitting_backend,
+        read_loading_samples,
+        read_training_samples,
+    )
+
     try:
         training = read_training_samples(read_text(train, "training samples"), str(train))
         loading = read_loading_samples(read_text(load, "loading samples"), str(load))
@@ -79,6 +75,14 @@ def predict_command(
     ],
 ) -> None:
     """Print predicted step_time_s or load_rate for each row of SAMPLES.csv, in row order."""
+    from tpm import (  # noqa: PLC0415 (the CLI imports lazily)
+        FittedTPM,
+        TpmError,
+        TrainingSamples,
+        UnknownPipeline,
+        read_samples,
+    )
+
     try:
         fitted = FittedTPM.from_json(read_text(model, "TPM model"), str(model))
         data = read_samples(read_text(samples, "samples"), str(samples), require_target=False)
@@ -108,6 +112,13 @@ def upload_command(
     """Give profiled samples to a live daemon (admin token); it refits on them every
     tpm_refit_s, or at once on POST /v1/tpm/fit. The file is checked here first, as
     `stoker tpm fit` checks it. Prints the daemon's stored sample counts as JSON."""
+    from tpm import (  # noqa: PLC0415 (the CLI imports lazily)
+        TpmError,
+        detect_kind,
+        read_loading_samples,
+        read_training_samples,
+    )
+
     text = read_text(samples, "samples")
     try:
         judged = kind.value if kind is not None else detect_kind(text, str(samples))

@@ -7,6 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import typer
+import typer.main
+
+from cli import COMMANDS
+
 # Run `stoker ARGS` in this interpreter, then print the names of the loaded modules.
 PROBE = """
 import json, sys
@@ -68,3 +73,33 @@ def test_python_m_cli_is_the_stoker_command(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "serve" in done.stdout and "agent" in done.stdout
+
+
+def test_a_client_command_loads_only_its_own_module() -> None:
+    # Neither numpy (the allocator's), nor the workload generator, nor the TPM: the ~160
+    # `stoker` runs of the suite, and a user's, start in a fraction of the time.
+    for args in ((), ("jobs", "--help")):
+        modules = loaded_by(*args) if args else _imported_by_import_cli()
+        assert packages(modules) & {"numpy", "workloads", "allocator", "tpm", "scheduler"} == set()
+
+
+def _imported_by_import_cli() -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", "import json, sys, cli; print(json.dumps(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout))
+
+
+def test_commands_names_every_command_of_each_module() -> None:
+    """COMMANDS, the table that loads a command's module by name, lists every command that
+    the module registers, with that module's loader."""
+    for loader in set(COMMANDS.values()):
+        module = typer.Typer(add_completion=False)
+        loader(module)
+        for name in typer.main.get_group(module).commands:
+            assert COMMANDS.get(name) is loader, name
