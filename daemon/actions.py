@@ -133,8 +133,8 @@ class Actions:
 
     def _resume(self, command: Resume) -> None:
         job_id, gen, allocation = command.job_id, command.gen, command.allocation
-        if job_id in self._parts.held.cold_pauses:
-            self._starter.resume_cold(job_id, gen, allocation)
+        if command.cold_paused_at is not None:
+            self._starter.resume_cold(job_id, gen, allocation, command.cold_paused_at)
             return
         self._send(
             ResumeMessage(
@@ -212,11 +212,12 @@ class Actions:
 
     # ---- agents' messages that need more than the core ----------------------------------
 
-    def paused(self, message: PausedMessage) -> str:
-        """Record a pause; the checkpoint kept (`own_checkpoint`), "" if none."""
-        if self._parts.jobs.cold(message.job):  # its process exits now; Resume relaunches it
-            self._parts.held.cold_pauses[message.job] = message.ts or time.time()
-        return self.keep_checkpoint(message)
+    def cold_paused_at(self, message: PausedMessage) -> float | None:
+        """When a cold-resize job paused (epoch s; its process exits now, and the core's
+        `Resume` relaunches it); None for a job that resizes in place."""
+        if self._parts.jobs.cold(message.job):
+            return message.ts or time.time()
+        return None
 
     def keep_checkpoint(self, message: PausedMessage) -> str:
         """Store the pause's checkpoint and iteration if the checkpoint is the job's own

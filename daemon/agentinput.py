@@ -106,8 +106,9 @@ class AgentInput:
             case AliveMessage():
                 event = Alive(message.job, message.phase, message.iteration)
             case PausedMessage():
-                kept = self._actions.paused(message)  # only a file in the job's own folder
-                event = Paused(message.job, message.gen, message.iteration, kept)
+                kept = self._actions.keep_checkpoint(message)  # only one in its own folder
+                cold_at = self._actions.cold_paused_at(message)
+                event = Paused(message.job, message.gen, message.iteration, kept, cold_at)
             case ResumedMessage():
                 self._actions.resumed(message)
                 event = Resumed(message.job, message.gen, message.workers, message.gap_s)

@@ -72,10 +72,10 @@ class Starter:
             why = f"launch failed: {error}"
         return why
 
-    def resume_cold(self, job_id: str, gen: int, allocation: Allocation) -> None:
-        """A cold-resize job's agent exited after `paused`: start a new one from the
-        checkpoint with the new allocation; it says `resumed` after its first step."""
-        paused_at = self._parts.held.cold_pauses.pop(job_id)
+    def resume_cold(self, job_id: str, gen: int, allocation: Allocation, paused_at: float) -> None:
+        """A cold-resize job's agent exited after `paused` (at `paused_at`, epoch s):
+        start a new one from the checkpoint with the new allocation; it says `resumed`
+        after its first step."""
         stored = self._parts.store.job(job_id)
         checkpoint = stored.checkpoint if stored is not None else ""
         self.start(job_id, gen, allocation, checkpoint, paused_at=paused_at)

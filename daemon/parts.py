@@ -26,7 +26,6 @@ class Held:
     """What the daemon keeps of each job between commands (issue 38 moves it to the core)."""
 
     resume_from: dict[str, str] = field(default_factory=dict)  # restored job -> checkpoint
-    cold_pauses: dict[str, float] = field(default_factory=dict)  # cold-paused job -> when (epoch s)
     pinned: dict[str, tuple[int, ...]] = field(default_factory=dict)  # `node.cpu_sets`: its CPUs
     # job -> where its script last said it ends, and the samples its steps take
     said: dict[str, tuple[int, int]] = field(default_factory=dict)

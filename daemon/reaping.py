@@ -65,7 +65,6 @@ class Reaper:
         return ExitFacts(
             code=ended.code,
             command=parts.jobs.command_run(job_id) is not None,
-            cold_paused=job_id in parts.held.cold_pauses,
             finished=finished_marker(parts.launcher, job_id),
             last_step=last_step_marker(parts.launcher, job_id),
             stop_signal=read_stop_signal(job_dir),

@@ -66,7 +66,7 @@ async def pause_all(parts: Parts, actions: Actions, agents: AgentInput, grace_s:
         for job_id, status in parts.scheduler.jobs().items()
         if not status.unmanaged  # it cannot pause: it is stopped with the others
         and parts.launcher.running(job_id)
-        and job_id not in parts.held.cold_pauses  # paused cold: its process has left
+        and not parts.scheduler.cold_paused(job_id)  # paused cold: its process has left
     }
     # Resuming ones run their first step: they see the pause at its end, as running ones.
     told = (JobState.RUNNING, JobState.RESUMING)

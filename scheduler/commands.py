@@ -43,6 +43,9 @@ class Resume:
     job_id: str
     gen: int
     allocation: Allocation
+    # Set: the job paused cold at that time (epoch s) and its processes exited; the resume
+    # is a relaunch from its checkpoint, its pause gap measured from then. None: in place.
+    cold_paused_at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,9 @@ class Paused:
     gen: int
     iteration: int
     checkpoint: str = ""
+    # It resizes cold: its processes exit after this pause, and its resume relaunches them;
+    # when it paused (epoch s), its relaunch's pause gap counts from it. None: in place.
+    cold_paused_at: float | None = None
 
 
 @dataclass(frozen=True)

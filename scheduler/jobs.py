@@ -7,7 +7,7 @@ learning and the lifecycle read them one way."""
 from dataclasses import dataclass, field, replace
 
 from allocator import AllocationPlan, JobSpec
-from scheduler.commands import Allocation, Launch
+from scheduler.commands import Allocation, Launch, Resume
 from scheduler.curves import JobCurve
 from scheduler.exits import AfterEnd
 from scheduler.reasons import StopReason
@@ -67,6 +67,13 @@ class Job:
     # waits. Kept only while the job is starting.
     launch_retry: LaunchRetry | None = None
     launch_tries: int = 0  # the failures of its launch since the core launched it
+    # It paused cold (its processes exit; its resume relaunches them): when (epoch s)
+    cold_paused_at: float | None = None
+
+    def resume(self, gen: int, allocation: Allocation) -> Resume:
+        """Its resume with `allocation`: a relaunch if it paused cold (the pause taken)."""
+        paused_at, self.cold_paused_at = self.cold_paused_at, None
+        return Resume(self.request.id, gen, allocation, paused_at)
 
 
 @dataclass

@@ -37,6 +37,7 @@ def exited(core: Core, event: ProcessExited, now: float, out: list[Command]) -> 
         event.facts,
         state=job.state if job is not None else None,
         unmanaged=job is not None and job.unmanaged,
+        cold_paused=job is not None and job.cold_paused_at is not None,
     )
     watch = core.processes.pop(job_id, None)
     verdict = classify_exit(facts)

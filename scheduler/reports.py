@@ -13,7 +13,6 @@ from scheduler.commands import (
     Command,
     HelloNoted,
     RanUnmanaged,
-    Resume,
     StaleMessage,
     Stalled,
 )
@@ -137,6 +136,8 @@ def _paused(core: Core, event: Paused, now: float, out: list[Command]) -> None:
     job.iteration = max(job.iteration, event.iteration)
     job.reported = event.iteration
     job.checkpoint = event.checkpoint or job.checkpoint
+    if event.cold_paused_at is not None:  # its processes exit now; its resume relaunches
+        job.cold_paused_at = event.cold_paused_at
     current = core.round
     if job.state is JobState.PAUSING and current is not None and event.gen == current.gen:
         core.move(job, JobState.PAUSED, out)
@@ -149,7 +150,7 @@ def _paused(core: Core, event: Paused, now: float, out: list[Command]) -> None:
     if job.state is JobState.RUNNING and job.allocation is not None:
         # A straggler that paused after its round gave up on it: resume it as it was.
         core.move(job, JobState.RESUMING, out)
-        out.append(Resume(job.request.id, core.generation, job.allocation))
+        out.append(job.resume(core.generation, job.allocation))
 
 
 def _resumed(core: Core, event: Resumed, now: float, out: list[Command]) -> None:

@@ -17,7 +17,6 @@ from scheduler.commands import (
     Pause,
     Planned,
     Replanned,
-    Resume,
     SetShare,
 )
 from scheduler.core import Core
@@ -285,7 +284,7 @@ def finish_round(core: Core, now: float, out: list[Command]) -> None:
         job = core.jobs[job_id]
         if job.state is JobState.PAUSED and job.planned is not None:
             core.move(job, JobState.RESUMING, out)
-            out.append(Resume(job_id, current.gen, job.planned))
+            out.append(job.resume(current.gen, job.planned))
 
 
 def give_up_on_stragglers(core: Core, current: Round, now: float, out: list[Command]) -> None:

@@ -182,6 +182,12 @@ class Scheduler:
         (`Restored` with `hello_within_s`), until it is `Reattached` or `Released`."""
         return job_id in self._core.restored
 
+    def cold_paused(self, job_id: str) -> bool:
+        """Whether the job paused cold and waits for its relaunch: its processes have
+        left, or leave now (a `Resume` with `cold_paused_at` relaunches them)."""
+        job = self._core.jobs.get(job_id)
+        return job is not None and job.cold_paused_at is not None
+
     @property
     def exiting(self) -> frozenset[str]:
         """Jobs that ended while their processes ran on: their GPUs wait for `Exited`."""

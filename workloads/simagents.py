@@ -132,7 +132,8 @@ class SimAgents:
             return
         job.phase = JobPhase.PAUSED
         job.checkpoint = int(job.done_iterations)
-        self._deliver(Paused(job.spec.id, job.gen, job.checkpoint, "sim://checkpoint"))
+        cold_at = None if job.hot_resize else self._node.now  # its process leaves now
+        self._deliver(Paused(job.spec.id, job.gen, job.checkpoint, "sim://checkpoint", cold_at))
 
     def resumed(self, job: SimJob) -> None:
         if job.phase is not JobPhase.RESUMING:

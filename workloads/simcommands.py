@@ -109,9 +109,9 @@ def _launch(node: SimNode, command: Launch) -> None:
 
 
 def _resume(node: SimNode, command: Resume) -> None:
-    """In place, or (a cold job, whose process left after `paused`) a relaunch from its
-    checkpoint: the truth's `resume_s` is either's cost, and the new agent's hello comes
-    with its `resumed` (`SimAgents.resumed`)."""
+    """In place, or (`cold_paused_at` set: a cold job, whose process left after `paused`) a
+    relaunch from its checkpoint: the truth's `resume_s` is either's cost, and the new
+    agent's hello comes with its `resumed` (`SimAgents.resumed`)."""
     job = node.jobs[command.job_id]
     job.gen, job.workers_per_gpu = command.gen, command.allocation.workers_per_gpu
     job.decoder_share = device_share(command.allocation)

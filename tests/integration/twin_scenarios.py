@@ -212,6 +212,7 @@ async def cold_resize(driver: Driver) -> None:
     # from the checkpoint with its new workers (the launcher stops the old one if need be).
     (resume,) = [c for fed in driver.fed for c in fed.commands if isinstance(c, Resume)]
     assert driver.launcher.launched().count("d") == 2, "its resume relaunched it"
+    assert resume.cold_paused_at is not None, "the core's resume says it is a relaunch"
     driver.at(7.5).tick()
     driver.at(9.0).agent(Hello(job="d", gen=resume.gen, pid=44_002))
     workers = resume.allocation.workers_per_gpu

@@ -25,6 +25,7 @@ READS: dict[str, Callable[[Scheduler], Any]] = {
     "waiting": lambda core: core.waiting("c", 5.0),
     "exiting": lambda core: core.exiting,
     "awaiting_hello": lambda core: core.awaiting_hello("a"),
+    "cold_paused": lambda core: core.cold_paused("a"),
     "exiting_gpus": lambda core: core.exiting_gpus(),
     "placement_for": lambda core: core.placement_for(1),
     "node": lambda core: core.node,

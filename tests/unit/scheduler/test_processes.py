@@ -13,7 +13,11 @@ from scheduler.messages import (
     Finished,
     JobCancelled,
     JobSubmitted,
+    Pause,
+    Paused,
     ProcessExited,
+    Resume,
+    Resumed,
     StateChanged,
     StepsKept,
     StopProcesses,
@@ -115,3 +119,25 @@ def test_a_cancelled_jobs_exit_keeps_the_step_it_stopped_at() -> None:
     out = core.handle(ProcessExited("a", ExitFacts(0, last_step=42)), now=3.0)
     assert out == [StepsKept("a", 42, if_later=True), ExitNoted("a", 0)]
     assert core.next_deadline() is None, "its exit ends the watch"
+
+
+def test_a_cold_pause_is_the_cores_its_exit_asked_for_and_its_resume_a_relaunch() -> None:
+    """A job that resizes cold says so with its `Paused` (its processes exit now): the core
+    keeps when it paused, takes its exit with code 0 as the one its pause asked for, and
+    its resume carries the pause, a relaunch the daemon measures its gap from."""
+    core = running(scheduler(cpu_workers=12, window_s=0.0))
+    (pause,) = only(core.handle(JobSubmitted(job("b")), now=2.0), Pause)
+    (resume,) = only(core.handle(Paused("a", pause.gen, 0), now=2.0), Resume)  # b launches
+    core.handle(AgentHello("b", core.generation, 0), now=2.5)
+    core.handle(Resumed("a", resume.gen, resume.allocation.workers_per_gpu, 0.5), now=2.5)
+    pauses = only(core.handle(JobSubmitted(job("c")), now=10.0), Pause)
+    assert [p.job_id for p in pauses] == ["a", "b"], "c needs room from both"
+    core.handle(Paused("a", pauses[0].gen, 0, cold_paused_at=1_700_000_000.0), now=10.1)
+    assert core.cold_paused("a") and not core.cold_paused("b")
+    out = core.handle(ProcessExited("a", ExitFacts(0)), now=10.15)
+    assert only(out, StateChanged) == [], "the exit its cold pause asked for"
+    assert core.status("a").state is JobState.PAUSED
+    resume_a, resume_b = only(core.handle(Paused("b", pauses[1].gen, 0), now=10.2), Resume)
+    assert resume_a.cold_paused_at == 1_700_000_000.0, "a relaunch, from its pause"
+    assert resume_b.cold_paused_at is None, "b resizes in place"
+    assert not core.cold_paused("a"), "its pause is taken by its relaunch"
