@@ -23,7 +23,10 @@ from scheduler.scheduler import Scheduler
 
 @dataclass
 class Held:
-    """What the daemon keeps of each job between commands (issue 38 moves it to the core)."""
+    """What the daemon keeps of each job between commands: its effects' bookkeeping (the
+    CPUs it is pinned to, the figures last stored), what the views show, and, still the
+    daemon's choice, the checkpoint a restored job starts from when the core's `Launch`
+    names none (`resume_from`: the core should name it)."""
 
     resume_from: dict[str, str] = field(default_factory=dict)  # restored job -> checkpoint
     pinned: dict[str, tuple[int, ...]] = field(default_factory=dict)  # `node.cpu_sets`: its CPUs
