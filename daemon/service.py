@@ -242,9 +242,6 @@ class Service:
         live = self.live_job(job_id)
         return live is not None and live.state.holds_resources
 
-    def agent_version(self, job_id: str, default: int) -> int:
-        return self.keys.version(job_id, default)
-
     # ---- the writer ------------------------------------------------------------------------
 
     async def run(self) -> None:

@@ -387,7 +387,7 @@ def test_an_agent_launched_without_a_secret_is_taken_back_after_a_restart(
         driver.at(2.0).agent(hello)
         assert driver.state("old") == "running", "re-attached"
         # An SDK from before the daemon's upgrade: it would refuse a message of version 7.
-        assert driver.service.agent_version("old", 7) == 6
+        assert driver.service.keys.version("old", 7) == 6
         await driver.close()
 
     asyncio.run(second_daemon())
