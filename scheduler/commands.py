@@ -220,6 +220,7 @@ class GateChoice(StrEnum):
     CHANGE = "change"  # it pays: pause and resize
     KEEP = "kept"  # it does not pay: the job keeps its allocation
     FORCED = "forced"  # it does not pay, but the plan does not fit unless the job shrinks
+    HELD = "held"  # it pays, but less than the shrinks it needs would cost the jobs that shrink
 
 
 @dataclass(frozen=True)
@@ -234,6 +235,8 @@ class GateVerdict:
         compared = f"saves {self.saved_s:.1f} s"
         if self.choice is GateChoice.KEEP:
             return f"kept: {compared} <= pause cost {self.needed_s:.1f} s"
+        if self.choice is GateChoice.HELD:
+            return f"held: {compared}, less than the shrinks it needs cost the others"
         return f"{compared} > pause cost {self.needed_s:.1f} s"
 
 
@@ -246,7 +249,8 @@ class Gated:
 
     @property
     def kept(self) -> int:
-        return sum(verdict.choice is GateChoice.KEEP for verdict in self.verdicts.values())
+        left = (GateChoice.KEEP, GateChoice.HELD)
+        return sum(verdict.choice in left for verdict in self.verdicts.values())
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,12 @@
 
 Pausing costs a job its measured pause cost (checkpoint, worker teardown and start-up). A
 change pays when the time it saves over the job's remaining work beats that cost by the
-hysteresis margin. Changes that capacity forces (a running job must shrink so that the plan
-fits) are always made: arrivals and completions are always served.
+hysteresis margin. When the changes that pay and the jobs kept as they are do not fit the
+node together, processes are freed where that costs least per process: a kept job is made to
+shrink after all (it loses its pause cost and the slowdown: FORCED), or a change that grows
+a job is held back (it forgoes its gain over its pause cost: HELD). So an arrival is always
+served (a new job's share is not the gate's), while one running job's gain never pays for
+pausing others at a greater loss: noise in a learned curve cannot pause a static workload.
 """
 
 from collections.abc import Mapping, Sequence
@@ -35,34 +39,55 @@ class GateDecision:
 def decide(
     plan: AllocationPlan, changed: Sequence[RunningJob], capacity: int, hysteresis: float
 ) -> GateDecision:
-    """Keep every change that does not pay, then give back kept shrinks while over capacity."""
+    """Keep every change that does not pay; then, while over capacity, force a kept shrink or
+    hold back a growth, whichever frees processes at the least cost per process."""
     verdicts: dict[str, GateVerdict] = {}
-    kept: dict[str, RunningJob] = {}
+    kept: set[str] = set()
     for job in changed:
         planned = plan.allocations[job.spec.id]
         saved_s = _time_saved_s(job, planned.workers_per_gpu, plan)
         needed_s = job.pause_cost_s * (1.0 + hysteresis)
-        if saved_s > needed_s:
-            verdicts[job.spec.id] = GateVerdict(GateChoice.CHANGE, saved_s, needed_s)
-        else:
-            kept[job.spec.id] = job
-            verdicts[job.spec.id] = GateVerdict(GateChoice.KEEP, saved_s, needed_s)
+        pays = saved_s > needed_s
+        verdicts[job.spec.id] = GateVerdict(
+            GateChoice.CHANGE if pays else GateChoice.KEEP, saved_s, needed_s
+        )
+        if not pays:
+            kept.add(job.spec.id)
     processes = plan.loader_processes + sum(
-        job.spec.gpus * (job.current_workers_per_gpu - plan.allocations[job_id].workers_per_gpu)
-        for job_id, job in kept.items()
+        _shrink(plan, job) for job in changed if job.spec.id in kept
     )
-    # Largest shrink first: the fewest forced pauses bring the plan back within capacity.
-    shrinking = sorted(
-        (job for job in kept.values() if _shrink(plan, job) > 0),
-        key=lambda job: -_shrink(plan, job),
-    )
-    for job in shrinking:
+    for job, freed in _ways_to_free(plan, changed, kept, verdicts):
         if processes <= capacity:
             break
-        del kept[job.spec.id]
-        processes -= _shrink(plan, job)
-        verdicts[job.spec.id] = replace(verdicts[job.spec.id], choice=GateChoice.FORCED)
+        verdict = verdicts[job.spec.id]
+        if job.spec.id in kept:
+            kept.discard(job.spec.id)
+            verdicts[job.spec.id] = replace(verdict, choice=GateChoice.FORCED)
+        else:
+            kept.add(job.spec.id)
+            verdicts[job.spec.id] = replace(verdict, choice=GateChoice.HELD)
+        processes -= freed
     return GateDecision(frozenset(kept), verdicts)
+
+
+def _ways_to_free(
+    plan: AllocationPlan,
+    changed: Sequence[RunningJob],
+    kept: set[str],
+    verdicts: Mapping[str, GateVerdict],
+) -> list[tuple[RunningJob, int]]:
+    """Each kept job the plan shrinks and each changed job it grows, with the processes its
+    turnaround frees, cheapest per process first; on a tie, the larger first (fewer pauses)."""
+    ways: list[tuple[float, int, str, RunningJob]] = []
+    for job in changed:
+        shrink = _shrink(plan, job)
+        freed = shrink if job.spec.id in kept else -shrink
+        if freed <= 0:
+            continue
+        verdict = verdicts[job.spec.id]
+        cost_s = abs(verdict.needed_s - verdict.saved_s)
+        ways.append((cost_s / freed, -freed, job.spec.id, job))
+    return [(job, -negative) for _, negative, _, job in sorted(ways)]
 
 
 def _shrink(plan: AllocationPlan, job: RunningJob) -> int:
