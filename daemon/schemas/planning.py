@@ -77,6 +77,16 @@ class JobBody(BaseModel):
         allow_inf_nan=False,
         description="seconds per sample it waits that no worker shortens",
     )
+    knee_sharpness: float | None = Field(
+        None,
+        ge=1.0,
+        le=64.0,
+        allow_inf_nan=False,
+        description=(
+            "p of its smooth knee (G^-p + L^-p)^(-1/p), as learned from its heartbeats or"
+            " profiled; omitted = the policy's default"
+        ),
+    )
 
 
 class AllocationRequestBody(BaseModel):
@@ -128,4 +138,5 @@ def _job_spec(index: int, job: JobBody, model: ThroughputModel | None) -> JobSpe
         cpu_cost_s=job.cpu_cost_s,
         core_share=job.core_share,
         overhead_s=job.overhead_s,
+        knee_sharpness=job.knee_sharpness,
     )
