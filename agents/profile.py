@@ -27,7 +27,8 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from agents.data import DataError, DeviceBatches, EpochOrder, JpegDataset
+from agents.data import DeviceBatches, EpochOrder, JpegDataset
+from agents.datafiles import DataError
 from agents.models import build, cached_measure
 from tpm.zoo import CLASSES
 

@@ -34,7 +34,8 @@ from torch.utils.data import Dataset
 
 import stoker
 from agents import legacy
-from agents.data import DataError, DeviceBatches, EpochOrder, JpegDataset
+from agents.data import DeviceBatches, EpochOrder, JpegDataset
+from agents.datafiles import DataError
 from agents.models import build
 from fpga_driver.client import DecoderClient
 

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from bench.common import save
 from bench.live_run import DEMO_WORKLOAD, run_once
 from scheduler.config import DEFAULT_POLICY

@@ -14,7 +14,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from bench.common import save
 from fpga_driver.measure import measure_saturated
 

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from agents.protocol import (
     HeartbeatMessage,
     Hello,

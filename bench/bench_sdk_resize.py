@@ -40,7 +40,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from agents.protocol import (
     FinishedMessage,
     HeartbeatMessage,

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import psutil
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from bench.daemon_driver import Daemon, free_port
 from bench.job_cpu import JobCpu
 from workloads.live import (

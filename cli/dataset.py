@@ -30,7 +30,7 @@ def make_command(
     ] = 0.0,
 ) -> None:
     """Write a folder of real JPEG files with synthetic content and its index.json."""
-    from agents.data import DataError, make_dataset  # noqa: PLC0415 (torch stays lazy)
+    from agents.datafiles import DataError, make_dataset  # noqa: PLC0415 (torch stays lazy)
 
     try:
         index = make_dataset(
@@ -65,7 +65,7 @@ def profile_command(
     ] = None,
 ) -> None:
     """Collect the TPM's samples on this node (paper Sec. III-B) for `stoker tpm fit`."""
-    from agents.data import DataError  # noqa: PLC0415 (torch stays lazy)
+    from agents.datafiles import DataError  # noqa: PLC0415 (torch stays lazy)
     from agents.profile import ProfileOptions, profile  # noqa: PLC0415
 
     try:

@@ -24,7 +24,7 @@ def bench_command(
     """Run one client per share against a fresh emulated device and report what each got."""
     import tempfile  # noqa: PLC0415 (only this command makes images)
 
-    from agents.data import file_name, make_dataset  # noqa: PLC0415
+    from agents.datafiles import file_name, make_dataset  # noqa: PLC0415
     from fpga_driver.device import DecoderError, bench  # noqa: PLC0415
 
     try:

@@ -156,7 +156,7 @@ def _stop(daemon: "subprocess.Popen[bytes]") -> None:
 
 def _dataset(root: Path, images: int, kind: OwnImages | None = None) -> Path:
     """`images` JPEGs in `root`: `kind`'s, else the run's shared dataset's."""
-    from agents.data import make_dataset  # noqa: PLC0415 (torch stays out of `stoker serve`)
+    from agents.datafiles import make_dataset  # noqa: PLC0415 (torch stays out of `stoker serve`)
 
     kind = kind or OwnImages(DEMO_IMAGE_PX)
     make_dataset(

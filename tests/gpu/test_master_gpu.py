@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from agents.protocol import (
     FinishedMessage,
     Hello,

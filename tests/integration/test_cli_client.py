@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from daemon.store import Store
 from tests.integration.cli import STOKER, stoker
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for

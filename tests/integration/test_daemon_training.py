@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import all_done, states, submit
 

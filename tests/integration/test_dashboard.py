@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 
 pytestmark = pytest.mark.timeout(180)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from agents.data import file_name, make_dataset
+from agents.datafiles import file_name, make_dataset
 from fpga_driver.client import DecoderClient, Reader
 from fpga_driver.errors import BatchFailed, DecoderError, Refused, ServiceUnavailable
 from fpga_driver.measure import measure_saturated

@@ -19,7 +19,7 @@ import pytest
 import tomli_w
 import torch
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from tests.integration.cli import stoker
 from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
 

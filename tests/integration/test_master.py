@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from agents.protocol import (
     FinishedMessage,
     HeartbeatMessage,

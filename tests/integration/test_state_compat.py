@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from agents import checkpoints
-from agents.data import make_dataset
+from agents.datafiles import make_dataset
 from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
 from tests.integration.master_format import write_master_checkpoint
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from agents.data import DataError, EpochOrder, JpegDataset, file_name, make_dataset
+from agents.data import EpochOrder, JpegDataset
+from agents.datafiles import DataError, file_name, make_dataset
 
 
 @pytest.fixture(scope="module")

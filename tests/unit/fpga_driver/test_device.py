@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from agents.data import file_name, make_dataset
+from agents.datafiles import file_name, make_dataset
 from fpga_driver.device import (
     DecodeCommand,
     DecoderError,
