@@ -77,13 +77,13 @@ def test_profile_writes_samples_that_tpm_fit_reads(tmp_path: Path) -> None:
     assert too_small.code == 2 and "--images" in too_small.stderr
 
 
-def quarter_demo(tmp_path: Path) -> Path:
-    """`make demo`'s own workload, its jobs a quarter as long and arriving four times as
-    fast: the same four jobs, arrivals that resize the running ones, a quarter of the
-    training (the whole of it is `make demo`'s minute)."""
+def eighth_demo(tmp_path: Path) -> Path:
+    """`make demo`'s own workload, its jobs an eighth as long and arriving four times as
+    fast: the same four jobs, arrivals and completions that resize the running ones, an
+    eighth of the training (the whole of it is `make demo`'s minute)."""
     workload = tomllib.loads(REPO_WORKLOAD.read_text())
     for job in workload["jobs"]:
-        job["iterations"] = max(20, job["iterations"] // 4)
+        job["iterations"] = max(20, job["iterations"] // 8)
         job["arrival_s"] = job.get("arrival_s", 0.0) / 4
     path = tmp_path / "demo-quarter.toml"
     path.write_text(tomli_w.dumps(workload))
@@ -98,7 +98,7 @@ def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(
     for name, value in {"PORT": "9", "TOKEN": "not-the-demos", "STATE_DIR": "/nowhere"}.items():
         monkeypatch.setenv(f"STOKER_{name}", value)
     run = stoker(
-        "demo", "--workload", quarter_demo(tmp_path), "--state-dir", tmp_path / "demo",
+        "demo", "--workload", eighth_demo(tmp_path), "--state-dir", tmp_path / "demo",
         "--port", str(port), "--images", "64", timeout=240,
     )  # fmt: skip
     assert run.code == 0, run.stderr[-2000:]
@@ -124,13 +124,13 @@ id = "first"
 model = "smResnet20"
 batch_size = 16
 gpus = 1
-iterations = 60
+iterations = 30
 [[jobs]]
 id = "second"
 model = "smVGG7"
 batch_size = 16
 gpus = 1
-iterations = 40
+iterations = 20
 arrival_s = 1.0
 """
 

@@ -193,7 +193,9 @@ def ctrl_c(torchrun: subprocess.Popen[str]) -> None:
 def test_the_ddp_example_stops_on_both_ranks_together_and_resumes_exactly_once(
     tmp_path: Path,
 ) -> None:
-    args, audit = ("--epochs", "2", "--samples", "8192"), tmp_path / "audit"
+    # 2 epochs of 4096: each stop comes after 1024 more samples, well before the end.
+    samples, audit = 4096, tmp_path / "audit"
+    args = ("--epochs", "2", "--samples", str(samples))
     trained = 0
     for stop in (signal_rank_1, ctrl_c):
         run = torchrun(tmp_path, *args)
@@ -209,16 +211,16 @@ def test_the_ddp_example_stops_on_both_ranks_together_and_resumes_exactly_once(
         batches = [{(e, o) for e, _, o in ranks[rank]} for rank in (0, 1)]
         assert batches[0] == batches[1], ("both ranks stopped after the same step", stop)
         trained = sum(map(len, ranks.values()))
-        assert trained < 2 * 8192, ("it stopped mid-run", stop)
+        assert trained < 2 * samples, ("it stopped mid-run", stop)
 
     # One rank finishes it: the checkpoint holds the bare module, so any world size fits.
     again = alone(tmp_path, str(EXAMPLES / "ddp.py"), *args, STOKER_AUDIT_DIR=str(audit))
     assert again.returncode == 0, again.stderr
     assert "rank 0 epoch 1: loss" in again.stdout
-    exactly_once(audit, epochs=2, samples=8192)
+    exactly_once(audit, epochs=2, samples=samples)
     lines = (tmp_path / "stoker-out" / "metrics.jsonl").read_text().splitlines()
     steps = [json.loads(line)["step"] for line in lines]
-    assert steps == list(range(1, 2 * 8192 // 64 + 1)), "rank 0's loss, once a step"
+    assert steps == list(range(1, 2 * samples // 64 + 1)), "rank 0's loss, once a step"
 
 
 def test_the_ddp_example_runs_two_ranks_under_the_daemon_and_is_resized_live(
