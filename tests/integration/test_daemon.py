@@ -29,6 +29,15 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield from daemon_factory(tmp_path)
 
 
+@pytest.fixture(scope="module")
+def asked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    """One daemon for the tests that only submit and read. A tenant's jobs are its own:
+    carol's list shows only what carol's submits made."""
+    factory = daemon_factory(tmp_path_factory.mktemp("asked"))
+    yield next(factory)(tokens={"admin": "admin-secret-0123456789", "carol": "carol-secret-0123"})
+    next(factory, None)
+
+
 def states(client: httpx.Client) -> dict[str, str]:
     return {job["name"]: job["state"] for job in client.get("/v1/jobs").json()}
 
@@ -82,9 +91,8 @@ def test_a_job_arriving_shrinks_the_running_one_through_pause_and_resume(
         assert checkpoint.exists(), "the pause wrote a checkpoint"
 
 
-def test_bad_bodies_name_the_field(serve: Callable[..., Daemon]) -> None:
-    daemon = serve()
-    with daemon.client() as client:
+def test_bad_bodies_name_the_field(asked: Daemon) -> None:
+    with asked.client("carol") as client:
         cases = {
             "iterations": {k: v for k, v in job_body("a").items() if k != "iterations"},
             "gpus": job_body("a", gpus=0),
@@ -110,13 +118,12 @@ def test_bad_bodies_name_the_field(serve: Callable[..., Daemon]) -> None:
         chunked = client.post("/v1/jobs", content=iter([b"x" * 50_000] * 2))  # no length
         assert chunked.status_code == 413
         assert client.get("/v1/jobs").json() == [], "nothing half-written"
-        assert httpx.get(f"{daemon.url}/healthz").status_code == 200
+        assert httpx.get(f"{asked.url}/healthz").status_code == 200
 
 
-def test_a_zoo_name_means_the_same_model_in_any_case(serve: Callable[..., Daemon]) -> None:
+def test_a_zoo_name_means_the_same_model_in_any_case(asked: Daemon) -> None:
     # One name rule (tpm.zoo): REST once refused "resnet18" while the CLI took it.
-    daemon = serve()
-    with daemon.client() as client:
+    with asked.client() as client:
         for name in ("resnet18", "ResNet18", "mdvgg13"):
             reply = client.post("/v1/jobs", json=job_body("a", model=name, iterations=10))
             assert reply.status_code == 201, (name, reply.text)
@@ -130,11 +137,8 @@ def test_a_zoo_name_means_the_same_model_in_any_case(serve: Callable[..., Daemon
         assert problem["field"] == "model" and "Resnet18" in problem["message"]
 
 
-def test_a_job_s_fields_have_the_cli_s_defaults_and_mistakes_get_the_fix(
-    serve: Callable[..., Daemon],
-) -> None:
-    daemon = serve()
-    with daemon.client() as client:
+def test_a_job_s_fields_have_the_cli_s_defaults_and_mistakes_get_the_fix(asked: Daemon) -> None:
+    with asked.client() as client:
         plain = {k: v for k, v in job_body("a", iterations=10).items() if k != "batch_size"}
         reply = client.post("/v1/jobs", json=plain)
         assert reply.status_code == 201 and reply.json()["batch_size"] == 64, reply.text

@@ -40,13 +40,17 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield from daemon_factory(tmp_path)
 
 
+@pytest.fixture(scope="module")  # one daemon with tenants for the tests that only ask it
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Daemon]:
+    factory = daemon_factory(tmp_path_factory.mktemp("guarded"))
+    yield next(factory)(tokens={"admin": ADMIN, "alice": ALICE, "bob": BOB})
+    next(factory, None)
+
+
 def test_a_token_in_a_query_string_never_reaches_the_log(serve: Callable[..., Daemon]) -> None:
     """Finding 2: signing in with `/?token=` (and any `?token=`, even refused) wrote the
     token into the access log."""
-    daemon = serve(tokens={"admin": ADMIN, "alice": ALICE})
-    daemon.log_level = "info"  # every request logged: the worst case
-    daemon.stop()
-    daemon.start()
+    daemon = serve(tokens={"admin": ADMIN, "alice": ALICE}, log_level="info")  # the worst case
     with httpx.Client(base_url=daemon.url, timeout=10, follow_redirects=True) as browser:
         signed_in = browser.get("/", params={"token": ALICE})
         assert signed_in.status_code == 200 and browser.cookies, "signed in, by its cookie"
@@ -102,21 +106,20 @@ def test_the_state_dir_and_everything_a_job_leaves_are_their_owners_alone(
     assert open_to_others == {}, "group or others may read or enter these"
 
 
-def test_an_older_state_dir_is_closed_at_start(serve: Callable[..., Daemon]) -> None:
-    daemon = serve()
-    daemon.stop()
-    loose = daemon.state_dir / "jobs" / "old-job"
-    loose.mkdir(parents=True, exist_ok=True)
+def test_an_older_state_dir_is_closed_at_start(
+    serve: Callable[..., Daemon], tmp_path: Path
+) -> None:
+    state, loose = tmp_path / "state", tmp_path / "state" / "jobs" / "old-job"
+    state.mkdir()
+    Store(state / "stoker.db").close()
+    loose.mkdir(parents=True)
     (loose / "checkpoint.pt").write_bytes(b"weights")
-    for path, mode in ((daemon.state_dir, 0o755), (loose, 0o755), (loose / "checkpoint.pt", 0o644)):
+    for path, mode in ((state, 0o755), (loose, 0o755), (loose / "checkpoint.pt", 0o644)):
         os.chmod(path, mode)
-    daemon.start()
+    daemon = serve()
     modes = _modes(daemon.state_dir)
-    assert (modes["."], modes["jobs/old-job"], modes["jobs/old-job/checkpoint.pt"]) == (
-        0o700,
-        0o700,
-        0o600,
-    )
+    closed = (modes["."], modes["jobs/old-job"], modes["jobs/old-job/checkpoint.pt"])
+    assert closed == (0o700, 0o700, 0o600)
     assert "were open to others: now 0600/0700" in daemon.log_path.read_text()
 
 
@@ -246,12 +249,11 @@ def test_a_flood_of_refused_agent_messages_writes_a_bounded_log(
 PUBLIC = {"/healthz", "/docs", "/openapi.json", "/"}  # docs/daemon.md, "REST"
 
 
-def test_every_route_but_the_public_ones_needs_a_token(serve: Callable[..., Daemon]) -> None:
+def test_every_route_but_the_public_ones_needs_a_token(guarded: Daemon) -> None:
     """Finding 10: the docs said every route but /healthz needs a token, and /docs and
     /openapi.json answered without one. They stay open (they describe the API and hold no
     data; docs/security.md says so); every other route is checked here."""
-    daemon = serve(tokens={"admin": ADMIN})
-    with httpx.Client(base_url=daemon.url, timeout=10) as anonymous:
+    with httpx.Client(base_url=guarded.url, timeout=10) as anonymous:
         schema = anonymous.get("/openapi.json")
         assert schema.status_code == 200 and anonymous.get("/docs").status_code == 200
         paths = schema.json()["paths"]
@@ -265,9 +267,8 @@ def test_every_route_but_the_public_ones_needs_a_token(serve: Callable[..., Daem
     assert {"/v1/jobs", "/v1/node", "/metrics"} <= set(paths), "the schema lists the API"
 
 
-def test_the_schema_describes_the_422_bodies_the_api_sends(serve: Callable[..., Daemon]) -> None:
-    daemon = serve(tokens={"admin": ADMIN})
-    with daemon.client() as client:
+def test_the_schema_describes_the_422_bodies_the_api_sends(guarded: Daemon) -> None:
+    with guarded.client() as client:
         schema = client.get("/openapi.json").json()["components"]["schemas"]
         refused = client.post("/v1/jobs", json={"name": "x", "gpus": 0, "batch_size": 1})
     assert set(schema["ValidationError"]["properties"]) == {"field", "message"}
@@ -364,15 +365,12 @@ def test_a_daemon_on_a_copy_of_a_live_state_dir_leaves_the_first_ones_agents_alo
     assert stored_pid(first.state_dir, job["id"]) == pid, "the first daemon's agent, untouched"
 
 
-def test_a_submit_retried_with_its_idempotency_key_makes_one_job(
-    serve: Callable[..., Daemon],
-) -> None:
+def test_a_submit_retried_with_its_idempotency_key_makes_one_job(guarded: Daemon) -> None:
     """Finding 5: a submit whose reply was lost could not be retried safely: 2 jobs were
     committed whose clients saw a connection error."""
-    daemon = serve(tokens={"admin": ADMIN, "alice": ALICE, "bob": BOB})
     key = {"Idempotency-Key": "train-2026-11-25-a"}
     body = job_body("once", iterations=1_000_000)
-    with daemon.client("alice") as alice, daemon.client("bob") as bob:
+    with guarded.client("alice") as alice, guarded.client("bob") as bob:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:  # retries racing the first
             answers = list(
                 pool.map(lambda _: alice.post("/v1/jobs", json=body, headers=key), range(4))
@@ -387,6 +385,8 @@ def test_a_submit_retried_with_its_idempotency_key_makes_one_job(
             "keys are per tenant"
         )
         assert [job["name"] for job in alice.get("/v1/jobs").json()] == ["once"]
+        for client, job in [(c, job) for c in (alice, bob) for job in c.get("/v1/jobs").json()]:
+            client.delete(f"/v1/jobs/{job['id']}")  # the daemon is shared: it runs them no more
 
 
 def test_the_job_list_comes_a_page_at_a_time_and_the_cli_reads_every_page(
