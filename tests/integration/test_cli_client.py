@@ -13,7 +13,7 @@ import pytest
 from agents.datafiles import make_dataset
 from daemon.store import Store
 from tests.integration.cli import STOKER, stoker
-from tests.integration.daemon_harness import Daemon, daemon_factory, wait_for
+from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, wait_for
 from tests.integration.test_daemon import states
 
 pytestmark = pytest.mark.timeout(120)
@@ -170,7 +170,11 @@ def test_the_token_is_found_from_a_subfolder_of_where_the_daemon_keeps_state(
 def test_a_job_files_relative_dataset_is_read_from_the_files_folder(
     serve: Callable[..., Daemon], tmp_path: Path
 ) -> None:
-    daemon = serve(agent_mode="process")  # checks the zoo trainer's dataset at submit
+    # It checks the zoo trainer's dataset at submit; no job is launched (a trainer that
+    # imports torch for nothing) within an arrival window of 5 minutes.
+    waits = {"arrival_window_s": 300.0, "start_when_free": False}
+    scheduler = {**FAST["scheduler"], **waits}  # type: ignore[dict-item]
+    daemon = serve(agent_mode="process", scheduler=scheduler)
     project = tmp_path / "project"
     make_dataset(project / "data", images=8, size=32)
     (project / "job.toml").write_text(  # no name: the file's, as srun names a job

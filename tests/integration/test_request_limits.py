@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.daemon_harness import Daemon, daemon_factory, job_body, wait_for
+from tests.integration.daemon_harness import FAST, Daemon, daemon_factory, job_body, wait_for
 
 ADMIN = "admin-token-never-logged-0123456789"
 ALICE = "alice-token-never-logged-0123456789"
@@ -44,7 +44,11 @@ def _redacted_twice(daemon: Daemon) -> str | None:
 def test_a_tenant_past_its_submit_rate_is_told_when_to_come_back(
     serve: Callable[..., Daemon],
 ) -> None:
-    daemon = serve(tokens=TOKENS, limits={"submits_per_minute": 5})
+    # Only their submits count here: none of the 11 is launched (an agent each, for nothing)
+    # within an arrival window of 5 minutes.
+    waits = {"arrival_window_s": 300.0, "start_when_free": False}
+    scheduler = {**FAST["scheduler"], **waits}  # type: ignore[dict-item]
+    daemon = serve(tokens=TOKENS, limits={"submits_per_minute": 5}, scheduler=scheduler)
     with daemon.client("alice") as alice, daemon.client("bob") as bob:
         for n in range(5):  # the burst
             alice.post("/v1/jobs", json=job_body(f"a{n}")).raise_for_status()

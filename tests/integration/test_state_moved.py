@@ -9,7 +9,7 @@ from pathlib import Path
 
 from daemon.processes import group_alive
 from tests.integration.cli import stoker
-from tests.integration.daemon_harness import daemon_factory, stored_pid, wait_for
+from tests.integration.daemon_harness import daemon_factory, ended, stored_pid, wait_for
 
 ENDLESS = """
 import time
@@ -44,5 +44,9 @@ def test_a_moved_state_dir_is_not_made_again_by_the_jobs_on_their_way_out(
     again = serve(state="moved")  # the moved state dir starts, with its job
     with again.client() as client:
         assert client.get(f"/v1/jobs/{job_id}").status_code == 200
+        # Relaunched and not heard from yet, a stop would leave it stepping for ever with no
+        # daemon (`daemon/shutdown.py` left_running), a process past the test's end.
+        client.delete(f"/v1/jobs/{job_id}").raise_for_status()
+        wait_for("the cancel", lambda: ended(client, job_id), timeout_s=60.0)
     for _ in daemons:
         pass  # the factory stops what it started

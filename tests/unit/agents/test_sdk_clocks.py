@@ -23,15 +23,18 @@ class Slow(Numbers):
         return super().__getitem__(index)
 
 
-def heartbeats(tmp_path: Path, workers: int, step_s: float) -> list[HeartbeatMessage]:
-    """The first two heartbeats of an epoch of `Slow` under a daemon, `step_s` a step."""
+def heartbeats(
+    tmp_path: Path, workers: int, step_s: float, samples: int = 192
+) -> list[HeartbeatMessage]:
+    """The first two heartbeats of an epoch of `samples` of `Slow` under a daemon, `step_s`
+    a step (two need the epoch to last past 0.6 s)."""
     router = Router(tmp_path / "agents.sock")
     try:
         sdk = job(
             tmp_path, STOKER_JOB_ID="j", STOKER_CONTROL=router.endpoint, STOKER_HEARTBEAT_S="0.3"
         )
         for _ in sdk.epochs(1):
-            for _ in sdk.loader(Slow(192), batch_size=4, shuffle=False, num_workers=workers):
+            for _ in sdk.loader(Slow(samples), batch_size=4, shuffle=False, num_workers=workers):
                 time.sleep(step_s)
         return [router.expect(HeartbeatMessage, timeout_s=10) for _ in range(2)]
     finally:
@@ -47,7 +50,7 @@ def test_a_heartbeat_says_what_a_loader_worker_spends_per_sample(
     # and idle the rest. The time is theirs per sample either way, idle left out. The first
     # heartbeat's interval saw them start, a wait that would read as a soft bend: untimed.
     monkeypatch.setenv(PROTOCOL_VARIABLE, "4")  # as a daemon of this version launches it
-    first, second = heartbeats(tmp_path, 2, step_s)
+    first, second = heartbeats(tmp_path, 2, step_s, 64 if step_s else 192)  # 2.4 s, 1 s
     assert first.loader_s == 0.0, first
     assert second.v == 4 and 0.009 < second.loader_s < 0.016, second
 
@@ -76,13 +79,18 @@ class Busy(Numbers):
         return super().__getitem__(index)
 
 
-def clocked_heartbeats(tmp_path: Path, dataset: Numbers) -> list[HeartbeatMessage]:
-    """Heartbeats of an epoch of `dataset` on 2 workers whose steps spend 20 ms of CPU on
-    a batch of 4 samples (5 ms a sample), under a daemon of this version."""
+def clocked_heartbeats(
+    tmp_path: Path, dataset: Numbers, heartbeat_s: str = "0.3"
+) -> list[HeartbeatMessage]:
+    """The first three heartbeats of an epoch of `dataset` on 2 workers whose steps spend
+    20 ms of CPU on a batch of 4 samples (5 ms a sample), under a daemon of this version."""
     router = Router(tmp_path / "agents.sock")
     try:
         sdk = job(
-            tmp_path, STOKER_JOB_ID="j", STOKER_CONTROL=router.endpoint, STOKER_HEARTBEAT_S="0.3"
+            tmp_path,
+            STOKER_JOB_ID="j",
+            STOKER_CONTROL=router.endpoint,
+            STOKER_HEARTBEAT_S=heartbeat_s,
         )
         for _ in sdk.epochs(1):
             for _ in sdk.loader(dataset, batch_size=4, shuffle=False, num_workers=2):
@@ -106,7 +114,7 @@ def test_a_heartbeat_says_the_cpu_a_sample_costs_and_how_long_its_loaders_waited
     allowed = os.sched_getaffinity(0)
     os.sched_setaffinity(0, {min(allowed)})  # the workers it forks inherit it
     try:
-        beat = clocked_heartbeats(tmp_path, Busy(288))[2]
+        beat = clocked_heartbeats(tmp_path, Busy(192))[2]  # 9 ms a sample on one core: 1.7 s
     finally:
         os.sched_setaffinity(0, allowed)
     assert 0.0035 < beat.loader_cpu_s < 0.006, beat
@@ -166,7 +174,8 @@ def test_a_daemon_of_version_5_gets_no_wall_clock_where_a_pass_began(
     workers start would read as loaders slower than they are."""
     monkeypatch.setenv(PROTOCOL_VARIABLE, "5")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # it trains on CPUs
-    first, second, _ = clocked_heartbeats(tmp_path, Busy(288))
+    # Which fields a heartbeat holds, not their figures: 3 of 0.1 s in 0.64 s of CPU or more.
+    first, second, _ = clocked_heartbeats(tmp_path, Busy(128), heartbeat_s="0.1")
     assert first.v == 5 and first.loader_s == first.cpu_s == 0.0, "its workers' start"
     assert second.loader_s > 0.0 and second.cpu_s > 0.0, second
     assert first.refill_s == first.train_cpu_s == second.train_wait_s == 0.0, "fields of v6"
@@ -176,7 +185,7 @@ def test_to_a_daemon_of_version_4_the_cpu_clocks_are_left_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(PROTOCOL_VARIABLE, "4")
-    beat = clocked_heartbeats(tmp_path, Busy(288))[2]
+    beat = clocked_heartbeats(tmp_path, Busy(128), heartbeat_s="0.1")[2]  # as for version 5
     assert beat.v == 4 and beat.loader_s > 0.0, beat
     assert beat.cpu_s == beat.loader_cpu_s == beat.loader_wait_s == 0.0, "fields it would refuse"
 
