@@ -227,26 +227,34 @@ def _run(
     """Submit on schedule in a thread while this one tells what happens, as it happens;
     `datasets`: the jobs' own images."""
     ids: dict[str, str] = {}
-    submitter = threading.Thread(
-        target=lambda: ids.update(
-            submit_on_schedule(daemon, jobs, 1.0, progress=False, datasets=datasets).ids
-        ),
-        daemon=True,
-    )
+    stopping = threading.Event()  # an interrupt: the daemon goes, the submitter says nothing
+
+    def submit() -> None:
+        try:
+            ids.update(submit_on_schedule(daemon, jobs, 1.0, progress=False, datasets=datasets).ids)
+        except Exception:
+            if not stopping.is_set():
+                raise
+
+    submitter = threading.Thread(target=submit, daemon=True)
     submitter.start()
     seen, last_seq, names = _Seen(), 0, _Names()
     heard: list[dict[str, Any]] = []
-    while True:
-        for event in daemon.call("GET", "/v1/events", params={"after": last_seq}):
-            last_seq = event["seq"]
-            names.learn(event)
-            _narrate(event, names)
-            heard.append(event)
-        for job in daemon.every_page("/v1/jobs"):
-            seen.note(job)
-        if not submitter.is_alive() and seen.ended(ids.values()):
-            break
-        time.sleep(0.5)
+    try:
+        while True:
+            for event in daemon.call("GET", "/v1/events", params={"after": last_seq}):
+                last_seq = event["seq"]
+                names.learn(event)
+                _narrate(event, names)
+                heard.append(event)
+            for job in daemon.every_page("/v1/jobs"):
+                seen.note(job)
+            if not submitter.is_alive() and seen.ended(ids.values()):
+                break
+            time.sleep(0.5)
+    except BaseException:
+        stopping.set()
+        raise
     for event in daemon.call("GET", "/v1/events", params={"after": last_seq}):
         _narrate(event, names)  # the last ends, if they came after the last look
         heard.append(event)

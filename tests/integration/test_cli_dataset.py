@@ -213,6 +213,7 @@ def test_ctrl_c_or_kill_stops_the_demo_and_leaves_nothing_running(
         [sys.executable, "-m", "cli", "demo", "--state-dir", str(where),
          "--port", str(free_port()), "--images", "64"],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
     assert demo.stdout is not None
@@ -224,9 +225,10 @@ def test_ctrl_c_or_kill_stops_the_demo_and_leaves_nothing_running(
     assert any(line.startswith("dashboard: ") for line in seen), seen
     demo.send_signal(stop)
     try:
-        rest, _ = demo.communicate(timeout=120)
+        rest, said = demo.communicate(timeout=120)
         assert demo.returncode == 0
         assert "daemon stopped" in rest
+        assert "Traceback" not in said, said[-3000:]  # the submitter goes quietly too
         leftovers = subprocess.run(["pgrep", "-f", str(where)], capture_output=True, check=False)
         assert leftovers.stdout == b"", "nothing of the demo is left running"
     finally:  # what a failure left is not for the next test to meet
