@@ -33,6 +33,7 @@ class JobSettings:
     checkpoint_every_s: float | None = None
     model_params: float | None = None  # hints for the throughput model
     flops: float | None = None
+    knee_sharpness: float | None = None  # p of its knee, as profiled
     dataset: str | None = None
     decode_mode: DecodeMode = "cpu"
     gpu_indices: tuple[int, ...] | None = None
@@ -60,6 +61,7 @@ class JobSettings:
             checkpoint_every_s=spec.get("checkpoint_every_s"),
             model_params=spec.get("model_params"),
             flops=spec.get("flops"),
+            knee_sharpness=spec.get("knee_sharpness"),
             dataset=spec.get("dataset"),
             decode_mode=spec.get("decode_mode", "cpu"),
             gpu_indices=tuple(int(index) for index in pinned) if pinned is not None else None,
@@ -92,6 +94,7 @@ class JobSettings:
             iterations=self.iterations,
             model_params=self.model_params or features.model_params,
             flops=self.flops or features.flops,
+            knee_sharpness=self.knee_sharpness,
             max_restarts=default_max_restarts if self.max_restarts is None else self.max_restarts,
             restarts=restarts,
             gpu_indices=self.gpu_indices,

@@ -53,6 +53,14 @@ class JobSubmission(BaseModel):
     flops: float | None = Field(
         None, gt=0.0, description="a hint: forward FLOPs (multiply-accumulates) per sample"
     )
+    knee_sharpness: float | None = Field(
+        None,
+        ge=1.0,
+        le=64.0,
+        allow_inf_nan=False,
+        description="a hint: p of its knee, as profiled (docs/allocator.md); the planner's"
+        " until its heartbeats measure their own",
+    )
     model: str | None = Field(
         None,
         max_length=64,
