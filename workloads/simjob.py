@@ -11,9 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from allocator.curvefit import Knee
 from allocator.types import DecodeMode
 from scheduler.messages import Allocation, Launch
-from workloads.spec import Knee, WorkloadJob
+from workloads.spec import WorkloadJob
 from workloads.truth import MeasuredCurve
 
 

@@ -43,14 +43,10 @@ comes back as a WorkloadError naming the file and the field.
 """
 
 import dataclasses
-import itertools
-import math
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import tomli_w
 from pydantic import (
     BaseModel,
@@ -62,6 +58,7 @@ from pydantic import (
     model_validator,
 )
 
+from allocator.curvefit import Knee, curve_problem, fit_knee
 from scheduler.config import SchedulerConfig
 from tpm.zoo import model_features
 from workloads.errors import WorkloadError
@@ -92,17 +89,6 @@ def check_node_options(gpus: int, cpu_workers: int) -> None:
         raise WorkloadError("--cpu-workers", f"must be at least 1, got {cpu_workers}")
 
 
-@dataclass(frozen=True)
-class Knee:
-    """A measured curve as the planner's smooth knee, T = (G^-p + (d/c)^-p)^(-1/p) per GPU:
-    what `oracle` plans with for a job that brings its own curve."""
-
-    sample_cost_s: float  # c: one worker's seconds per sample
-    peak_samples_per_s: float  # G, per GPU
-    sharpness: float  # p
-    worst_error: float  # the largest |fit / measured - 1| over the points
-
-
 class JobCurve(_Strict):
     """A job's samples/s per GPU at each count of loader workers per GPU, measured alone on
     its GPU (a published profile, for example)."""
@@ -113,53 +99,17 @@ class JobCurve(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "JobCurve":
-        if len(self.workers_per_gpu) != len(self.samples_per_s):
-            raise ValueError(
-                f"workers_per_gpu has {len(self.workers_per_gpu)} points and samples_per_s "
-                f"{len(self.samples_per_s)}: give one rate per worker count"
-            )
-        if not all(0 < a < b for a, b in itertools.pairwise(self.workers_per_gpu)):
-            raise ValueError("workers_per_gpu must be positive and increasing")
-        if not all(math.isfinite(r) and r > 0 for r in self.samples_per_s):
-            raise ValueError("samples_per_s must be positive numbers")
-        if any(b < a for a, b in itertools.pairwise(self.samples_per_s)):
-            raise ValueError(
-                "samples_per_s must not fall as workers grow (a job alone never loads slower "
-                "with more workers); average repeated measurements first"
-            )
+        problem = curve_problem(self.workers_per_gpu, self.samples_per_s)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def measured(self) -> MeasuredCurve:
         return MeasuredCurve(self.workers_per_gpu, self.samples_per_s)
 
     def knee(self) -> Knee:
-        """The least-squares fit (relative errors) of the planner's smooth knee to the curve
-        the truth runs: its points, and its values at every whole worker count up to the
-        last point (the planner's choices, below the first point included)."""
-        # scipy takes 0.3 s to import: every `stoker` command and daemon loads this module.
-        from scipy.optimize import least_squares  # noqa: PLC0415
-
-        measured = self.measured()
-        whole = np.arange(1.0, np.ceil(self.workers_per_gpu[-1]) + 1.0)
-        workers = np.concatenate([np.array(self.workers_per_gpu), whole])
-        rates = np.array([measured.rate(w) for w in workers])
-
-        def curve(params: np.ndarray, at: np.ndarray) -> np.ndarray:
-            per_worker, peak, power = params
-            result: np.ndarray = (peak**-power + (per_worker * at) ** -power) ** (-1.0 / power)
-            return result
-
-        first = self.samples_per_s[0] / self.workers_per_gpu[0]
-        top = measured.peak
-        fit = least_squares(
-            lambda params: np.log(curve(params, workers) / rates),
-            np.array([first, top, 4.0]),
-            bounds=([0.2 * first, 0.8 * top, 0.5], [5.0 * first, 2.0 * top, 40.0]),
-        )
-        per_worker, peak, power = (float(x) for x in fit.x)
-        points = np.array(self.workers_per_gpu)
-        worst = float(np.max(np.abs(curve(fit.x, points) / np.array(self.samples_per_s) - 1.0)))
-        return Knee(1.0 / per_worker, peak, power, worst)
+        """The planner's smooth knee fitted to the curve the truth runs (allocator/curvefit.py)."""
+        return fit_knee(self.workers_per_gpu, self.samples_per_s)
 
 
 class WorkloadJob(_Strict):

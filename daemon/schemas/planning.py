@@ -7,9 +7,10 @@ them from), turned into the allocator's frozen request.
 from dataclasses import replace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from allocator import AllocationRequest, ContentionCurve, JobSpec, NodeSpec, ThroughputModel
+from allocator.curvefit import MAX_POINTS, curve_problem, fit_knee
 from scheduler.rates import job_spec
 
 
@@ -44,8 +45,28 @@ class NodeBody(BaseModel):
     )
 
 
+class CurveBody(BaseModel):
+    """A job's measured curve: samples/s per GPU at a few loader workers per GPU, the job
+    alone (`stoker profile`, or a published profile); the planner fits its knee to it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workers_per_gpu: list[float] = Field(min_length=2, max_length=MAX_POINTS)
+    samples_per_s: list[float] = Field(
+        min_length=2, max_length=MAX_POINTS, description="per GPU, at each worker count"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "CurveBody":
+        problem = curve_problem(self.workers_per_gpu, self.samples_per_s)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
+
+
 class JobBody(BaseModel):
-    """One job: either its predicted rates, or the features a TPM predicts them from."""
+    """One job: its predicted rates, its measured curve, or the features a TPM predicts its
+    rates from."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -87,6 +108,34 @@ class JobBody(BaseModel):
             " profiled; omitted = the policy's default"
         ),
     )
+    curve: CurveBody | None = Field(
+        None,
+        description=(
+            "its measured curve: the planner's step time, sample cost and knee from its fit"
+            " (knee_sharpness, if given, stands)"
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "JobBody":
+        if self.curve is not None and (self.step_time_s or self.sample_cost_s):
+            raise ValueError(
+                "give a curve or step_time_s and sample_cost_s, not both: the curve's fit sets them"
+            )
+        return self
+
+    def with_curve_fitted(self) -> "JobBody":
+        """The job with the rates and knee its curve's fit says, where it has a curve."""
+        if self.curve is None:
+            return self
+        knee = fit_knee(self.curve.workers_per_gpu, self.curve.samples_per_s)
+        return self.model_copy(
+            update={
+                "step_time_s": knee.step_time_s(self.batch_size, self.gpus),
+                "sample_cost_s": knee.sample_cost_s,
+                "knee_sharpness": self.knee_sharpness or knee.sharpness,
+            }
+        )
 
 
 class AllocationRequestBody(BaseModel):
@@ -118,7 +167,9 @@ class AllocationRequestBody(BaseModel):
             decoder_capacity=self.node.decoder_capacity,
             cpu_cores=self.node.cpu_cores,
         )
-        jobs = tuple(_job_spec(index, job, model) for index, job in enumerate(self.jobs))
+        jobs = tuple(
+            _job_spec(index, job.with_curve_fitted(), model) for index, job in enumerate(self.jobs)
+        )
         return AllocationRequest(
             node=node, jobs=jobs, fair_floor=self.fair_floor, regrow_delay_s=self.regrow_delay_s
         )
