@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from allocator.curvefit import fit_knee
 from allocator.types import DecodeMode
 from scheduler.messages import JobRequest
 from tpm.zoo import model_features
@@ -34,6 +35,8 @@ class JobSettings:
     model_params: float | None = None  # hints for the throughput model
     flops: float | None = None
     knee_sharpness: float | None = None  # p of its knee, as profiled
+    # Its measured curve, as profiled: (workers per GPU, samples/s per GPU) points.
+    curve: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     dataset: str | None = None
     decode_mode: DecodeMode = "cpu"
     gpu_indices: tuple[int, ...] | None = None
@@ -62,6 +65,7 @@ class JobSettings:
             model_params=spec.get("model_params"),
             flops=spec.get("flops"),
             knee_sharpness=spec.get("knee_sharpness"),
+            curve=_points(spec.get("curve")),
             dataset=spec.get("dataset"),
             decode_mode=spec.get("decode_mode", "cpu"),
             gpu_indices=tuple(int(index) for index in pinned) if pinned is not None else None,
@@ -87,6 +91,12 @@ class JobSettings:
         features = (
             model_features(self.model, image_size) if self.model is not None else DEFAULT_HINTS
         )
+        step_time_s = sample_cost_s = None
+        sharpness = self.knee_sharpness
+        if self.curve is not None:  # a profile: the prior's rates and knee are its fit's
+            knee = fit_knee(*self.curve)
+            step_time_s = knee.step_time_s(self.batch_size, self.gpus)
+            sample_cost_s, sharpness = knee.sample_cost_s, sharpness or knee.sharpness
         return JobRequest(
             id=job_id,
             gpus=self.gpus,
@@ -94,7 +104,9 @@ class JobSettings:
             iterations=self.iterations,
             model_params=self.model_params or features.model_params,
             flops=self.flops or features.flops,
-            knee_sharpness=self.knee_sharpness,
+            step_time_s=step_time_s,
+            sample_cost_s=sample_cost_s,
+            knee_sharpness=sharpness,
             max_restarts=default_max_restarts if self.max_restarts is None else self.max_restarts,
             restarts=restarts,
             gpu_indices=self.gpu_indices,
@@ -103,3 +115,10 @@ class JobSettings:
             stall_timeout_s=self.stall_timeout_s,
             time_limit_s=self.time_limit_s,
         )
+
+
+def _points(curve: Mapping[str, Any] | None) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """A stored curve's points (the body's `curve`), None where it gave none."""
+    if curve is None:
+        return None
+    return tuple(curve["workers_per_gpu"]), tuple(curve["samples_per_s"])

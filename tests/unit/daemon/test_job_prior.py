@@ -50,3 +50,26 @@ def test_a_stored_job_from_before_the_field_has_none() -> None:
 def test_a_knee_out_of_range_is_refused_by_name(bad: float) -> None:
     with pytest.raises(ValidationError, match="knee_sharpness"):
         JobSubmission.model_validate({**BODY, "knee_sharpness": bad})
+
+
+def test_a_profiled_curve_is_the_jobs_prior_fitted() -> None:
+    # Samples/s per GPU of a knee with c = 5 ms, G = 800 per GPU and p = 4, at 1 to 12 workers.
+    workers = [1.0, 2.0, 3.0, 6.0, 12.0]
+    rates = [(800.0**-4 + (d / 0.005) ** -4) ** -0.25 for d in workers]
+    body = {**BODY, "gpus": 2, "curve": {"workers_per_gpu": workers, "samples_per_s": rates}}
+    stored = JobSubmission.model_validate(body).model_dump()
+    request = JobSettings.from_spec(stored).request("j", default_max_restarts=3, restarts=0)
+    spec = RateModel().job_spec(request)  # no model: the curve gives every rate
+    assert spec.sample_cost_s == pytest.approx(0.005, rel=0.05)
+    assert spec.max_samples_per_s == pytest.approx(2 * 800.0, rel=0.05)
+    assert spec.knee_sharpness is not None
+    # Its predictions at the measured points are the measurements (both GPUs; the fit also
+    # weighs the whole worker counts between points, read off them linearly).
+    for at, rate in zip(workers, rates, strict=True):
+        assert job_samples_per_s(spec, round(at), 1.0) == pytest.approx(2 * rate, rel=0.04)
+
+
+def test_a_curve_that_falls_is_refused_with_the_fix() -> None:
+    curve = {"workers_per_gpu": [1, 2, 4], "samples_per_s": [300, 500, 400]}
+    with pytest.raises(ValidationError, match="average repeated measurements first"):
+        JobSubmission.model_validate({**BODY, "curve": curve})
