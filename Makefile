@@ -58,6 +58,7 @@ bench: install
 	$(BIN)/python -m bench.bench_tpm_fit
 	$(BIN)/python -m bench.bench_paper
 	$(BIN)/python -m bench.bench_simulate
+	$(BIN)/python -m bench.bench_curves
 	$(BIN)/python -m bench.bench_daemon
 	$(BIN)/python -m bench.bench_footprint
 
