@@ -7,7 +7,7 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed-stamp
 PYTHON  ?= python3
 
-.PHONY: install demo test lint bench clean browser
+.PHONY: install demo test check lint bench clean browser
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,9 @@ browser:
 test: lint browser  # on every core, then the tests that time the host alone (pytest -m serial)
 	$(BIN)/pytest -m "not serial"
 	$(BIN)/pytest -m serial -n 0
+
+check: lint  # the loop while you work: lint and the unit tests (no daemon, no job process); CI runs `make test`
+	$(BIN)/pytest -m "not serial" tests/unit
 
 bench: install
 	$(BIN)/python -m bench.bench_allocator
