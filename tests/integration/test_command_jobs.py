@@ -2,7 +2,6 @@
 the SDK. Real processes, real ZeroMQ, real training of a tiny model."""
 
 import collections
-import contextlib
 import json
 import os
 import re
@@ -442,7 +441,7 @@ def test_a_script_that_fails_after_its_final_step_stays_completed_with_its_exit(
     plain_daemon: Daemon,
 ) -> None:
     # Its save fails after its final step: its training completed, its work did not (one
-    # that exits cleanly then: test_the_next_job_gets_the_slot_once_the_finished_script_...).
+    # that exits cleanly then: tests/unit/daemon/test_command_lifecycle.py, test_the_next_...).
     daemon = plain_daemon
     where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
     failed = stoker("submit", *where, "--follow", "--env", "SAVE_FAILS=1", "--",
@@ -620,41 +619,6 @@ def starts(client: httpx.Client, job_id: str) -> list[float]:
     ]
 
 
-def test_the_next_job_gets_the_slot_once_the_finished_script_has_exited(
-    serve: Callable[..., Daemon],
-) -> None:
-    # The first job saves for 8 s after its final step, on the node's one training slot (a
-    # GPU on a GPU node): the second starts only after that, and says what it waits for.
-    daemon = serve(node=ONE_SLOT)
-    with daemon.client() as client:
-        first, second_id = saving_then_next(client, eval_s=8)
-        done = wait_for("the first to complete", lambda: ended(client, first), timeout_s=60)
-        assert done["state"] == "completed", done
-        pid = daemon_pid_of(daemon, first)
-        assert os.path.exists(f"/proc/{pid}"), "its script saves after its final step"
-        assert done["exiting"] is True and done["gpu_indices"] == [0], done
-        waiting = client.get(f"/v1/jobs/{second_id}").json()
-        assert waiting["state"] == "submitted", waiting
-        assert f"job(s) {first} ended but keep theirs until" in waiting["reason"], waiting
-        where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-        shown = stoker("show", first, *where).stdout.splitlines()
-        assert "its GPUs are kept until they exit" in shown[1], shown
-        assert not any(line.startswith("workers") for line in shown), "it has none now"
-        done = wait_for("the second to end", lambda: ended(client, second_id), timeout_s=90)
-        assert done["state"] == "completed", done
-        started = starts(client, second_id)
-    out = (daemon.state_dir / "jobs" / first / "stdout.log").read_text()
-    assert "done: weight" in out, "the first saved to the end"
-    exited = (daemon.state_dir / "jobs" / first / "stdout.log").stat().st_mtime
-    assert started[0] >= exited, "the second started after the first's last word"
-    with daemon.client() as client:
-        gone = client.get(f"/v1/jobs/{first}").json()
-    assert gone["exiting"] is False and gone["gpu_indices"] == [], gone
-    # It exited cleanly after its final step: completed, with its exit code, no failure.
-    assert gone["state"] == "completed" and gone["exit_code"] == 0, gone
-    assert gone["failed_after_end"] is False
-
-
 def test_cancelling_a_completed_job_whose_script_runs_on_stops_it_and_frees_its_slot(
     serve: Callable[..., Daemon],
 ) -> None:
@@ -741,55 +705,27 @@ def test_a_script_still_saving_when_the_daemon_restarts_is_watched_by_the_new_on
     assert started >= restarted + 3.0, "the slot was kept until the script was stopped"
 
 
-def test_a_cancelled_script_the_killed_daemon_was_stopping_is_stopped_by_the_new_one(
+def test_a_command_without_the_sdk_outlives_a_daemon_stop_and_keeps_its_work(
     serve: Callable[..., Daemon],
 ) -> None:
-    # Cancelled, it ignored SIGTERM; the daemon was killed before its SIGKILL 5 s later.
-    # Left alone, it would run on beside the jobs the new daemon starts on its slot.
-    daemon = serve(node=ONE_SLOT)
-    body = command_job("stubborn", "plain.py", "120", "0", env={"IGNORE_TERM": "1"})
-    with daemon.client() as client:
-        job_id = client.post("/v1/jobs", json=body).json()["id"]
-        logs = partial(client.get, f"/v1/jobs/{job_id}/logs", params={"stream": "stdout"})
-        wait_for("it to ignore SIGTERM", lambda: "ignoring SIGTERM" in logs().text, timeout_s=30)
-        pid = daemon_pid_of(daemon, job_id)
-        assert client.delete(f"/v1/jobs/{job_id}").json()["state"] == "cancelled"
-    daemon.kill(signal.SIGKILL)
-    try:
-        assert os.path.exists(f"/proc/{pid}"), "it outlives the daemon"
-        again = serve(state=daemon.state_dir.name, node=ONE_SLOT)
-        with again.client() as client:
-            assert client.get(f"/v1/jobs/{job_id}").json()["state"] == "cancelled"
-        gone = lambda: not os.path.exists(f"/proc/{pid}")  # noqa: E731
-        wait_for("the new daemon to have stopped it", gone, timeout_s=10)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGKILL)  # what a failed check would leave behind
-
-
-def test_a_command_without_the_sdk_outlives_daemon_restarts_and_keeps_its_work(
-    serve: Callable[..., Daemon],
-) -> None:
-    # It has no checkpoint: stopped and relaunched, it would start over. A daemon killed,
-    # then one stopped cleanly, each leave it running, and the next adopts it as it runs.
+    # It has no checkpoint: stopped and relaunched, it would start over. A clean stop
+    # leaves it running, and the next daemon adopts it as it runs (a kill -9 too, and the
+    # two in turn: tests/unit/daemon/test_command_lifecycle.py, on the service harness).
     scheduler = {**FAST["scheduler"], "unmanaged_after_s": 1.0}  # type: ignore[dict-item]
     daemon = serve(scheduler=scheduler, node=ONE_SLOT)
     with daemon.client() as client:
-        body = command_job("plain", "plain.py", "14", "0", max_restarts=0)
+        body = command_job("plain", "plain.py", "10", "0", max_restarts=0)
         job_id = client.post("/v1/jobs", json=body).json()["id"]
         events = partial(client.get, f"/v1/jobs/{job_id}/events")
         wait_for("it to run unmanaged", lambda: '"unmanaged"' in events().text, timeout_s=30)
         pid = daemon_pid_of(daemon, job_id)
-    daemon.kill(signal.SIGKILL)
+    daemon.kill(signal.SIGTERM)
+    assert os.path.exists(f"/proc/{pid}"), "a clean stop leaves it running"
     again = serve(state=daemon.state_dir.name, scheduler=scheduler, node=ONE_SLOT)
     with again.client() as client:
         shown = client.get(f"/v1/jobs/{job_id}").json()
         assert (shown["state"], shown["restarts"], shown["unmanaged"]) == ("running", 0, True)
         assert "runs without the SDK and outlived the daemon" in shown["reason"], shown
-    again.kill(signal.SIGTERM)
-    assert os.path.exists(f"/proc/{pid}"), "a clean stop leaves it running too"
-    third = serve(state=daemon.state_dir.name, scheduler=scheduler, node=ONE_SLOT)
-    with third.client() as client:
         done = wait_for("it to end", lambda: ended(client, job_id), timeout_s=30)
     assert done["state"] == "completed" and done["restarts"] == 0, done
     assert "left no exit code this daemon could read" in done["reason"], done
@@ -797,64 +733,12 @@ def test_a_command_without_the_sdk_outlives_daemon_restarts_and_keeps_its_work(
     assert "started again" not in log, "one run, never restarted"
 
 
-# A command reads as `starting` for a minute before it is taken for one without the SDK;
-# a restarted daemon waits a second for a hello.
-FIRST_SECONDS = {
-    "scheduler": {**FAST["scheduler"], "unmanaged_after_s": 60.0},  # type: ignore[dict-item]
-    "node": ONE_SLOT,
-    "reattach_timeout_s": 1.0,
-}
-
-
-@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM])
-def test_a_command_in_its_first_seconds_outlives_a_daemon_stop_and_is_not_run_twice(
-    serve: Callable[..., Daemon], stop: signal.Signals
-) -> None:
-    # Stopped before the command could be taken for one without the SDK (it said no hello
-    # in `unmanaged_after_s`): the next daemon waits for its hello, then adopts it.
-    daemon = serve(**FIRST_SECONDS)
-    with daemon.client() as client:
-        body = command_job("early", "plain.py", "8", "0", max_restarts=1)
-        job_id = client.post("/v1/jobs", json=body).json()["id"]
-        wait_for(
-            "it to start", lambda: client.get(f"/v1/jobs/{job_id}").json()["state"] == "starting"
-        )
-        pid = wait_for("its process", lambda: stored_pid(daemon.state_dir, job_id))
-    daemon.kill(stop)
-    again = serve(state=daemon.state_dir.name, **FIRST_SECONDS)
-    with again.client() as client:
-        adopted = lambda: client.get(f"/v1/jobs/{job_id}").json()["unmanaged"]  # noqa: E731
-        wait_for("it to be adopted as it runs", adopted, timeout_s=30)
-        assert os.path.exists(f"/proc/{pid}"), "the same process, not stopped"
-        done = wait_for("it to end", lambda: ended(client, job_id), timeout_s=30)
-    assert done["state"] == "completed" and done["restarts"] == 0, done
-    log = (daemon.state_dir / "jobs" / job_id / "stdout.log").read_text()
-    assert log.count("plain: running") == 1 and "started again" not in log, log
-
-
-def test_a_command_in_its_first_seconds_that_ends_while_no_daemon_runs_is_not_run_again(
-    serve: Callable[..., Daemon],
-) -> None:
-    daemon = serve(**FIRST_SECONDS)
-    with daemon.client() as client:
-        body = command_job("brief", "plain.py", "2", "0", max_restarts=1)
-        job_id = client.post("/v1/jobs", json=body).json()["id"]
-        wait_for("it to start", lambda: stored_pid(daemon.state_dir, job_id))
-    daemon.kill(signal.SIGTERM)  # a clean stop leaves it running; it ends meanwhile
-    log = daemon.state_dir / "jobs" / job_id / "stdout.log"
-    wait_for("it to end", lambda: "plain: running" in log.read_text(), timeout_s=30)
-    time.sleep(2.5)
-    again = serve(state=daemon.state_dir.name, **FIRST_SECONDS)
-    with again.client() as client:
-        done = wait_for("its end to be taken", lambda: ended(client, job_id), timeout_s=30)
-    assert done["state"] == "completed" and done["restarts"] == 0, done
-    assert "not run again" in done["reason"], done
-    assert log.read_text().count("plain: running") == 1, "one run"
-
-
 def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
     serve: Callable[..., Daemon],
 ) -> None:
+    # A real script's silence, output and exit. What the daemon decides for such commands
+    # (never paused, `stoker show`'s words, an exit code's failure) is in
+    # tests/unit/daemon/test_command_lifecycle.py, on the service harness.
     scheduler = {**FAST["scheduler"], "unmanaged_after_s": 1.0}  # type: ignore[dict-item]
     daemon = serve(scheduler=scheduler, node={"cpu_slots": 3, "cpu_workers": 3})
     with daemon.client() as client:
@@ -865,27 +749,8 @@ def test_a_command_without_the_sdk_runs_unmanaged_and_ends_by_its_exit_code(
         wait_for("plain's output while it runs", lambda: "plain: running" in logs().text)
         assert ended(client, plain["id"]) is None, "printed, not flushed: out as it ran"
         assert client.get(f"/v1/jobs/{plain['id']}").json()["unmanaged"] is True
-        where = ("--url", daemon.url, "--state-dir", str(daemon.state_dir))
-        shown = stoker("show", plain["id"], *where).stdout.splitlines()
-        said = dict(line.split(None, 1) for line in shown if line[:1].strip())
-        assert said["progress"] == "not known: it runs without the SDK, which would report it"
-        assert said["workers"].startswith("its script's own (it runs without the SDK")
-        assert said["gpus"].endswith(", global batch 8 as submitted (without the SDK it says none)")
-        sdk = client.post("/v1/jobs", json=command_job("sdk", "count_train.py", "1", "0")).json()
-        quick = client.post("/v1/jobs", json=command_job("quick", "plain.py", "0", "0")).json()
-        broken = client.post("/v1/jobs", json=command_job("broken", "plain.py", "0.5", "3"))
-        for job_id in (plain["id"], sdk["id"], quick["id"], broken.json()["id"]):
-            wait_for("the jobs to end", partial(ended, client, job_id), timeout_s=120)
-        jobs = {job["name"]: job for job in client.get("/v1/jobs").json()}
-        moves = [e["data"]["to"] for e in events().json() if e["kind"] == "state"]
-        its_events = client.get(f"/v1/jobs/{broken.json()['id']}/events").json()
-        failed = [event for event in its_events if event["kind"] == "state"][-1]["data"]
-    assert jobs["plain"]["state"] == "completed" and "pausing" not in moves, "never paused"
-    assert jobs["sdk"]["state"] == "completed" and jobs["quick"]["state"] == "completed"
-    assert not jobs["sdk"]["unmanaged"], "it said hello"
-    assert jobs["broken"]["state"] == "failed" and jobs["broken"]["restarts"] == 0
-    assert "exited with code 3" in failed["why"] and "giving up with 3" in failed["why"]
-    assert jobs["broken"]["reason"] == failed["why"], "the job says why it failed"
+        done = wait_for("it to end", partial(ended, client, plain["id"]), timeout_s=120)
+    assert done["state"] == "completed" and done["restarts"] == 0, done
 
 
 def test_with_cpu_sets_jobs_side_by_side_split_the_cpus_and_one_alone_has_them_all(

@@ -29,7 +29,7 @@ CHECKED = (
 # Over 400 lines when the rule came in (2026-12-07). None may be in daemon/, scheduler/ or
 # agents/: the bar for those three is absolute.
 LONG_MODULES: dict[str, int] = {
-    "tests/integration/test_command_jobs.py": 917,
+    "tests/integration/test_command_jobs.py": 782,
     "tests/integration/test_security.py": 499,
     "tests/unit/agents/test_sdk.py": 799,
     "tests/unit/daemon/test_service.py": 795,

@@ -120,6 +120,7 @@ class Driver:
         self.fed: list[Fed] = []
         self.restarted_at: list[int] = []  # where in `fed` each restarted service begins
         self._patches = contextlib.ExitStack()
+        self._stopped = False  # a clean stop ran: the next restart has nothing to kill
         self.service = self._start()
 
     def _start(self) -> Service:
@@ -175,13 +176,21 @@ class Driver:
         self.service.link.close()
         self.service._lock.release()
 
+    async def stop(self) -> None:
+        """A clean stop (SIGTERM): the service's way out; `restart` then starts another."""
+        await self.service.shutdown()
+        self._stopped = True
+
     def restart(self) -> None:
-        """A kill -9 of the daemon and a start of another on the same state dir, which
-        restores its jobs. The agents outlive it: the launcher's records are the process
-        table its restore reads (and stops processes in). Its clock counts from the first
-        one's start, so that its core sees the times one simulated clock gives (a real
-        restart's counts from its own: the core only compares its times with each other)."""
-        self.killed()
+        """A kill -9 of the daemon (or, after `stop`, nothing more) and a start of another on
+        the same state dir, which restores its jobs. The agents outlive it: the launcher's
+        records are the process table its restore reads (and stops processes in). Its clock
+        counts from the first one's start, so that its core sees the times one simulated
+        clock gives (a real restart's counts from its own: the core only compares its times
+        with each other)."""
+        if not self._stopped:
+            self.killed()
+        self._stopped = False
         launcher = self.launcher
         self._patches.enter_context(
             mock.patch(
