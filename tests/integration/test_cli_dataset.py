@@ -164,6 +164,7 @@ def test_the_demo_compares_balance_with_the_default_on_one_workload(tmp_path: Pa
     assert run.stdout.count("summary") == 2 and run.stdout.count("completed") >= 4
 
 
+@pytest.mark.serial  # each share's rate is measured over 2 s of wall time
 def test_decoder_bench_prints_the_contract_json() -> None:
     run = stoker(
         "decoder", "bench", "--capacity", "1500", "--shares", "0.25,0.75",
