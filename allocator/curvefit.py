@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from allocator.bounds import MAX_SAMPLES_PER_S, MAX_WORKERS
 from allocator.knapsack import FloatArray
 
 MAX_POINTS = 64  # a profile's points: a few worker counts, never a trace
@@ -43,12 +44,15 @@ def curve_problem(workers_per_gpu: Sequence[float], samples_per_s: Sequence[floa
         )
     if not 2 <= len(workers_per_gpu) <= MAX_POINTS:
         return f"give 2 to {MAX_POINTS} points, measured at different worker counts"
-    if not all(math.isfinite(w) for w in workers_per_gpu) or not all(
-        0 < a < b for a, b in itertools.pairwise(workers_per_gpu)
+    increasing = all(a < b for a, b in itertools.pairwise([0.0, *workers_per_gpu]))
+    if (
+        not increasing
+        or not math.isfinite(workers_per_gpu[-1])
+        or workers_per_gpu[-1] > MAX_WORKERS
     ):
-        return "workers_per_gpu must be positive and increasing"
-    if not all(math.isfinite(r) and r > 0 for r in samples_per_s):
-        return "samples_per_s must be positive numbers"
+        return f"workers_per_gpu must be positive and increasing, at most {MAX_WORKERS}"
+    if not all(math.isfinite(r) and 0 < r <= MAX_SAMPLES_PER_S for r in samples_per_s):
+        return f"samples_per_s must be positive numbers, at most {MAX_SAMPLES_PER_S:g}"
     if any(b < a for a, b in itertools.pairwise(samples_per_s)):
         return (
             "samples_per_s must not fall as workers grow (a job alone never loads slower "
