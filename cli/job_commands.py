@@ -6,6 +6,7 @@ cli/connection.py.
 """
 
 import json
+import math
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any
@@ -172,6 +173,9 @@ def _job_file(given: list[str]) -> dict[str, Any]:
         fail(f"{given[0]}: not valid JSON: {error}")
     if not isinstance(body, dict):
         fail(f"{given[0]}: a job file holds one object of the job's fields")
+    where = _not_a_number(body)
+    if where is not None:  # TOML's nan and inf: JSON, which the daemon reads, has neither
+        fail(f"{given[0]}: {where}: not a finite number; give one")
     here = Path(given[0]).resolve().parent
     if "name" not in body:  # as for a command line: its script's name, else the file's
         command = body.get("command")
@@ -306,3 +310,19 @@ def dashboard(
 def dashboard_link(url: str, token: str) -> str:
     """`url`'s dashboard, with `token` for the page to exchange."""
     return f"{url.rstrip('/')}/?{urlencode({'token': token})}"
+
+
+def _not_a_number(value: object, where: str = "") -> str | None:
+    """The path of the first nan or inf in a job file's fields (`curve.samples_per_s[1]`)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return where
+    items: list[tuple[str, object]] = []
+    if isinstance(value, dict):
+        items = [(f"{where}.{key}" if where else str(key), inner) for key, inner in value.items()]
+    elif isinstance(value, list):
+        items = [(f"{where}[{index}]", inner) for index, inner in enumerate(value)]
+    for path, inner in items:
+        found = _not_a_number(inner, path)
+        if found is not None:
+            return found
+    return None
