@@ -263,6 +263,8 @@ def _run(
 
 
 def _outcome(events: list[dict[str, Any]], seen: "_Seen") -> _Outcome:
+    if not any(job["state"] == "completed" for job in seen.jobs.values()):
+        fail("no job of the workload completed (the summary above says why): nothing to time")
     run = RunSpan.of(events)
     return _Outcome(
         makespan_s=run.makespan_s,
