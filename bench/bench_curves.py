@@ -8,7 +8,7 @@ themselves (samples/s, read off the points linearly, flat past the last; one sam
 any model counts one, as the planner's objective counts it):
 
 - `optimum`: the best integer split of those curves (a knapsack over the jobs, exact);
-- `default, curves`: the default policy told each job's curve (`"curve"` in the request:
+- `default, curves`: the default policy told each job's curve (`"profile"` in the request:
   it plans on the fitted knee, c, G and p);
 - `default, c and G`: the same fit without its sharpness, the policy's default p instead
   (what the planner knew when a request could not say p);
@@ -63,7 +63,7 @@ def request(models: list[str], capacity: int, *, sharpness: bool) -> AllocationR
         curve = {"workers_per_gpu": SYNERGY_CORES, "samples_per_s": profile.v100_samples_per_s()}
         jobs.append(
             {"id": f"{model}-{index}", "gpus": 1, "batch_size": profile.batch_size // profile.gpus,
-             "model_params": profile.model_params, "curve": curve}
+             "model_params": profile.model_params, "profile": curve}
         )  # fmt: skip
     body = AllocationRequestBody.model_validate({"node": {"cpu_workers": capacity}, "jobs": jobs})
     planned = body.to_request()

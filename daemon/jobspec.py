@@ -36,7 +36,7 @@ class JobSettings:
     flops: float | None = None
     knee_sharpness: float | None = None  # p of its knee, as profiled
     # Its measured curve, as profiled: (workers per GPU, samples/s per GPU) points.
-    curve: tuple[tuple[float, ...], tuple[float, ...]] | None = None
+    profile: tuple[tuple[float, ...], tuple[float, ...]] | None = None
     dataset: str | None = None
     decode_mode: DecodeMode = "cpu"
     gpu_indices: tuple[int, ...] | None = None
@@ -65,7 +65,7 @@ class JobSettings:
             model_params=spec.get("model_params"),
             flops=spec.get("flops"),
             knee_sharpness=spec.get("knee_sharpness"),
-            curve=_points(spec.get("curve")),
+            profile=_points(spec.get("profile")),
             dataset=spec.get("dataset"),
             decode_mode=spec.get("decode_mode", "cpu"),
             gpu_indices=tuple(int(index) for index in pinned) if pinned is not None else None,
@@ -93,8 +93,8 @@ class JobSettings:
         )
         step_time_s = sample_cost_s = None
         sharpness = self.knee_sharpness
-        if self.curve is not None:  # a profile: the prior's rates and knee are its fit's
-            knee = fit_knee(*self.curve)
+        if self.profile is not None:  # the prior's rates and knee are its fit's
+            knee = fit_knee(*self.profile)
             step_time_s = knee.step_time_s(self.batch_size, self.gpus)
             sample_cost_s, sharpness = knee.sample_cost_s, sharpness or knee.sharpness
         return JobRequest(
@@ -117,8 +117,10 @@ class JobSettings:
         )
 
 
-def _points(curve: Mapping[str, Any] | None) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
-    """A stored curve's points (the body's `curve`), None where it gave none."""
-    if curve is None:
+def _points(
+    profile: Mapping[str, Any] | None,
+) -> tuple[tuple[float, ...], tuple[float, ...]] | None:
+    """A stored profile's points (the body's `profile`), None where it gave none."""
+    if profile is None:
         return None
-    return tuple(curve["workers_per_gpu"]), tuple(curve["samples_per_s"])
+    return tuple(profile["workers_per_gpu"]), tuple(profile["samples_per_s"])

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from allocator.types import DecodeMode
-from daemon.schemas.planning import CurveBody
+from daemon.schemas.planning import ProfileBody
 from tpm.zoo import model_features
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # no slashes, no leading dot
@@ -62,7 +62,7 @@ class JobSubmission(BaseModel):
         description="a hint: p of its knee, as profiled (docs/allocator.md); the planner's"
         " until its heartbeats measure their own",
     )
-    curve: CurveBody | None = Field(
+    profile: ProfileBody | None = Field(
         None,
         description="a hint: its measured curve (samples/s per GPU at a few workers per GPU,"
         " the job alone); the planner's prior, fitted, until its heartbeats say",

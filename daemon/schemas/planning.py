@@ -45,7 +45,7 @@ class NodeBody(BaseModel):
     )
 
 
-class CurveBody(BaseModel):
+class ProfileBody(BaseModel):
     """A job's measured curve: samples/s per GPU at a few loader workers per GPU, the job
     alone (`stoker profile`, or a published profile); the planner fits its knee to it."""
 
@@ -57,7 +57,7 @@ class CurveBody(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _consistent(self) -> "CurveBody":
+    def _consistent(self) -> "ProfileBody":
         problem = curve_problem(self.workers_per_gpu, self.samples_per_s)
         if problem is not None:
             raise ValueError(problem)
@@ -108,7 +108,7 @@ class JobBody(BaseModel):
             " profiled; omitted = the policy's default"
         ),
     )
-    curve: CurveBody | None = Field(
+    profile: ProfileBody | None = Field(
         None,
         description=(
             "its measured curve: the planner's step time, sample cost and knee from its fit"
@@ -118,17 +118,18 @@ class JobBody(BaseModel):
 
     @model_validator(mode="after")
     def _one_source(self) -> "JobBody":
-        if self.curve is not None and (self.step_time_s or self.sample_cost_s):
+        if self.profile is not None and (self.step_time_s or self.sample_cost_s):
             raise ValueError(
-                "give a curve or step_time_s and sample_cost_s, not both: the curve's fit sets them"
+                "give a profile or step_time_s and sample_cost_s, not both: the profile's fit"
+                " sets them"
             )
         return self
 
-    def with_curve_fitted(self) -> "JobBody":
-        """The job with the rates and knee its curve's fit says, where it has a curve."""
-        if self.curve is None:
+    def with_profile_fitted(self) -> "JobBody":
+        """The job with the rates and knee its profile's fit says, where it has one."""
+        if self.profile is None:
             return self
-        knee = fit_knee(self.curve.workers_per_gpu, self.curve.samples_per_s)
+        knee = fit_knee(self.profile.workers_per_gpu, self.profile.samples_per_s)
         return self.model_copy(
             update={
                 "step_time_s": knee.step_time_s(self.batch_size, self.gpus),
@@ -167,9 +168,8 @@ class AllocationRequestBody(BaseModel):
             decoder_capacity=self.node.decoder_capacity,
             cpu_cores=self.node.cpu_cores,
         )
-        jobs = tuple(
-            _job_spec(index, job.with_curve_fitted(), model) for index, job in enumerate(self.jobs)
-        )
+        fitted = [job.with_profile_fitted() for job in self.jobs]
+        jobs = tuple(_job_spec(index, job, model) for index, job in enumerate(fitted))
         return AllocationRequest(
             node=node, jobs=jobs, fair_floor=self.fair_floor, regrow_delay_s=self.regrow_delay_s
         )

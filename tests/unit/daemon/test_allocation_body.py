@@ -47,7 +47,7 @@ def test_a_measured_curve_is_planned_on_its_fit() -> None:
     job = {"id": "a", "gpus": 2, "batch_size": 256, "model_params": 1e6}
     curve = knee_points(cost_s=0.004, peak=900.0, power=3.0)
     request = AllocationRequestBody.model_validate(
-        {"node": {"cpu_workers": 32}, "jobs": [job | {"curve": curve}]}
+        {"node": {"cpu_workers": 32}, "jobs": [job | {"profile": curve}]}
     ).to_request()
     (spec,) = request.jobs
     assert spec.sample_cost_s == pytest.approx(0.004, rel=0.05)
@@ -63,7 +63,7 @@ def test_a_measured_curve_is_planned_on_its_fit() -> None:
     assert plan.allocations["a"].predicted_samples_per_s == pytest.approx(measured, rel=0.03)
     # Its own knee_sharpness stands over the fit's.
     sharp = AllocationRequestBody.model_validate(
-        {"node": {"cpu_workers": 32}, "jobs": [job | {"curve": curve, "knee_sharpness": 12}]}
+        {"node": {"cpu_workers": 32}, "jobs": [job | {"profile": curve, "knee_sharpness": 12}]}
     ).to_request()
     assert sharp.jobs[0].knee_sharpness == 12
 
@@ -85,10 +85,10 @@ def test_a_curve_that_cannot_be_is_refused_with_the_fix(
     curve: dict[str, list[float]], said: str
 ) -> None:
     with pytest.raises(ValidationError, match=said):
-        AllocationRequestBody.model_validate(body(curve=curve))
+        AllocationRequestBody.model_validate(body(profile=curve))
 
 
 def test_a_curve_and_given_rates_are_refused_together() -> None:
     curve = knee_points(0.004, 900.0, 3.0)
-    with pytest.raises(ValidationError, match="give a curve or step_time_s and sample_cost_s"):
-        AllocationRequestBody.model_validate(body(curve=curve))
+    with pytest.raises(ValidationError, match="give a profile or step_time_s and sample_cost_s"):
+        AllocationRequestBody.model_validate(body(profile=curve))

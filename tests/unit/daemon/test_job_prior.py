@@ -56,7 +56,7 @@ def test_a_profiled_curve_is_the_jobs_prior_fitted() -> None:
     # Samples/s per GPU of a knee with c = 5 ms, G = 800 per GPU and p = 4, at 1 to 12 workers.
     workers = [1.0, 2.0, 3.0, 6.0, 12.0]
     rates = [(800.0**-4 + (d / 0.005) ** -4) ** -0.25 for d in workers]
-    body = {**BODY, "gpus": 2, "curve": {"workers_per_gpu": workers, "samples_per_s": rates}}
+    body = {**BODY, "gpus": 2, "profile": {"workers_per_gpu": workers, "samples_per_s": rates}}
     stored = JobSubmission.model_validate(body).model_dump()
     request = JobSettings.from_spec(stored).request("j", default_max_restarts=3, restarts=0)
     spec = RateModel().job_spec(request)  # no model: the curve gives every rate
@@ -72,4 +72,4 @@ def test_a_profiled_curve_is_the_jobs_prior_fitted() -> None:
 def test_a_curve_that_falls_is_refused_with_the_fix() -> None:
     curve = {"workers_per_gpu": [1, 2, 4], "samples_per_s": [300, 500, 400]}
     with pytest.raises(ValidationError, match="average repeated measurements first"):
-        JobSubmission.model_validate({**BODY, "curve": curve})
+        JobSubmission.model_validate({**BODY, "profile": curve})
