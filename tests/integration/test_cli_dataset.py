@@ -234,3 +234,15 @@ def test_ctrl_c_or_kill_stops_the_demo_and_leaves_nothing_running(
         assert leftovers.stdout == b"", "nothing of the demo is left running"
     finally:  # what a failure left is not for the next test to meet
         subprocess.run(["pkill", "-f", str(where)], check=False)
+
+
+def test_a_demo_whose_jobs_are_all_refused_says_so_and_no_more(tmp_path: Path) -> None:
+    # 8 images: each job's batch is larger, so the daemon refuses them all (each said).
+    run = stoker(
+        "demo", "--state-dir", tmp_path / "demo", "--port", str(free_port()), "--images", "8",
+        timeout=120,
+    )  # fmt: skip
+    assert run.code == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "refused" in run.stdout + run.stderr
+    assert "no job of the workload completed" in run.stderr
+    assert "Traceback" not in run.stderr
