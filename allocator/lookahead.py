@@ -95,7 +95,8 @@ def _lookahead(request: AllocationRequest, shared: IntArray) -> AllocationPlan:
     jobs = _Jobs.of(request)
     candidates = _candidates(jobs)
     if any(job.remaining_samples is None for job in request.jobs):
-        chosen, notes = candidates["greedy"], ["no lookahead: a job's remaining samples unknown"]
+        chosen = candidates["greedy"]
+        notes = ["no lookahead (a job's remaining samples unknown): split by marginal gains"]
         notes += _budget_note(jobs)
         return make_plan(
             "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
