@@ -14,3 +14,5 @@ MIN_SECONDS_PER_SAMPLE = 1.0 / MAX_SAMPLES_PER_S  # the least time a sample can 
 MAX_WORKERS = 4096  # loader workers per GPU
 MAX_PID = 2**22  # Linux's PID_MAX_LIMIT
 MAX_WALL_CLOCK = 1e11  # seconds since the epoch (the year 5138)
+# The sharpness p of a job's knee a request may give: 1, a soft bend; 64, formula 5's min.
+MIN_KNEE_SHARPNESS, MAX_KNEE_SHARPNESS = 1.0, 64.0

@@ -8,6 +8,7 @@ this fit (workloads/spec.py), and a request or a job may give its curve as the p
 (daemon/schemas/).
 """
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -61,9 +62,41 @@ def curve_problem(workers_per_gpu: Sequence[float], samples_per_s: Sequence[floa
     return None
 
 
+@dataclass(frozen=True)
+class Prior:
+    """What a profile tells the planner of a job before its heartbeats do."""
+
+    step_time_s: float
+    sample_cost_s: float
+    knee_sharpness: float
+
+
+def profile_prior(
+    workers_per_gpu: Sequence[float],
+    samples_per_s: Sequence[float],
+    *,
+    batch_size: int,
+    gpus: int,
+    knee_sharpness: float | None,
+) -> Prior:
+    """The fit's rates for a job of global batch `batch_size` on `gpus` GPUs, and its knee's
+    sharpness unless the job gives its own (`knee_sharpness` beside its profile stands)."""
+    knee = fit_knee(workers_per_gpu, samples_per_s)
+    return Prior(
+        knee.step_time_s(batch_size, gpus), knee.sample_cost_s, knee_sharpness or knee.sharpness
+    )
+
+
 def fit_knee(workers_per_gpu: Sequence[float], samples_per_s: Sequence[float]) -> Knee:
     """The least-squares fit (relative errors) of the smooth knee to the points, which
-    `curve_problem` found nothing wrong with (module docstring)."""
+    `curve_problem` found nothing wrong with (module docstring). A job's profile is read
+    again for each heartbeat it sends (daemon/jobbook.py): the fit of the same points is
+    made once (1.4 ms each on this host)."""
+    return _fitted(tuple(map(float, workers_per_gpu)), tuple(map(float, samples_per_s)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fitted(workers_per_gpu: tuple[float, ...], samples_per_s: tuple[float, ...]) -> Knee:
     # scipy takes 0.3 s to import: the daemon and every `stoker` command load this module.
     from scipy.optimize import least_squares  # noqa: PLC0415
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from allocator.curvefit import fit_knee
+from allocator.curvefit import profile_prior
 from allocator.types import DecodeMode
 from scheduler.messages import JobRequest
 from tpm.zoo import model_features
@@ -94,9 +94,14 @@ class JobSettings:
         step_time_s = sample_cost_s = None
         sharpness = self.knee_sharpness
         if self.profile is not None:  # the prior's rates and knee are its fit's
-            knee = fit_knee(*self.profile)
-            step_time_s = knee.step_time_s(self.batch_size, self.gpus)
-            sample_cost_s, sharpness = knee.sample_cost_s, sharpness or knee.sharpness
+            prior = profile_prior(
+                *self.profile,
+                batch_size=self.batch_size,
+                gpus=self.gpus,
+                knee_sharpness=sharpness,
+            )
+            step_time_s, sample_cost_s = prior.step_time_s, prior.sample_cost_s
+            sharpness = prior.knee_sharpness
         return JobRequest(
             id=job_id,
             gpus=self.gpus,

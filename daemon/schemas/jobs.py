@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from allocator.bounds import MAX_KNEE_SHARPNESS, MIN_KNEE_SHARPNESS
 from allocator.types import DecodeMode
 from daemon.schemas.planning import ProfileBody
 from tpm.zoo import model_features
@@ -56,8 +57,8 @@ class JobSubmission(BaseModel):
     )
     knee_sharpness: float | None = Field(
         None,
-        ge=1.0,
-        le=64.0,
+        ge=MIN_KNEE_SHARPNESS,
+        le=MAX_KNEE_SHARPNESS,
         allow_inf_nan=False,
         description="a hint: p of its knee, as profiled (docs/allocator.md); the planner's"
         " until its heartbeats measure their own",

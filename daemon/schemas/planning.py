@@ -4,13 +4,15 @@
 them from), turned into the allocator's frozen request.
 """
 
+import dataclasses
 from dataclasses import replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from allocator import AllocationRequest, ContentionCurve, JobSpec, NodeSpec, ThroughputModel
-from allocator.curvefit import MAX_POINTS, curve_problem, fit_knee
+from allocator.bounds import MAX_KNEE_SHARPNESS, MIN_KNEE_SHARPNESS
+from allocator.curvefit import MAX_POINTS, curve_problem, profile_prior
 from scheduler.rates import job_spec
 
 
@@ -100,8 +102,8 @@ class JobBody(BaseModel):
     )
     knee_sharpness: float | None = Field(
         None,
-        ge=1.0,
-        le=64.0,
+        ge=MIN_KNEE_SHARPNESS,
+        le=MAX_KNEE_SHARPNESS,
         allow_inf_nan=False,
         description=(
             "p of its smooth knee (G^-p + L^-p)^(-1/p), as learned from its heartbeats or"
@@ -129,14 +131,14 @@ class JobBody(BaseModel):
         """The job with the rates and knee its profile's fit says, where it has one."""
         if self.profile is None:
             return self
-        knee = fit_knee(self.profile.workers_per_gpu, self.profile.samples_per_s)
-        return self.model_copy(
-            update={
-                "step_time_s": knee.step_time_s(self.batch_size, self.gpus),
-                "sample_cost_s": knee.sample_cost_s,
-                "knee_sharpness": self.knee_sharpness or knee.sharpness,
-            }
+        prior = profile_prior(
+            self.profile.workers_per_gpu,
+            self.profile.samples_per_s,
+            batch_size=self.batch_size,
+            gpus=self.gpus,
+            knee_sharpness=self.knee_sharpness,
         )
+        return self.model_copy(update=dataclasses.asdict(prior))
 
 
 class AllocationRequestBody(BaseModel):

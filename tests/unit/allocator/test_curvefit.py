@@ -33,3 +33,9 @@ def test_a_smooth_knee_is_found_again() -> None:
     assert math.isclose(knee.sample_cost_s, 0.004, rel_tol=0.05)
     assert math.isclose(knee.peak_samples_per_s, 1000.0, rel_tol=0.05)
     assert knee.worst_error < 0.05
+
+
+def test_the_same_points_are_fitted_once() -> None:
+    # A profiled job's request is made again for each of its heartbeats (daemon/jobbook.py).
+    workers, rates = [1, 2, 4], [100.0, 190.0, 260.0]
+    assert fit_knee(workers, rates) is fit_knee(tuple(workers), tuple(rates))
