@@ -2,4 +2,7 @@
 
 from cli import app
 
-app()
+# Guarded: a process the daemon spawns to make plans (daemon/planner.py) imports the main
+# module again, and must not run the command line a second time.
+if __name__ == "__main__":
+    app()

@@ -43,6 +43,7 @@ from scheduler.messages import (
     Pause,
     Placed,
     Planned,
+    PlanNeeded,
     Queued,
     RanUnmanaged,
     Record,
@@ -101,8 +102,8 @@ class Actions:
                 self._send(CancelMessage(job=job_id))
             case StopProcesses() | StepsKept() | ExitNoted():
                 reaping.carry_out(parts, command)
-            case HelloMissed():
-                pass  # the restorer's, once the others are carried out (Service.feed)
+            case HelloMissed() | PlanNeeded():
+                pass  # the restorer's and the planner's, after the others (Service.feed)
             case (
                 StateChanged()
                 | Queued()

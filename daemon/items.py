@@ -1,11 +1,12 @@
 """What the service's one queue carries: REST calls that wait for their answer, agents'
-messages and finished fits."""
+messages, finished fits and plans made (daemon/planner.py)."""
 
 import asyncio
 from dataclasses import dataclass
 
 from agents.protocol import AgentMessage
 from daemon.store import JobRecord
+from scheduler.messages import PlanOutcome
 from tpm import FitResult
 
 
@@ -69,7 +70,15 @@ class Fitted:
     done: asyncio.Future[None]
 
 
-Item = SubmitCall | CancelCall | FromAgent | SamplesCall | Fitted
+@dataclass
+class PlanDone:
+    """The plan the core asked for with `ticket`, made in the planner's thread."""
+
+    ticket: int
+    outcome: PlanOutcome
+
+
+Item = SubmitCall | CancelCall | FromAgent | SamplesCall | Fitted | PlanDone
 
 
 def resolve(done: asyncio.Future[None]) -> None:

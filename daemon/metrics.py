@@ -1,8 +1,8 @@
 """Prometheus metrics for /metrics (prometheus_client), one registry per app.
 
 Per-job gauges are read from a snapshot of the node at scrape time, so a finished job's
-series go away with it; counters come from the snapshot's counts; the pause-gap and REST
-latency histograms are observed as things happen. docs/grafana-dashboard.json charts them.
+series go away with it; counters come from the snapshot's counts; the pause-gap, plan-time
+and REST latency histograms are observed as things happen. docs/grafana-dashboard.json charts them.
 """
 
 from collections import Counter
@@ -15,6 +15,7 @@ from prometheus_client.registry import Collector
 from daemon.snapshot import NodeSnapshot
 
 PAUSE_GAP_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0)
+PLAN_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 class Metrics:
@@ -26,6 +27,12 @@ class Metrics:
             "stoker_pause_gap_seconds",
             "Pause received to first step with the new allocation, as agents measure it",
             buckets=PAUSE_GAP_BUCKETS,
+            registry=self.registry,
+        )
+        self.plan_time = Histogram(
+            "stoker_plan_seconds",
+            "Time the policy took to make a plan the core asked for (off the event loop)",
+            buckets=PLAN_BUCKETS,
             registry=self.registry,
         )
         self.rest_latency = Histogram(

@@ -14,10 +14,8 @@ Readers never touch this object's insides: they read `snapshot()` and the store.
 import asyncio
 import contextlib
 import logging
-import secrets
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, assert_never
 
 from agents.protocol import AgentMessage, MetricsMessage
@@ -28,13 +26,23 @@ from daemon.agentinput import AgentInput
 from daemon.agentkeys import AgentKeys
 from daemon.agentlink import AgentLink
 from daemon.config import DaemonConfig
-from daemon.items import CancelCall, Fitted, FromAgent, Item, SamplesCall, SubmitCall, resolve
+from daemon.items import (
+    CancelCall,
+    Fitted,
+    FromAgent,
+    Item,
+    PlanDone,
+    SamplesCall,
+    SubmitCall,
+    resolve,
+)
 from daemon.jobbook import JobBook
 from daemon.launcher import Launcher
 from daemon.learning import fit_rows
 from daemon.logcap import cap_logs_forever
 from daemon.metrics import Metrics
 from daemon.parts import Parts
+from daemon.planner import Planner
 from daemon.reaping import Reaper
 from daemon.restore import Restorer
 from daemon.shutdown import leave
@@ -52,6 +60,8 @@ from scheduler.messages import (
     HelloMissed,
     JobCancelled,
     ModelRefitted,
+    PlanMade,
+    PlanNeeded,
     StopRequested,
     Tick,
 )
@@ -76,7 +86,10 @@ class Service:
         *,
         clock: Callable[[], float] = time.monotonic,
         launcher: Launcher | None = None,
+        plan_off_loop: bool = False,
     ) -> None:
+        """`plan_off_loop`: the core's plans are made while the queue flows (the
+        daemon's); else at once, as the simulator makes them (daemon/planner.py)."""
         self.config = config
         self._clock = clock
         self._started = clock()
@@ -132,6 +145,9 @@ class Service:
         self.observer: Observer | None = None
         self.accepting = True
         self._queue: asyncio.Queue[Item] = asyncio.Queue()
+        self.planner = Planner(
+            self._queue.put_nowait, self.feed, self.metrics, off_loop=plan_off_loop
+        )
         self._unticked = 0  # items applied since the writer last let time pass (`step`)
         self._lost: str | None = None  # why the state file can no longer be trusted
 
@@ -190,17 +206,7 @@ class Service:
 
     async def cap_logs_periodically(self) -> None:
         """Keep the logs of unfinished jobs under `job_log_max_bytes` (daemon/logcap.py)."""
-        await cap_logs_forever(self.unfinished_job_dirs, self.config.job_log_max_bytes)
-
-    def unfinished_job_dirs(self) -> list[Path]:
-        """The folders of jobs whose processes may still write: unfinished jobs, and ended
-        ones whose processes run on (a script's work after its final step)."""
-        exiting = self.scheduler.exiting
-        return [
-            self.launcher.jobs_dir / job_id
-            for job_id, status in self.scheduler.jobs().items()
-            if not status.state.final or job_id in exiting
-        ]
+        await cap_logs_forever(self.views.writing_job_dirs, self.config.job_log_max_bytes)
 
     async def _put(self, item: Callable[[asyncio.Future[None]], Item]) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -278,7 +284,7 @@ class Service:
             self.actions.pin_cpus()
         except Exception:  # a bug in one item must not stop the daemon
             log.exception("error applying %r", item)
-            if not isinstance(item, FromAgent | None) and not item.done.done():
+            if not isinstance(item, FromAgent | PlanDone | None) and not item.done.done():
                 item.done.set_exception(RuntimeError("internal error; see the daemon log"))
 
     def _apply(self, item: Item) -> None:
@@ -296,6 +302,8 @@ class Service:
                 resolve(done)
             case Fitted():
                 self._fitted(item)
+            case PlanDone(ticket=ticket, outcome=outcome):
+                self.feed(PlanMade(ticket, outcome))
             case _ as unreachable:
                 assert_never(unreachable)
 
@@ -330,9 +338,11 @@ class Service:
         if self.observer is not None:
             self.observer(event, self.now(), commands)
         self.actions.carry_out_all(commands)
-        for command in commands:  # the restorer's: what it decides it feeds, after the rest
+        for command in commands:  # the restorer's and the planner's, after the rest
             if isinstance(command, HelloMissed):
                 self._hello_missed(command)
+            elif isinstance(command, PlanNeeded):
+                self.planner.make(command)
         return refusal
 
     def _hello_missed(self, command: HelloMissed) -> None:
@@ -348,6 +358,7 @@ class Service:
         running without the SDK to run on (`daemon/shutdown.py`); mark the stop clean (the
         next start counts no restart for it); close the store."""
         self.accepting = False
+        self.planner.close()
         (self.state_dir / URL_FILE).unlink(missing_ok=True)  # no daemon listens there now
         self._keep_queued_metrics()
         await leave(self.parts, self.actions, self.agents)
@@ -375,10 +386,3 @@ def _say_refused(counters: Counts, event: Event, error: Exception) -> None:
     expected = isinstance(error, SchedulerError | InvalidRequest | TpmError)
     say = log.warning if expected else log.exception
     say("event %s refused by the scheduler: %s", type(event).__name__, error)
-
-
-def new_job_id(name: str) -> str:
-    """`name`, cut to 40 characters, and 48 random bits: two jobs of one name collide once
-    in about 16 million (24 bits collided within 8,000 submissions, issue 17); a collision
-    is caught at the write and the submit draws again."""
-    return f"{name[:40]}-{secrets.token_hex(6)}"

@@ -3,6 +3,7 @@ daemon measured (`LiveJob`, `NodeSnapshot`): the REST API, the dashboard and the
 these, never the service's insides."""
 
 from dataclasses import replace
+from pathlib import Path
 
 from daemon.parts import Parts
 from daemon.snapshot import LiveJob, NodeSnapshot
@@ -106,3 +107,14 @@ class Views:
             contention_learned=scheduler.contention_learned,
             exiting_gpus=scheduler.exiting_gpus(),
         )
+
+    def writing_job_dirs(self) -> list[Path]:
+        """The folders of jobs whose processes may still write: unfinished jobs, and ended
+        ones whose processes run on (a script's work after its final step)."""
+        scheduler = self._parts.scheduler
+        exiting = scheduler.exiting
+        return [
+            self._parts.launcher.jobs_dir / job_id
+            for job_id, status in scheduler.jobs().items()
+            if not status.state.final or job_id in exiting
+        ]

@@ -82,6 +82,7 @@ def build_core(
                 for name, policy in config.tenants.items()
             },
         ),
+        plans_inline=False,  # the service makes them (daemon/planner.py)
     )
     return node, tpm, scheduler
 

@@ -167,6 +167,14 @@ def not_relaunched_words(refused: NotRelaunched) -> str:
             assert_never(unreachable)
 
 
+_ROUND_WAITS = {
+    WaitReason.ROUND_PAUSES: (
+        "waiting for the jobs a plan is moving to pause: planned once they have"
+    ),
+    WaitReason.PLANNING: "waiting for the plan being made for it and the jobs beside it",
+}
+
+
 def waiting_words(waiting: Waiting | None) -> str | None:
     """What a job that has not started waits for, in words that name the setting (its
     reason while it waits); None: it waits for none of these."""
@@ -184,8 +192,8 @@ def waiting_words(waiting: Waiting | None) -> str | None:
                     " processes exit"
                 )
             return why
-        case WaitReason.ROUND_PAUSES:
-            return "waiting for the jobs a plan is moving to pause: planned once they have"
+        case WaitReason.ROUND_PAUSES | WaitReason.PLANNING:
+            return _ROUND_WAITS[waiting.reason]
         case WaitReason.ARRIVAL_WINDOW:
             return (
                 f"waiting for the arrival window: planned in {waiting.seconds_left:.0f} s with"

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from allocator import AllocationPlan
+from allocator import AllocationPlan, AllocationRequest, JobSpec
 from allocator.types import DecodeMode
 from scheduler.exits import AfterEnd
 from scheduler.reasons import Ending, MessageKind, StateReason, StopReason
@@ -272,6 +272,37 @@ class CurveRefused:
     raised_said: str
 
 
+@dataclass(frozen=True)
+class PlanWork:
+    """What a plan is made of: the request, the policy, and each job's prior (None where
+    it plans on its prior already), which a learned curve the policy refuses falls back to
+    (scheduler/guard.py)."""
+
+    request: AllocationRequest
+    policy: str
+    priors: tuple[JobSpec | None, ...]
+
+
+@dataclass(frozen=True)
+class PlanNeeded:
+    """Make the plan `work` describes where the core's events keep flowing (a worker
+    thread in the daemon, at once in the simulator), and hand it back as `PlanMade` with
+    this `ticket` (scheduler/planning.py's `work_out` makes it)."""
+
+    ticket: int
+    work: PlanWork
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """A plan made: the plan and the jobs put back on their priors, or what the policy
+    raised on the priors alone (`error`, with no plan)."""
+
+    plan: AllocationPlan | None
+    refused: tuple[CurveRefused, ...] = ()
+    error: Exception | None = None
+
+
 Record = (
     StateChanged
     | Queued
@@ -288,4 +319,15 @@ Record = (
 )
 # What an ended job's processes come to: stopped, their exit's steps and note.
 ExitCommand = StopProcesses | StepsKept | ExitNoted
-Command = Launch | Pause | Resume | SetShare | Cancel | Placed | ExitCommand | HelloMissed | Record
+Command = (
+    Launch
+    | Pause
+    | Resume
+    | SetShare
+    | Cancel
+    | Placed
+    | ExitCommand
+    | HelloMissed
+    | PlanNeeded
+    | Record
+)

@@ -13,7 +13,7 @@ from scheduler.admission import Admission, GpuPool
 from scheduler.commands import Command, StateChanged
 from scheduler.config import SchedulerConfig
 from scheduler.errors import UnknownJob
-from scheduler.jobs import Job, ProcessWatch, Round, holding, workers_of
+from scheduler.jobs import Job, PendingPlan, ProcessWatch, Round, holding, workers_of
 from scheduler.rates import RateModel
 from scheduler.reasons import Ending, StateReason
 from scheduler.states import JobState, check_transition
@@ -54,6 +54,10 @@ class Core:
         self.held_until: float | None = None
         self.round: Round | None = None
         self.generation = 0
+        # The plan asked for and not yet made (scheduler/planning.py): no round starts or
+        # ends meanwhile; the events between keep flowing.
+        self.planning: PendingPlan | None = None
+        self.plan_tickets = 0
         # `rounds.start_beside_running`'s last try that failed: the arrivals and the room.
         self.tried_beside: tuple[tuple[str, ...], int] | None = None
         # The node's contention as configured (or fitted from profiles), and the loader

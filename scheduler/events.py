@@ -6,7 +6,7 @@ re-attach and holds, a refitted model). All frozen; nothing is decided by readin
 from dataclasses import dataclass
 
 from allocator import NodeSpec
-from scheduler.commands import Allocation, Launch
+from scheduler.commands import Allocation, Launch, PlanOutcome
 from scheduler.exits import ExitFacts
 from scheduler.rates import RateModel
 from scheduler.reasons import EndReason, LaunchFailure
@@ -239,6 +239,16 @@ class ModelRefitted:
     quality: FitQuality | None = None
 
 
+@dataclass(frozen=True)
+class PlanMade:
+    """The plan a `PlanNeeded` of this `ticket` asked for. The core takes it if what it
+    planned is still as it was (the same jobs, states, allocations and room); else it asks
+    again, on what is there now (scheduler/planning.py)."""
+
+    ticket: int
+    outcome: PlanOutcome
+
+
 # What a job's agent says over its link.
 AgentEvent = AgentHello | Heartbeat | Alive | Paused | Resumed
 # A job's end, and its processes' exit after it.
@@ -258,4 +268,5 @@ Event = (
     | Tick
     | RestoreEvent
     | ModelRefitted
+    | PlanMade
 )

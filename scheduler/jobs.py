@@ -5,6 +5,7 @@ it ends, the samples left to it, the allocation whose processes it holds), so th
 learning and the lifecycle read them one way."""
 
 from dataclasses import dataclass, field, replace
+from enum import Enum
 
 from allocator import AllocationPlan, JobSpec
 from scheduler.commands import Allocation, Launch, Resume
@@ -126,6 +127,32 @@ class Round:
     # The plan no longer fits the node (a job left it, or a pause timed out): its flexible
     # jobs are planned again before they launch or resume (`rounds.finish_round`).
     stale: bool = False
+
+
+class PlanPurpose(Enum):
+    """What a plan in flight is for."""
+
+    ROUND = "round"  # a round of every plannable job (`rounds.maybe_start_round`)
+    BESIDE = "beside"  # arrivals that may start beside the running jobs
+    REPLAN = "replan"  # the open round's flexible jobs, on what is left (`finish_round`)
+
+
+# What a plan was made on, which must still hold when it comes: each planned job's id,
+# state and allocation, and the room planned (loader processes, decoder capacity).
+PlanBasis = tuple[tuple[tuple[str, JobState, Allocation | None], ...], int, float]
+
+
+@dataclass(frozen=True)
+class PendingPlan:
+    """A plan asked for (`PlanNeeded`) and not yet made: what it is for, the jobs it plans
+    in order (with the arrivals it takes), the round it serves (REPLAN), and its basis."""
+
+    ticket: int
+    purpose: PlanPurpose
+    jobs: tuple[str, ...]
+    basis: PlanBasis
+    arriving: tuple[str, ...] = ()
+    round_gen: int | None = None
 
 
 def plannable(job: Job) -> bool:

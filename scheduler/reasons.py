@@ -114,6 +114,7 @@ class WaitReason(StrEnum):
 
     GPUS = "gpus"  # admission: free GPUs (or CPU training slots)
     ROUND_PAUSES = "round_pauses"  # the jobs a plan is moving to pause
+    PLANNING = "planning"  # the round's plan, being made (scheduler/planning.py)
     ARRIVAL_WINDOW = "arrival_window"  # the arrival window to close
     HELLO = "hello"  # launched: its agent's hello
     SDK_HELLO = "sdk_hello"  # a launched command: the SDK's hello, or run without it

@@ -3,34 +3,37 @@ policy, pause the running jobs whose allocation changes (those the reallocation 
 through), and once they have all reported `paused`, or the pause timeout passed, launch the
 new jobs and resume the paused ones. A round serves both buffers, whichever window closed;
 only one runs at a time. Arrivals that fit beside the running jobs start at once, planned
-on the leftover alone. Every plan has a generation number its commands carry."""
+on the leftover alone. Every plan has a generation number its commands carry. The plans
+themselves are made outside the core (scheduler/planning.py): a round starts when its plan
+comes (`plan_made`), if what it planned is still there."""
 
 from dataclasses import replace
+from typing import assert_never
 
-from allocator import AllocationPlan, AllocationRequest, InvalidRequest, JobSpec, NodeSpec, allocate
-from scheduler import learning
+from allocator import AllocationPlan, InvalidRequest, NodeSpec
+from scheduler import learning, planning
 from scheduler.commands import (
-    Allocation,
     Command,
     Gated,
     Launch,
     Pause,
     Planned,
+    PlanOutcome,
     Replanned,
     SetShare,
 )
 from scheduler.core import Core
-from scheduler.curves import JobCurve
+from scheduler.events import PlanMade
 from scheduler.gate import RunningJob, decide
-from scheduler.guard import plan_surviving
 from scheduler.jobs import (
     Job,
+    PendingPlan,
+    PlanPurpose,
     Round,
     holding,
     needs_pause,
     plannable,
     planned_allocation,
-    planned_spec,
     remaining_samples,
     share_of,
     workers_of,
@@ -43,12 +46,14 @@ _SHARE_STEP = 0.01
 
 
 def maybe_start_round(core: Core, now: float, out: list[Command]) -> None:
-    if core.round is not None:
+    """Ask for a round's plan if a window closed (or start arrivals beside the running
+    jobs); the round starts when the plan comes (`plan_made`)."""
+    if core.round is not None or core.planning is not None:
         return
     early = core.arrivals_due is not None and now < core.arrivals_due
     if early and core.config.start_when_free:
         start_beside_running(core, now, out)
-        if core.round is not None:
+        if core.round is not None or core.planning is not None:
             return
     arrivals_due = core.arrivals_due is not None and now >= core.arrivals_due
     completions_due = core.completions_due is not None and now >= core.completions_due
@@ -57,21 +62,70 @@ def maybe_start_round(core: Core, now: float, out: list[Command]) -> None:
         return
     if not arrivals_due and _waits(core, now, held):
         return
-    core.held_until = None
     # A round serves both buffers, whichever window closed: an arrival left waiting would
     # only pause the same jobs again when its own window closes.
-    arriving = core.arrivals
-    core.arrivals, core.arrivals_due = [], None
+    arriving = tuple(core.arrivals)
+    planned = _round_jobs(core, arriving)
+    if not planned:
+        _take_buffers(core, arriving, now, out)
+        return
+    learning.relearn_contention(core)
+    node = planning.node_left(core)
+    planning.ask(core, PlanPurpose.ROUND, planned, node, out, arriving=arriving)
+
+
+def _round_jobs(core: Core, arriving: tuple[str, ...]) -> list[Job]:
+    """The jobs a round plans: those it may change and the `arriving` ones, shortest
+    remaining work first (the baselines and `waa` break ties in request order, so the jobs
+    nearest completion get their leftovers; `optimal` weighs the work left itself)."""
+    taking = set(arriving)
+    return sorted(
+        (
+            job
+            for job in core.live.values()
+            if plannable(job) or (job.request.id in taking and not job.fixed)
+        ),
+        key=remaining_samples,
+    )
+
+
+def _take_buffers(core: Core, arriving: tuple[str, ...], now: float, out: list[Command]) -> None:
+    """The round takes the arrivals it planned and closes both windows. Arrivals that came
+    while its plan was made wait for a window of their own."""
+    core.held_until = None
     core.completions_due = None
+    core.arrivals = [job_id for job_id in core.arrivals if job_id not in arriving]
+    core.arrivals_due = now + core.config.arrival_window_s if core.arrivals else None
     for job_id in arriving:
         core.move(core.jobs[job_id], JobState.PENDING, out)
-    # Shortest remaining work first: the baselines and `waa` break ties in request order,
-    # so the jobs nearest completion get their leftovers. `optimal` weighs the work left
-    # itself (`planned_spec`).
-    planned = sorted((job for job in core.live.values() if plannable(job)), key=remaining_samples)
-    if not planned:
+
+
+def plan_made(core: Core, event: PlanMade, now: float, out: list[Command]) -> None:
+    """Carry on with what the plan was asked for, if what it planned is still there; else
+    nothing, and the next `maybe_start_round` (or `finish_round`) asks again."""
+    pending = planning.answered(core, event, out)
+    if pending is None:
         return
-    start_round(core, planned, now, out)
+    match pending.purpose:
+        case PlanPurpose.ROUND:
+            planned = _round_jobs(core, pending.arriving)
+            if _still(core, pending, planned, planning.node_left(core)):
+                _take_buffers(core, pending.arriving, now, out)
+                start_round(core, planned, planning.made(event.outcome), now, out)
+        case PlanPurpose.BESIDE:
+            _beside_planned(core, pending, event.outcome, now, out)
+        case PlanPurpose.REPLAN:
+            _replanned(core, pending, event.outcome, now, out)
+        case _ as unreachable:
+            assert_never(unreachable)
+
+
+def _still(core: Core, pending: PendingPlan, jobs: list[Job], node: NodeSpec) -> bool:
+    """Whether the plan asked for is still the node's: its arrivals still waiting, and its
+    jobs, their states and allocations, and the room as they were."""
+    waiting = set(core.arrivals)
+    arrived = all(job_id in waiting for job_id in pending.arriving)
+    return arrived and planning.basis(jobs, node) == pending.basis
 
 
 def _waits(core: Core, now: float, held: bool) -> bool:
@@ -106,7 +160,6 @@ def start_beside_running(core: Core, now: float, out: list[Command]) -> None:
     back among all of them pauses someone: that waits for the arrival window, whose
     round then plans every job (the gate judges whom to change)."""
     arriving = [core.jobs[job_id] for job_id in core.arrivals]
-    held = [job for job in core.live.values() if job.state.holds_resources]
     left = core.node.cpu_workers - core.loader_processes()
     if left < sum(job.request.gpus for job in arriving) or any(j.fixed for j in arriving):
         return
@@ -116,44 +169,55 @@ def start_beside_running(core: Core, now: float, out: list[Command]) -> None:
     if tried == core.tried_beside:
         return
     core.tried_beside = tried
+    node = _room_beside(core, left)
+    learning.relearn_contention(core)
+    planning.ask(core, PlanPurpose.BESIDE, arriving, node, out, arriving=tried[0])
+
+
+def _room_beside(core: Core, left: int) -> NodeSpec:
+    """The node as arrivals beside the running jobs may have it: `left` loader processes
+    and the decoder's share the jobs holding processes leave."""
+    held = [job for job in core.live.values() if job.state.holds_resources]
     shares = sum(share_of(holding(job)) for job in held)
-    node = replace(
+    return replace(
         core.node,
         cpu_workers=left,
         decoder_capacity=core.node.decoder_capacity * max(0.0, 1.0 - shares),
     )
-    learning.relearn_contention(core)
-    try:
-        plan = plan_for(core, arriving, node, out)
-    except InvalidRequest:
+
+
+def _beside_planned(
+    core: Core, pending: PendingPlan, outcome: PlanOutcome, now: float, out: list[Command]
+) -> None:
+    """Start the arrivals beside the running jobs on their plan, if it fits what is left."""
+    arriving = [core.jobs[job_id] for job_id in pending.arriving]
+    left = core.node.cpu_workers - core.loader_processes()
+    same = tuple(core.arrivals) == pending.arriving
+    if not (same and _still(core, pending, arriving, _room_beside(core, left))):
         return
+    if outcome.plan is None and isinstance(outcome.error, InvalidRequest):
+        return
+    plan = planning.made(outcome)
     asked = sum(
         j.request.gpus * planned_allocation(plan, j.request.id).workers_per_gpu for j in arriving
     )
     if asked > left:  # more than the leftover holds (`static` honours asked workers): wait
         return
+    held = any(job.state.holds_resources for job in core.live.values())
     rebalance_due = core.arrivals_due if held else None
     core.arrivals, core.arrivals_due = [], None
     core.tried_beside = None  # only the tries that failed are remembered
     for job in arriving:
         core.move(job, JobState.PENDING, out)
-    start_round(core, arriving, now, out, plan)
+    start_round(core, arriving, plan, now, out)
     if rebalance_due is not None and core.completions_due is None:
         core.completions_due = rebalance_due
 
 
 def start_round(
-    core: Core,
-    planned: list[Job],
-    now: float,
-    out: list[Command],
-    plan: AllocationPlan | None = None,
+    core: Core, planned: list[Job], plan: AllocationPlan, now: float, out: list[Command]
 ) -> None:
-    """Start a round with `plan` for `planned` (None: the policy's, on the node less the
-    jobs no plan can change now)."""
-    if plan is None:
-        learning.relearn_contention(core)
-        plan = plan_for(core, planned, node_left(core), out)
+    """Start a round with `plan` for `planned`."""
     core.generation += 1
     for job in planned:
         job.predicted_samples_per_s = plan.allocations[job.request.id].predicted_samples_per_s
@@ -190,63 +254,6 @@ def start_round(
         finish_round(core, now, out)
 
 
-def plan_for(core: Core, jobs: list[Job], node: NodeSpec, out: list[Command]) -> AllocationPlan:
-    """The configured policy's plan for `jobs` on `node`: each job's work left and what
-    it must keep, the fairness floor, and the completion window its fluid model waits.
-    A job whose learned curve it cannot plan goes back to its prior (scheduler/guard.py)."""
-    request = AllocationRequest(
-        node=node,
-        jobs=tuple(_policy_spec(core, job) for job in jobs),
-        fair_floor=core.config.fair_floor,
-        regrow_delay_s=core.config.completion_window_s,
-    )
-    planned, refused = plan_surviving(
-        lambda specs: allocate(replace(request, jobs=tuple(specs)), core.config.policy),
-        request.jobs,
-        [job.prior if job.spec != job.prior else None for job in jobs],
-    )
-    for refusal in refused:  # it learns again from its next heartbeats
-        job = core.jobs[refusal.job_id]
-        job.curve, job.spec = JobCurve(), job.prior
-    out.extend(refused)
-    return planned
-
-
-def node_left(core: Core, also_fixed: tuple[JobState, ...] = ()) -> NodeSpec:
-    """The node less the processes of jobs no plan can change now: those starting or
-    resuming with an allocation already sent (and jobs in `also_fixed` states)."""
-    fixed = [
-        job
-        for job in core.live.values()
-        if job.state in (JobState.STARTING, JobState.RESUMING, *also_fixed)
-        or (job.fixed and job.state.holds_resources)
-    ]
-    held = sum(job.spec.gpus * workers_of(holding(job)) for job in fixed)
-    shares = sum(share_of(holding(job)) for job in fixed)
-    if not held:
-        return core.node
-    return replace(
-        core.node,
-        cpu_workers=max(1, core.node.cpu_workers - held),
-        decoder_capacity=core.node.decoder_capacity * max(0.0, 1.0 - shares),
-    )
-
-
-def _kept_allocation(core: Core, job: Job) -> Allocation | None:
-    """The allocation a policy must keep: a running job's own, and under `static` a new
-    job's requested workers."""
-    if job.state is JobState.RUNNING:
-        return job.allocation
-    requested = job.request.workers_per_gpu
-    if core.config.policy == "static" and requested is not None:
-        return Allocation(requested)
-    return None
-
-
-def _policy_spec(core: Core, job: Job) -> JobSpec:
-    return planned_spec(job, _kept_allocation(core, job), learning.pause_cost_s(core, job))
-
-
 def _gate(core: Core, plan: AllocationPlan, changed: list[Job], out: list[Command]) -> set[str]:
     if not core.config.gate or not changed:
         return set()
@@ -269,10 +276,50 @@ def _gate(core: Core, plan: AllocationPlan, changed: list[Job], out: list[Comman
 
 
 def finish_round(core: Core, now: float, out: list[Command]) -> None:
+    """The round's pauses are all in: launch its new jobs and resume its paused ones. If
+    its plan no longer fits the node (`stale`), its flexible jobs are planned again first
+    (`_replanned` then ends it)."""
     current = core.round
     assert current is not None
-    if current.stale:
-        _replan_flexible(core, current, out)
+    if core.planning is not None:  # its flexible jobs' plan is in flight: that ends it
+        return
+    flexible = _flexible(core, current)
+    if current.stale and flexible:
+        node = planning.node_left(core, also_fixed=(JobState.RUNNING,))
+        planning.ask(core, PlanPurpose.REPLAN, flexible, node, out, round_gen=current.gen)
+        return
+    _end_round(core, current, now, out)
+
+
+def _flexible(core: Core, current: Round) -> list[Job]:
+    """The round's jobs still free to take any allocation: paused or new."""
+    return [core.jobs[job_id] for job_id in (*current.paused, *current.launches)]
+
+
+def _replanned(
+    core: Core, pending: PendingPlan, outcome: PlanOutcome, now: float, out: list[Command]
+) -> None:
+    """The round's flexible jobs planned again on the processes the running jobs leave
+    (the round's plan counted processes that a straggler kept, or left out those of a job
+    that has since ended): they launch and resume on it. What the policy raised is raised
+    once the round has ended on the plan it had."""
+    current = core.round
+    if current is None or current.gen != pending.round_gen:
+        return
+    flexible = _flexible(core, current)
+    node = planning.node_left(core, also_fixed=(JobState.RUNNING,))
+    if not _still(core, pending, flexible, node):
+        finish_round(core, now, out)  # planned again, on what is there now
+        return
+    if outcome.plan is not None:
+        for job in flexible:
+            job.planned = planned_allocation(outcome.plan, job.request.id)
+        out.append(Replanned(current.gen, outcome.plan))
+    _end_round(core, current, now, out)
+    planning.made(outcome)
+
+
+def _end_round(core: Core, current: Round, now: float, out: list[Command]) -> None:
     core.round = None
     for job_id in current.launches:
         job = core.jobs[job_id]
@@ -297,19 +344,6 @@ def give_up_on_stragglers(core: Core, current: Round, now: float, out: list[Comm
         core.move(job, JobState.RUNNING, out, StateReason.PAUSE_TIMED_OUT)
     current.stale = True
     finish_round(core, now, out)
-
-
-def _replan_flexible(core: Core, current: Round, out: list[Command]) -> None:
-    """The round's flexible jobs (paused or new) planned again on the processes the
-    running jobs leave: the round's plan counted processes that a straggler kept, or
-    left out those of a job that has since ended."""
-    flexible = [core.jobs[j] for j in (*current.paused, *current.launches)]
-    if not flexible:
-        return
-    replan = plan_for(core, flexible, node_left(core, also_fixed=(JobState.RUNNING,)), out)
-    for job in flexible:
-        job.planned = planned_allocation(replan, job.request.id)
-    out.append(Replanned(current.gen, replan))
 
 
 def leave_round(

@@ -33,7 +33,7 @@ from scheduler import (
     watches,
 )
 from scheduler.admission import GpuPool
-from scheduler.commands import Command
+from scheduler.commands import Command, PlanNeeded
 from scheduler.config import SchedulerConfig
 from scheduler.core import Core
 from scheduler.events import (
@@ -49,6 +49,7 @@ from scheduler.events import (
     LaunchFailed,
     ModelRefitted,
     Paused,
+    PlanMade,
     ProcessExited,
     Reattached,
     Released,
@@ -58,6 +59,7 @@ from scheduler.events import (
     Tick,
 )
 from scheduler.jobs import Job, JobStatus, length
+from scheduler.planning import work_out
 from scheduler.rates import RateModel
 from scheduler.reasons import Waiting, WaitReason
 from scheduler.states import JobState
@@ -75,10 +77,16 @@ class Scheduler:
         rates: RateModel,
         config: SchedulerConfig,
         gpus: GpuPool | None = None,
+        *,
+        plans_inline: bool = True,
     ) -> None:
         """`gpus`: admission places jobs on this pool; None admits every job at once
-        (placement left to someone else, as in the core's own tests)."""
+        (placement left to someone else, as in the core's own tests). `plans_inline`: each
+        plan the core asks for (`PlanNeeded`) is made within the same `handle` and taken
+        at once; False where the caller makes it and feeds it back (`PlanMade`), as the
+        daemon (in a worker thread) and the simulator do (scheduler/planning.py)."""
         self._core = Core(node, rates, config, gpus)
+        self._plans_inline = plans_inline
 
     # ---- the one entry point -------------------------------------------------------------
 
@@ -87,6 +95,14 @@ class Scheduler:
         commands go there as they are decided: where the event raises part way, the caller
         still has those of what the core changed, to carry out (the store then agrees)."""
         out = [] if out is None else out
+        asked = len(out)
+        self._take(event, now, out)
+        while self._plans_inline and (needed := _plan_needed(out, asked)) is not None:
+            asked = len(out)
+            self._take(PlanMade(needed.ticket, work_out(needed.work)), now, out)
+        return out
+
+    def _take(self, event: Event, now: float, out: list[Command]) -> None:
         core = self._core
         match event:
             case JobSubmitted(job=request):
@@ -105,22 +121,29 @@ class Scheduler:
             case Reattached() | Restored() | Released():
                 # As a daemon restores its jobs: what these change waits for the next event.
                 reattach.restore(core, event, now, out)
-                return out
+                return
+            case PlanMade():
+                rounds.plan_made(core, event, now, out)
             case ModelRefitted():  # allocations change at the next round
                 learning.use_model(core, event)
-                return out
+                return
             case _ as unreachable:
                 assert_never(unreachable)
         lifecycle.end_back_offs(core, now)
         lifecycle.admit(core, now, out)
         rounds.maybe_start_round(core, now, out)
-        return out
 
     # ---- reading -------------------------------------------------------------------------
 
     @property
     def generation(self) -> int:
         return self._core.generation
+
+    @property
+    def planning(self) -> int:
+        """Jobs in the plan being made (`PlanNeeded` not yet answered); 0: none is."""
+        pending = self._core.planning
+        return len(pending.jobs) if pending is not None else 0
 
     def status(self, job_id: str) -> JobStatus:
         core = self._core
@@ -170,6 +193,8 @@ class Scheduler:
             return Waiting(
                 WaitReason.GPUS, gpus=request.gpus, ahead=queue.index(job_id), holding=holding
             )
+        if core.planning is not None and job_id in core.planning.arriving:
+            return Waiting(WaitReason.PLANNING)
         if job_id in core.arrivals and core.arrivals_due is not None:
             if core.round is not None or now >= core.arrivals_due:
                 return Waiting(WaitReason.ROUND_PAUSES)
@@ -251,7 +276,8 @@ class Scheduler:
             times = [t for t in due if t is not None]
             times.extend(core.backing_off.values())
         else:  # windows that close meanwhile are served when the round ends, not by a Tick
-            times = [core.round.deadline]
+            # (a round waiting for no pause waits for its replan: `PlanMade` ends it)
+            times = [core.round.deadline] if core.round.waiting else []
         watched = core.watched.values()
         times.extend(job.last_heard + timers.silence_allowed(core, job) for job in watched)
         times.extend(
@@ -278,3 +304,8 @@ class Scheduler:
         if job.request.command and unmanaged < config.launch_timeout_s:
             return Waiting(WaitReason.SDK_HELLO, seconds_left=left, setting_s=unmanaged)
         return Waiting(WaitReason.HELLO, seconds_left=left, setting_s=config.launch_timeout_s)
+
+
+def _plan_needed(out: list[Command], start: int) -> PlanNeeded | None:
+    """The plan asked for in `out` from `start` on, if one was (one at a time)."""
+    return next((c for c in out[start:] if isinstance(c, PlanNeeded)), None)

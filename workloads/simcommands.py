@@ -23,6 +23,7 @@ from scheduler.messages import (
     Pause,
     Placed,
     Planned,
+    PlanNeeded,
     Queued,
     RanUnmanaged,
     Record,
@@ -74,13 +75,16 @@ def carry_out(node: SimNode, command: Command) -> None:
             | LaunchRetrying()
             | (StepsKept() | ExitNoted())
             | HelloMissed()  # the restart's, after the others (`Simulation._deliver`)
+            | PlanNeeded()  # made after the others, and its plan delivered (the same)
         ):
             _count(node, command)  # a cancel ends the job at its final state
         case _ as unreachable:
             assert_never(unreachable)
 
 
-def _count(node: SimNode, record: Cancel | StepsKept | ExitNoted | HelloMissed | Record) -> None:
+def _count(
+    node: SimNode, record: Cancel | StepsKept | ExitNoted | HelloMissed | PlanNeeded | Record
+) -> None:
     """A job's final state ends it on the node; the node's tally of the core's rounds:
     plans made, changes the gate kept from jobs; the other records change nothing on it."""
     if isinstance(record, StateChanged) and record.new.final:

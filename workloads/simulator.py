@@ -35,8 +35,11 @@ from scheduler.messages import (
     HelloMissed,
     JobRequest,
     ModelRefitted,
+    PlanMade,
+    PlanNeeded,
     Tick,
 )
+from scheduler.planning import work_out
 from scheduler.rates import RateModel
 from scheduler.refit import FitQuality
 from scheduler.scheduler import Scheduler
@@ -111,7 +114,9 @@ class Simulation:
         """A core as the daemon's start builds one: the node, the model, no jobs."""
         node = self._workload.node
         gpus = GpuPool(node.gpus, node.max_jobs_per_gpu)
-        return Scheduler(self._node_spec(), self._rate_model(), self._config, gpus)
+        return Scheduler(
+            self._node_spec(), self._rate_model(), self._config, gpus, plans_inline=False
+        )
 
     def _node_spec(self) -> NodeSpec:
         node = self._workload.node
@@ -266,9 +271,11 @@ class Simulation:
 
     def _deliver(self, event: Event) -> None:
         commands = self.feed(event, self._node.now)
-        for command in commands:  # the restart's: what it decides it delivers, after the rest
+        for command in commands:  # the restart's and the plans', after the rest
             if isinstance(command, HelloMissed) and self._restore is not None:
                 self._restore.hello_missed(command.job_id)
+            elif isinstance(command, PlanNeeded):  # made at once, as a hand-held daemon's
+                self._deliver(PlanMade(command.ticket, work_out(command.work)))
         # A simulated job's processes end with it unless it says otherwise (a script that
         # runs on after its end, a cancelled job checkpointing): GPUs the core keeps for a
         # job that ended while its processes might run on (one declared lost) are free.

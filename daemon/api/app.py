@@ -24,6 +24,7 @@ from daemon.auth import Who, admin_only, load_tokens, redact_tokens_in_access_lo
 from daemon.config import DaemonConfig
 from daemon.dashboard import data_router, page_router
 from daemon.joblogs import router as job_output_router
+from daemon.launcher import Launcher
 from daemon.metrics import Metrics
 from daemon.service import Service
 from daemon.streamcaps import install_caps
@@ -47,16 +48,19 @@ def load_model(config: DaemonConfig) -> FittedTPM:
     return FittedTPM.from_json(path.read_text(encoding="utf-8"), str(path))
 
 
-def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> FastAPI:
+def create_app(
+    config: DaemonConfig, model: ThroughputModel | None = None, launcher: Launcher | None = None
+) -> FastAPI:
     """The daemon as an ASGI app; serving it starts the service, stopping it stops it.
-    `model` defaults to `load_model(config)`; a newer fit in the state file wins over it."""
+    `model` defaults to `load_model(config)`; a newer fit in the state file wins over it.
+    `launcher`: where job processes start (the host's, unless given)."""
     model = model or load_model(config)
     # max_body_size counts the bytes as they arrive, so a chunked body is bounded too.
     # FastAPI's own /docs and /redoc load their scripts from a CDN: apidocs serves /docs.
     app = FastAPI(
         title="stoker",
         version="0.1.0",
-        lifespan=_lifespan(config, model),
+        lifespan=_lifespan(config, model, launcher),
         max_body_size=config.max_body_bytes,
         docs_url=None,
         redoc_url=None,
@@ -76,13 +80,13 @@ def create_app(config: DaemonConfig, model: ThroughputModel | None = None) -> Fa
     return app
 
 
-def _lifespan(config: DaemonConfig, model: ThroughputModel) -> Lifespan:
+def _lifespan(config: DaemonConfig, model: ThroughputModel, launcher: Launcher | None) -> Lifespan:
     """The app's lifespan: the service runs while the app is served."""
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         redact_tokens_in_access_log()  # uvicorn's logging is set up by now
-        service = Service(config, model)
+        service = Service(config, model, launcher=launcher, plan_off_loop=True)
         service.link.bind()
         app.state.service = service
         app.state.metrics = service.metrics

@@ -20,9 +20,10 @@ from daemon.api.views import job_view, visible_tenant
 from daemon.auth import Daemon, Who, visible_job
 from daemon.continuing import resumed_already
 from daemon.items import IdTaken, QuotaExceeded, Replayed, SubmitError
+from daemon.jobbook import new_job_id
 from daemon.ratelimit import SubmitRate
 from daemon.schemas import JobSubmission, JobView
-from daemon.service import Service, new_job_id
+from daemon.service import Service
 from daemon.store import JobRecord
 from scheduler.states import JobState
 from tpm import TpmError, UnknownModel

@@ -30,8 +30,8 @@ from daemon.api import submit_under_a_free_id
 from daemon.config import NodeConfig
 from daemon.dashboard import gpu_idle
 from daemon.items import FromAgent, IdTaken
+from daemon.jobbook import new_job_id
 from daemon.restore import Restorer
-from daemon.service import new_job_id
 from daemon.store import Store
 from daemon.wording import waiting_words
 from scheduler.config import SchedulerConfig

@@ -51,9 +51,11 @@ def scheduler(
     stall_timeout_s: float = 3600.0,
     stall_action: str = "warn",
     start_when_free: bool = False,
+    plans_inline: bool = True,
 ) -> Scheduler:
     """A core on a contention-free node with `cpu_workers` loader processes. Arrivals wait
-    for their window unless `start_when_free` (the windows' own tests are written so)."""
+    for their window unless `start_when_free` (the windows' own tests are written so).
+    `plans_inline` False: the test makes each plan the core asks for (scheduler/planning.py)."""
     return Scheduler(
         NodeSpec(cpu_workers=cpu_workers, contention=ContentionCurve.contention_free()),
         RateModel(),
@@ -71,6 +73,7 @@ def scheduler(
             stall_action=stall_action,
             start_when_free=start_when_free,
         ),
+        plans_inline=plans_inline,
     )
 
 

@@ -19,6 +19,7 @@ from tests.unit.scheduler.builders import job
 # Each read, called as the adapters call it.
 READS: dict[str, Callable[[Scheduler], Any]] = {
     "generation": lambda core: core.generation,
+    "planning": lambda core: core.planning,
     "status": lambda core: core.status("a"),
     "jobs": lambda core: core.jobs(),
     "waiting_for_gpus": lambda core: core.waiting_for_gpus,
