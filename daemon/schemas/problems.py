@@ -22,6 +22,7 @@ def request_problem(
     the fix where one is known (a misspelt name's likely one among the body's `fields`, a
     job's command given as one string, a variable's value `given` as a number)."""
     path = [str(part) for part in loc if part != "body"]
+    message = own_words(message)
     if kind == "extra_forbidden" and len(path) == 1:
         known = difflib.get_close_matches(path[0], fields, n=1)
         if known:
@@ -42,5 +43,15 @@ def describe_validation_error(error: ValidationError) -> str:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         got = problem.get("input")
         shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
-        lines.append(f"{path or 'request'}: {problem['msg']}{shown}")
+        said, path = own_words(problem["msg"]), path or "request"
+        # Ours name their field already ("model: unknown model ..."): not twice.
+        if not said.startswith((f"{path}:", f"{path.split('.')[-1]}:")):
+            said = f"{path}: {said}"
+        lines.append(f"{said}{shown}")
     return "; ".join(lines)
+
+
+def own_words(message: str) -> str:
+    """A validator's own message without the kind pydantic puts before it: ours name the
+    field and the fix, and "Value error, model: unknown model" reads as noise."""
+    return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")

@@ -1,6 +1,9 @@
 """What a refused job body says: the field, and the fix where one is known."""
 
-from daemon.schemas import JobSubmission, request_problem
+import pytest
+from pydantic import ValidationError
+
+from daemon.schemas import JobSubmission, describe_validation_error, request_problem
 
 FIELDS = tuple(JobSubmission.model_fields)
 
@@ -20,3 +23,13 @@ def test_a_misspelt_field_and_a_command_as_one_string_are_told_the_fix() -> None
     ].endswith("did you mean 'command'?")
     said = request_problem(("body", "command"), "list_type", "Input should be a valid list", FIELDS)
     assert '["python", "train.py", "--lr", "0.1"]' in said["message"]
+
+
+def test_a_validators_own_message_comes_without_pydantics_kind_before_it() -> None:
+    with pytest.raises(ValidationError) as refused:
+        JobSubmission.model_validate({"name": "x", "model": "AlexNet", "gpus": 1})
+    (error,) = refused.value.errors()
+    problem = request_problem(tuple(error["loc"]), error["type"], error["msg"])
+    assert problem["field"] == "model"
+    assert problem["message"].startswith("model: unknown model 'AlexNet'"), problem
+    assert describe_validation_error(refused.value).startswith("model: unknown model")
