@@ -37,7 +37,7 @@ TOKEN = "planner-test-admin-token"
 
 def _config(tmp_path: Path) -> DaemonConfig:
     # Every job waits for the arrival window, so that one round plans them all at once.
-    scheduler = SchedulerConfig(arrival_window_s=4.0, start_when_free=False)
+    scheduler = SchedulerConfig(arrival_window_s=3.0, start_when_free=False)
     node = NodeConfig(gpus=8, cpu_workers=256, max_jobs_per_gpu=JOBS // 8)
     return DaemonConfig(
         state_dir=tmp_path / "state",
