@@ -64,6 +64,7 @@ bench: install
 	$(BIN)/python -m bench.bench_curves
 	$(BIN)/python -m bench.bench_daemon
 	$(BIN)/python -m bench.bench_footprint
+	$(BIN)/python -m bench.bench_planning
 
 clean:
 	rm -rf $(VENV) bench/out .mypy_cache .ruff_cache .pytest_cache .hypothesis .import_linter_cache
