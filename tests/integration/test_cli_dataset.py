@@ -113,6 +113,8 @@ def test_the_demo_runs_real_jobs_through_a_live_daemon_and_cleans_up(
     assert leftovers.stdout == b"", "nothing of the demo is left running"
 
 
+# Two short jobs, the second arriving while the first starts: a few steps each, as the
+# comparison's table and its arithmetic are the point, not the training.
 COMPARED = """
 name = "two"
 [node]
@@ -124,13 +126,13 @@ id = "first"
 model = "smResnet20"
 batch_size = 16
 gpus = 1
-iterations = 30
+iterations = 15
 [[jobs]]
 id = "second"
 model = "smVGG7"
 batch_size = 16
 gpus = 1
-iterations = 20
+iterations = 10
 arrival_s = 1.0
 """
 
@@ -237,10 +239,12 @@ def test_ctrl_c_or_kill_stops_the_demo_and_leaves_nothing_running(
 
 
 def test_a_demo_whose_jobs_are_all_refused_says_so_and_no_more(tmp_path: Path) -> None:
-    # 8 images: each job's batch is larger, so the daemon refuses them all (each said).
+    # 8 images: each job's batch is larger, so the daemon refuses them all (each said). The
+    # demo's four jobs, arriving four times as fast: the demo waits out the last arrival
+    # (20 s of its own workload's) before it can say that none completed.
     run = stoker(
-        "demo", "--state-dir", tmp_path / "demo", "--port", str(free_port()), "--images", "8",
-        timeout=120,
+        "demo", "--workload", eighth_demo(tmp_path), "--state-dir", tmp_path / "demo",
+        "--port", str(free_port()), "--images", "8", timeout=120,
     )  # fmt: skip
     assert run.code == 2, run.stdout[-2000:] + run.stderr[-2000:]
     assert "refused" in run.stdout + run.stderr
