@@ -31,6 +31,8 @@ def allocate_command(
     request = load_request(request_file, tpm)
     if compare:
         typer.echo(compare_table(request))
+        for line in profile_fits(request_file):
+            typer.echo(line)
         return
     try:
         plan = allocate(request, policy)
@@ -59,6 +61,31 @@ def load_request(request_file: Path, tpm: Path | None) -> AllocationRequest:
         fail(f"{request_file}: {describe_validation_error(error)}")
     except (AllocatorError, TpmError) as error:
         fail(f"{request_file}: {error}")
+
+
+def profile_fits(request_file: Path) -> list[str]:
+    """What the planner took each measured curve for (the request read and checked by
+    `load_request` already): the knee fitted to its points, and how close it came."""
+    from allocator.curvefit import fit_knee  # noqa: PLC0415
+    from daemon.schemas import AllocationRequestBody  # noqa: PLC0415
+
+    body = AllocationRequestBody.model_validate(read_json(request_file, "request"))
+    lines = []
+    for job in body.jobs:
+        if job.profile is None:
+            continue
+        knee = fit_knee(job.profile.workers_per_gpu, job.profile.samples_per_s)
+        sharpness = (
+            f"p = {job.knee_sharpness:g} as given (the fit's {knee.sharpness:.1f})"
+            if job.knee_sharpness is not None
+            else f"p = {knee.sharpness:.1f}"
+        )
+        lines.append(
+            f"{job.id}: its profile fitted as c = {knee.sample_cost_s:.4g} s a sample a worker,"
+            f" G = {knee.peak_samples_per_s:,.0f} samples/s a GPU, {sharpness};"
+            f" within {knee.worst_error:.1%} of its {len(job.profile.samples_per_s)} points"
+        )
+    return lines
 
 
 def compare_table(request: AllocationRequest) -> str:

@@ -6,7 +6,7 @@ string) and `describe_validation_error` (one line for the CLI, fields named as
 
 import difflib
 import json
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 from pydantic import ValidationError
 
@@ -31,6 +31,8 @@ def request_problem(
         message += ' (a list, one argument each, no shell: ["python", "train.py", "--lr", "0.1"])'
     elif kind == "string_type" and len(path) == 2 and path[0] == "env":
         message += f" (an environment holds text: quote it, {path[1]} = {json.dumps(str(given))})"
+    elif shape := _profile_shape(kind, path):
+        message = f"give {shape}"
     return {"field": ".".join(path), "message": message}
 
 
@@ -43,7 +45,10 @@ def describe_validation_error(error: ValidationError) -> str:
             path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
         got = problem.get("input")
         shown = "" if isinstance(got, dict | list) else f" (got {got!r})"
-        said, path = own_words(problem["msg"]), path or "request"
+        named_parts = [str(part) for part in problem["loc"]]
+        shape = _profile_shape(problem["type"], named_parts)
+        said = f"give {shape}" if shape else own_words(problem["msg"])
+        path = path or "request"
         # Ours name their field already ("model: unknown model ..."): not twice.
         if not said.startswith((f"{path}:", f"{path.split('.')[-1]}:")):
             said = f"{path}: {said}"
@@ -55,3 +60,16 @@ def own_words(message: str) -> str:
     """A validator's own message without the kind pydantic puts before it: ours name the
     field and the fix, and "Value error, model: unknown model" reads as noise."""
     return message.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+
+
+# A measured curve given as anything but a table: pydantic says "a valid dictionary or
+# instance of ProfileBody", which names a class of ours, not what to write.
+_PROFILE_SHAPE = (
+    "a table of two lists, one rate per worker count: "
+    '{"workers_per_gpu": [1, 2, 4], "samples_per_s": [210, 400, 690]}'
+)
+
+
+def _profile_shape(kind: str, path: Sequence[str]) -> str | None:
+    """What a `profile` that is not a table should be, for its problem's message."""
+    return _PROFILE_SHAPE if kind == "model_type" and path[-1:] == ["profile"] else None

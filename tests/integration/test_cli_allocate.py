@@ -46,6 +46,31 @@ def test_compare_shows_every_policy_side_by_side() -> None:
     assert "vs balance" in run.stdout
 
 
+def test_compare_says_what_each_measured_curve_was_fitted_as() -> None:
+    run = stoker("allocate", REPO / "configs" / "requests" / "measured-curves.json", "--compare")
+    assert run.code == 0, run.stderr
+    fits = [line for line in run.stdout.splitlines() if "its profile fitted as" in line]
+    assert [line.split(":")[0] for line in fits] == [
+        "resnet18",
+        "resnet50",
+        "alexnet",
+        "transformer",
+    ]
+    for line in fits:  # c, G and p, and how close the knee came to the points
+        assert " s a sample a worker, G = " in line and ", p = " in line, line
+        assert line.endswith(" of its 9 points"), line
+
+
+def test_a_profile_that_is_not_a_table_is_told_its_shape(tmp_path: Path) -> None:
+    request = paper_request()
+    request["jobs"][0]["profile"] = [1, 2, 4]  # type: ignore[index]
+    run = stoker("allocate", write(tmp_path, request))
+    assert run.code == 2
+    assert "jobs[0].profile: give a table of two lists" in run.stderr, run.stderr
+    assert '{"workers_per_gpu": [1, 2, 4], "samples_per_s": [210, 400, 690]}' in run.stderr
+    assert "ProfileBody" not in run.stderr
+
+
 def write(tmp_path: Path, payload: object) -> Path:
     path = tmp_path / "request.json"
     path.write_text(json.dumps(payload))
