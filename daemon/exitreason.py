@@ -10,7 +10,6 @@ import subprocess
 import sys
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import assert_never
 
 from agents.protocol import read_stop_signal
 from daemon.agentargs import PATH_FIX
@@ -18,7 +17,6 @@ from daemon.jobfiles import open_checked, read_end
 from daemon.launcher import AGAIN_MARK, log_file
 from daemon.spawn import WorkdirError
 from daemon.tenants import UnixUser
-from scheduler.exits import AfterEnd
 
 # The last line of a traceback for an import that found nothing.
 _TRACEBACK = "Traceback (most recent call last):"
@@ -31,25 +29,6 @@ STDERR_ENDS = "; stderr ends:"
 _MISSING_SCRIPT = re.compile(r".*: can't open file '(.+)': \[Errno 2\] No such file or directory")
 # A script reading a variable its environment lacks: `os.environ["DATA_DIR"]`.
 _MISSING_VARIABLE = re.compile(r"KeyError: '([A-Za-z_][A-Za-z0-9_]*)'")
-
-
-def after_end_why(after: AfterEnd, failure: str, since_s: float | None, limit_s: float) -> str:
-    """Why a completed job's work after its final step ended as `after` says, for its
-    exit's event; "" when it was stopped as asked. `failure`: its exit reason; `since_s`:
-    how long after its final step it exited, if known; `limit_s`: `finished_exit_s`."""
-    match after:
-        case AfterEnd.STOPPED:  # a cancel of its work after training: stopped, not failed
-            return ""
-        case AfterEnd.FAILED:
-            when = "after it" if since_s is None else f"{since_s:.0f} s after it"
-            return f"completed its final step; then, {when}, its script failed: {failure}"
-        case AfterEnd.OVERRAN:
-            return (
-                f"completed its final step; then, still running {limit_s:g} s after it"
-                " (finished_exit_s), it was stopped"
-            )
-        case _ as unreachable:
-            assert_never(unreachable)
 
 
 def exit_reason(

@@ -3,7 +3,8 @@ the core is told (`ProcessExited`: its facts gathered here, with the daemon's ac
 from `daemon/exitreason.py`; the core decides what it means, scheduler/processes.py), and
 what the core answers about them is carried out: their stop (`StopProcesses`, when a
 cancel's grace or a completed job's `finished_exit_s` is over, or a cancel asks), the steps
-their markers said (`StepsKept`), and their note in the job's events (`ExitNoted`)."""
+their markers said (`StepsKept`), and their note in the job's events (`ExitNoted`); a stop
+or a failure after the job's end is also its reason, typed on its row (daemon/store/reasons.py)."""
 
 import logging
 import time
@@ -12,9 +13,11 @@ from typing import Any, assert_never
 from agents.protocol import read_finished_marker, read_last_step_marker, read_stop_signal
 from daemon.agentargs import PASSED_ON
 from daemon.eventlog import EXITED_EVENT
-from daemon.exitreason import after_end_why, exit_reason
+from daemon.exitreason import exit_reason
 from daemon.launcher import Exit, Launcher
 from daemon.parts import Parts
+from daemon.store.reasons import FailedAfterEnd, StoppedAfterEnd, reason_words
+from daemon.wording import stopped_words
 from scheduler.exits import ExitFacts
 from scheduler.messages import (
     ExitCommand,
@@ -122,8 +125,9 @@ def stop_processes(parts: Parts, command: StopProcesses) -> None:
                 parts.config.scheduler.finished_exit_s,
             )
         case StopReason.ASKED:  # its work after its end, cancelled
-            why = f"its processes, running on after its end, were stopped by {command.by}"
+            why = stopped_words(command.by)
             log.info("job %s: %s", job_id, why)
+            parts.store.update_job(job_id, time.time(), reason=StoppedAfterEnd(command.by))
             parts.store.add_event(job_id, time.time(), "stopped", {"by": command.by, "why": why})
             parts.launcher.stop(job_id, grace_s=1.0)  # the SDK exits at once on SIGTERM then
             return
@@ -162,9 +166,10 @@ def note_exit(parts: Parts, command: ExitNoted) -> None:
     after = command.after_end
     if after is not None:
         data["after_end"] = after.value
-        limit = parts.config.scheduler.finished_exit_s
-        why = after_end_why(after, command.said, since, limit)
-        if why:
+        failure = FailedAfterEnd(after, command.said, since, parts.config.scheduler.finished_exit_s)
+        why = reason_words(failure)
+        if why:  # its work failed or overran; one stopped as asked is no reason
             data["why"] = why
             log.warning("job %s: %s", job_id, why.splitlines()[0])
+            parts.store.update_job(job_id, time.time(), reason=failure)
     parts.store.add_event(job_id, time.time(), EXITED_EVENT, data)

@@ -1,13 +1,15 @@
 """The words for the core's reasons: why a job ended, why a failed one is not relaunched,
 why it moved, why it waits, why its learned curve was refused, why its launch is tried
-again, as the job's `reason`, its
-event log and the daemon's log say them. The core says why in enums with typed details
-(scheduler/reasons.py) and never reads text; this module alone turns them into text, so
-that a reason reads the same wherever it shows. Exits and launches are worded where they
-are read, in daemon/exitreason.py (their words reach the core as opaque `said` text)."""
+again, why an ended job's processes were stopped or its work after its end failed, as the
+job's `reason` (kept typed on its row: daemon/store/reasons.py), its event log and the
+daemon's log say them. The core says why in enums with typed details (scheduler/reasons.py)
+and never reads text; this module alone turns them into text, so that a reason reads the
+same wherever it shows. Exits and launches are worded where they are read, in
+daemon/exitreason.py (their words reach the core as opaque `said` text)."""
 
 from typing import assert_never
 
+from scheduler.exits import AfterEnd
 from scheduler.messages import (
     CurveRefused,
     Ending,
@@ -62,15 +64,46 @@ _MOVED = {
 def state_words(change: StateChanged) -> str:
     """Why a job moved, as its reason and its `state` event say it; "" where nothing is
     said."""
-    reason, ending = change.reason, change.ending
-    if reason is None:
+    if change.reason is None:
         return ""
+    return moved_words(change.reason, change.ending, change.restarts, change.wait_s)
+
+
+def moved_words(reason: StateReason, ending: Ending | None, restarts: int, wait_s: float) -> str:
+    """Why a job moved as `reason` says, with the `ending` of an end or of the attempt a
+    restart (its `restarts`th, after `wait_s`) follows."""
     if reason is StateReason.ENDED:
         return ending_words(ending) if ending is not None else ""
     if reason is StateReason.RESTARTING:
         failure = ending_words(ending) if ending is not None else ""
-        return f"restart {change.restarts} in {change.wait_s:g} s: {failure}"
+        return f"restart {restarts} in {wait_s:g} s: {failure}"
     return _MOVED[reason]
+
+
+def stopped_words(by: str) -> str:
+    """An ended job's processes, running on after its end, stopped as `by` asked
+    (`StopReason.ASKED`)."""
+    return f"its processes, running on after its end, were stopped by {by}"
+
+
+def after_end_words(after: AfterEnd, failure: str, since_s: float | None, limit_s: float) -> str:
+    """Why a completed job's work after its final step ended as `after` says, for its
+    exit's event and its reason; "" when it was stopped as asked. `failure`: the daemon's
+    account of the exit; `since_s`: how long after its final step it exited, if known;
+    `limit_s`: `finished_exit_s`."""
+    match after:
+        case AfterEnd.STOPPED:  # a cancel of its work after training: stopped, not failed
+            return ""
+        case AfterEnd.FAILED:
+            when = "after it" if since_s is None else f"{since_s:.0f} s after it"
+            return f"completed its final step; then, {when}, its script failed: {failure}"
+        case AfterEnd.OVERRAN:
+            return (
+                f"completed its final step; then, still running {limit_s:g} s after it"
+                " (finished_exit_s), it was stopped"
+            )
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def restart_words(record: Restarting) -> str:

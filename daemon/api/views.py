@@ -11,7 +11,7 @@ from daemon.eventlog import EXITED_EVENT
 from daemon.schemas import CurveView, JobView
 from daemon.service import Service
 from daemon.snapshot import NodeSnapshot
-from daemon.store import JobRecord
+from daemon.store import JobRecord, reason_words
 from daemon.tenants import ADMIN
 from daemon.wording import waiting_words
 from scheduler.exits import AfterEnd
@@ -95,11 +95,12 @@ def _exit(service: Service, record: JobRecord, exiting: bool) -> dict[str, Any]:
 
 
 def _reason(service: Service, record: JobRecord) -> str:
-    """Why the job is in its state: for one submitted and not running yet, what it waits
-    for (a newcomer's job otherwise sat 30 s in `submitted`, and a command without the SDK
-    30 s in `starting`, with no word)."""
+    """Why the job is in its state (its row's typed reason, in daemon/wording.py's words):
+    for one submitted and not running yet, what it waits for (a newcomer's job otherwise
+    sat 30 s in `submitted`, and a command without the SDK 30 s in `starting`, with no
+    word)."""
     if record.state in ("submitted", "starting"):
         waiting = waiting_words(service.scheduler.waiting(record.id, service.now()))
         if waiting is not None:
             return waiting
-    return service.store.reason(record.id)
+    return reason_words(record.reason)  # as its row keeps it, typed

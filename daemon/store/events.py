@@ -1,6 +1,8 @@
 """The append-only logs of the state file: every job's events (state changes, exits,
 what agents said) with their sequence numbers, and the allocation plans, newest first.
-`EventLog.newest_event` lets an idle event stream ask SQL nothing.
+`EventLog.newest_event` lets an idle event stream ask SQL nothing. The log is the history:
+why a job is in its state is kept on its row (daemon/store/reasons.py), never searched
+for here.
 """
 
 import json
@@ -69,19 +71,6 @@ class EventLog:
             )
             for row in rows
         ]
-
-    def reason(self, job_id: str) -> str:
-        """Why the job is in its state, as its last state change said (a failure's exit
-        code and stderr tail, a restart's back-off, a command running unmanaged), or the
-        stop of its processes after its end, or their failure then (an `exited` event with
-        a `why`); "" if it said nothing."""
-        row = self._db.execute(
-            "SELECT data FROM job_events WHERE job_id = ? AND (kind IN ('state', 'stopped')"
-            " OR (kind = 'exited' AND json_extract(data, '$.why') IS NOT NULL))"
-            " ORDER BY seq DESC LIMIT 1",
-            (job_id,),
-        ).fetchone()
-        return str(json.loads(row[0]).get("why", "")) if row else ""
 
     def last_event(self, job_id: str, kind: str) -> dict[str, Any] | None:
         """The data of the job's newest event of `kind`; None when it has none."""

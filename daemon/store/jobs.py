@@ -1,7 +1,8 @@
 """The `jobs` table: a job's record from its submit (with the Idempotency-Key that made it)
-through every change of its state, which must follow the one transition table, to the
-queries the API and the dashboard page through (by tenant, state, name, id prefix, and
-the jobs that go on from an ended one).
+through every change of its state, which must follow the one transition table, and why it
+is in it (the `reason` column, typed: daemon/store/reasons.py), to the queries the API and
+the dashboard page through (by tenant, state, name, id prefix, and the jobs that go on
+from an ended one).
 """
 
 import json
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from daemon.statelock import StoreError
 from daemon.store.events import EventLog
+from daemon.store.reasons import encode
 from daemon.store.records import JobRecord, job_record
 from daemon.store.schema import Transaction
 from scheduler.states import FINAL_STATES, JobState, check_transition
@@ -67,17 +69,19 @@ class JobTable:
 
     def update_job(self, job_id: str, at: float, **fields: object) -> None:
         """Set some of `state`, `restarts`, `checkpoint`, `iteration`, `pid`, `placement` (a
-        sequence of indices), `agent_secret`, `total_iterations` and `script_batch_size` on
-        one job."""
+        sequence of indices), `agent_secret`, `total_iterations`, `script_batch_size` and
+        `reason` (a `JobReason`, or None: nothing said) on one job, in one UPDATE."""
         allowed = {
             "state", "restarts", "checkpoint", "iteration", "pid", "placement", "agent_secret",
-            "total_iterations", "script_batch_size",
+            "total_iterations", "script_batch_size", "reason",
         }  # fmt: skip
         unknown = set(fields) - allowed
         if unknown:
             raise ValueError(f"not job columns: {sorted(unknown)}")
         if "placement" in fields:
             fields["placement"] = json.dumps(list(fields["placement"]))  # type: ignore[call-overload]
+        if "reason" in fields:
+            fields["reason"] = encode(fields["reason"])
         columns = ", ".join(f"{name} = ?" for name in fields)  # names checked above
         stamps = ""  # a first run and an end are kept, when the state says so
         if "state" in fields:

@@ -1,5 +1,5 @@
 """The rows the store hands out, as frozen dataclasses: a job (`JobRecord`, its submitted
-body and where its life stands) and an event of the append-only log (`EventRecord`).
+body, where its life stands and why) and an event of the append-only log (`EventRecord`).
 `job_record` reads a row of the `jobs` table into the one.
 """
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.jobspec import JobSettings
+from daemon.store.reasons import JobReason, decode
 from scheduler.states import JobState
 
 
@@ -31,6 +32,7 @@ class JobRecord:
     script_batch_size: int | None = None  # the samples its script's steps take; None: unsaid
     started_at: float | None = None  # when it was first launched (wall clock); None: never
     ended_at: float | None = None  # when it reached its final state; None: it has not
+    reason: JobReason | None = None  # why it is in its state, typed; None: nothing said
 
     @property
     def settings(self) -> JobSettings:
@@ -71,4 +73,5 @@ def job_record(row: sqlite3.Row) -> JobRecord:
         script_batch_size=row["script_batch_size"],
         started_at=row["started_at"],
         ended_at=row["ended_at"],
+        reason=decode(row["reason"]),
     )

@@ -12,7 +12,7 @@ from pathlib import Path
 from daemon import reported
 from daemon.statelock import StoreError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 # Runs its block in one transaction: BEGIN IMMEDIATE, then COMMIT, or ROLLBACK on a raise.
 Transaction = Callable[[], AbstractContextManager[None]]
 # Submits' Idempotency-Keys, per tenant: the job each made and a digest of its body.
@@ -48,15 +48,29 @@ UPDATE jobs SET ended_at = (
     AND json_extract(data, '$.to') = jobs.state
 ) WHERE state IN ('completed', 'failed', 'cancelled');
 """
+# Why each job is in its state, typed (daemon/store/reasons.py: JSON, NULL when nothing is
+# said). A file of an earlier version kept it only in words, in the job's events: the
+# newest state change, stop after its end, or failure after its end that said why (the
+# last reader that searched the events for it did the same), kept as those words.
+_REASONS = """
+ALTER TABLE jobs ADD COLUMN reason TEXT;
+UPDATE jobs SET reason = (
+    SELECT CASE WHEN coalesce(json_extract(data, '$.why'), '') = '' THEN NULL
+        ELSE json_object('kind', 'text', 'text', json_extract(data, '$.why')) END
+    FROM job_events WHERE job_events.job_id = jobs.id AND (kind IN ('state', 'stopped')
+        OR (kind = 'exited' AND json_extract(data, '$.why') IS NOT NULL))
+    ORDER BY seq DESC LIMIT 1
+);
+"""
 # What each version added to the one before (1 is the first): run in order to migrate.
 _MIGRATIONS = {
     2: reported.SCHEMA, 3: _IDEMPOTENCY, 4: _AGENT_SECRETS, 5: _LENGTHS, 6: _BATCHES,
-    7: _STARTS, 8: _ENDS,
+    7: _STARTS, 8: _ENDS, 9: _REASONS,
 }  # fmt: skip
 # The column each ALTER adds: a file that has it already skips the ALTER (not idempotent).
 _ADDS = {
     4: "agent_secret", 5: "total_iterations", 6: "script_batch_size", 7: "started_at",
-    8: "ended_at",
+    8: "ended_at", 9: "reason",
 }  # fmt: skip
 
 _SCHEMA = """

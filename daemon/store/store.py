@@ -17,6 +17,7 @@ from daemon.statelock import StoreError
 from daemon.store.events import EventLog, PlanLog
 from daemon.store.jobs import JobTable
 from daemon.store.models import ModelTables
+from daemon.store.reasons import reason_words
 from daemon.store.records import EventRecord, JobRecord
 from daemon.store.schema import open_database
 
@@ -125,6 +126,12 @@ class Store:
     def continued_by(self, job_id: str) -> list[JobRecord]:
         return self._jobs.continued_by(job_id)
 
+    def reason(self, job_id: str) -> str:
+        """Why the job is in its state, in words: its row's typed reason (`JobRecord.reason`)
+        as daemon/wording.py says it; "" if nothing is said (or there is no such job)."""
+        job = self._jobs.job(job_id)
+        return reason_words(job.reason) if job is not None else ""
+
     # ---- events and plans (EventLog, PlanLog, daemon/store/events.py) -----------------------
 
     def add_event(self, job_id: str | None, at: float, kind: str, data: Mapping[str, Any]) -> int:
@@ -138,9 +145,6 @@ class Store:
         tenant: str | None = None,
     ) -> list[EventRecord]:
         return self._events.events(job_id, after, limit, tenant)
-
-    def reason(self, job_id: str) -> str:
-        return self._events.reason(job_id)
 
     def last_event(self, job_id: str, kind: str) -> dict[str, Any] | None:
         return self._events.last_event(job_id, kind)

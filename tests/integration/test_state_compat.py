@@ -49,6 +49,10 @@ def test_todays_daemon_reads_a_state_dir_an_older_one_wrote(
         assert jobs["failing"]["state"] == "failed"
         assert jobs["cancelled"]["state"] == "cancelled"
         assert jobs["done"]["model"] == "Resnet18" and jobs["waiting"]["gpus"] == 2
+        # Why each ended: the old file said it in events only; kept in words on its row.
+        assert jobs["done"]["reason"] == "finished"
+        assert jobs["failing"]["reason"] == "agent exited with code -9"
+        assert jobs["cancelled"]["reason"] == ""  # its old daemon said nothing
         # The running job's agent died with the old daemon: relaunched, one restart counted.
         restored = client.get(f"/v1/jobs/{ids['running']}/events").json()
         (back,) = [event for event in restored if event["kind"] == "restored"][:1]

@@ -7,6 +7,7 @@ import pytest
 
 from daemon.statelock import StoreError
 from daemon.store import SCHEMA_VERSION, JobRecord, Store
+from daemon.store.reasons import Worded
 from scheduler.errors import IllegalTransition
 
 
@@ -168,3 +169,52 @@ def test_the_dashboard_is_shown_every_live_job_and_only_the_newest_ended(tmp_pat
     assert older == 2, "j0 and j2, not drawn"
     everyone, _ = store.shown_jobs(None, ended=10)
     assert len(everyone) == 6
+
+
+def test_a_file_that_kept_reasons_in_events_only_keeps_each_jobs_reason_in_words(
+    tmp_path: Path,
+) -> None:
+    # Schema 8 kept why only in a job's events; the reader took the newest state change, stop
+    # after the end, or failure after the end that had a `why`. The migration keeps those
+    # words on the job's row (their types are unknown), and events stay as they were.
+    path = tmp_path / "stoker.db"
+    store = Store(path)
+    said: dict[str, list[tuple[str, dict[str, object]]]] = {
+        "failed": [("state", {"to": "failed", "why": "exited with code 1"})],
+        "saved": [
+            ("state", {"to": "completed", "why": "finished"}),
+            ("exited", {"code": 1, "after_end": "failed", "why": "completed its final step"}),
+            ("exited", {"code": 0}),  # no why: not a reason
+        ],
+        "stopped": [
+            ("state", {"to": "completed", "why": "finished"}),
+            ("stopped", {"by": "bob", "why": "its processes ... were stopped by bob"}),
+        ],
+        "running": [
+            ("state", {"to": "running", "why": "re-attached: its agent outlived the daemon"}),
+            ("state", {"from": "paused", "to": "running"}),  # said nothing: no reason
+        ],
+        "new": [],
+    }
+    for job_id, events in said.items():
+        store.add_job(record(job_id))
+        for kind, data in events:
+            store.add_event(job_id, 2.0, kind, data)
+    before = [(e.seq, e.kind, e.data) for e in store.events()]
+    store.close()
+    as_written_by(path, 8, "reason")
+    migrated = Store(path)
+    assert {job_id: migrated.reason(job_id) for job_id in said} == {
+        "failed": "exited with code 1",
+        "saved": "completed its final step",
+        "stopped": "its processes ... were stopped by bob",
+        "running": "",
+        "new": "",
+    }
+    failed = migrated.job("failed")
+    assert failed is not None and failed.reason == Worded("exited with code 1")
+    assert [(e.seq, e.kind, e.data) for e in migrated.events()] == before
+    migrated.close()
+    with sqlite3.connect(path) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert row == (str(SCHEMA_VERSION),) == ("9",)
