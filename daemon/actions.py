@@ -23,13 +23,12 @@ from daemon import reaping
 from daemon.eventlog import event_of
 from daemon.launching import Starter, own_checkpoint
 from daemon.parts import Parts
-from daemon.store.reasons import JobReason, Moved, Worded
+from daemon.store.reasons import JobReason, Moved, reason_words
 from daemon.wording import (
     curve_refused_words,
     in_brief,
     launch_retry_words,
     stalled_words,
-    state_words,
 )
 from scheduler.messages import (
     Cancel,
@@ -162,7 +161,7 @@ class Actions:
         job_id, kind, data = event_of(record)
         match record:
             case StateChanged(job_id=changed, new=new, iteration=iteration):
-                self.set_state(changed, new, state_words(record), data, Moved.of(record))
+                self.set_state(changed, new, Moved.of(record), data)
                 stored = parts.store.job(changed) if new.final else None
                 # The figure it ended at (heartbeats' are not written as they come), unless
                 # its `finished` wrote a later one than the core heard.
@@ -193,17 +192,15 @@ class Actions:
         self,
         job_id: str,
         state: JobState,
-        why: str,
+        reason: JobReason | None,
         data: dict[str, Any] | None = None,
-        reason: JobReason | None = None,
     ) -> None:
         """Write a lifecycle change (the store checks it against the transition table)
-        with why, typed (`reason`; else `why`, known in words only), in the same UPDATE,
-        then its event; a job sent back for a restart leaves nothing running behind (an
-        ended job's processes the core stops in time: `StopProcesses`)."""
+        with why, typed (`reason`, None where nothing is said), in the same UPDATE, then
+        its event; a job sent back for a restart leaves nothing running behind (an ended
+        job's processes the core stops in time: `StopProcesses`)."""
         parts, held = self._parts, self._parts.held
-        if reason is None and why:
-            reason = Worded(why)
+        why = reason_words(reason)
         parts.store.update_job(job_id, time.time(), state=state.value, reason=reason)
         log.info("job %s: %s%s", job_id, state.value, in_brief(why))
         parts.store.add_event(job_id, time.time(), "state", data or {"to": state.value, "why": why})

@@ -19,8 +19,9 @@ from daemon.eventlog import UNMANAGED_EVENT
 from daemon.parts import Parts
 from daemon.processes import is_agent, stop_group
 from daemon.reaping import finished_marker, last_step_marker
+from daemon.restorereasons import Relaunch, RelaunchCause, RestoreEnd, Restoring
 from daemon.store import JobRecord
-from daemon.wording import ENDED_UNSEEN
+from daemon.wording import relaunch_words
 from scheduler.messages import Allocation, JobSubmitted, Reattached, Released, Restored
 from scheduler.restore import (
     AgentReport,
@@ -49,7 +50,7 @@ class Restorer:
         with the reason; the others come back regardless."""
         store = self._parts.store
         clean = self._clean = store.take_clean_stop()
-        relaunches: list[tuple[str, str]] = []
+        relaunches: list[tuple[str, Relaunch]] = []
         for record in store.jobs():
             if record.job_state.final:
                 self._watch_if_running(record)
@@ -71,9 +72,12 @@ class Restorer:
 
     def _cannot(self, job_id: str, error: Exception) -> None:
         log.exception("job %s: cannot be restored", job_id)
-        self._actions.set_state(job_id, JobState.FAILED, f"cannot be restored: {error}")
+        self._end(job_id, JobState.FAILED, Restoring(RestoreEnd.UNRESTORABLE, said=str(error)))
 
-    def _restore_one(self, record: JobRecord, clean: bool) -> str | None:
+    def _end(self, job_id: str, state: JobState, reason: Restoring) -> None:
+        self._actions.set_state(job_id, state, reason)
+
+    def _restore_one(self, record: JobRecord, clean: bool) -> Relaunch | None:
         """Bring one unfinished job back; why it must be relaunched, if it must."""
         parts = self._parts
         parts.jobs.records[record.id] = record
@@ -89,15 +93,13 @@ class Restorer:
             parts.store.update_job(record.id, time.time(), iteration=finished, pid=pid)
             if saving and record.pid is not None:
                 self._watch_finishing(record.id, record.pid, record.placement)
-            self._actions.set_state(
-                record.id, JobState.COMPLETED, "finished while the daemon was down"
-            )
+            self._end(record.id, JobState.COMPLETED, Restoring(RestoreEnd.FINISHED_WHILE_DOWN))
             return None
         if action is RestoreAction.ADOPT_UNMANAGED and record.pid is not None:
             self._adopt_unmanaged(record, record.pid)
             return None
         if action is RestoreAction.ENDED_UNSEEN:
-            self._actions.set_state(record.id, JobState.COMPLETED, ENDED_UNSEEN)
+            self._end(record.id, JobState.COMPLETED, Restoring(RestoreEnd.ENDED_UNSEEN))
             return None
         if record.checkpoint:
             self._actions.resume_from(record.id, record.checkpoint)
@@ -106,8 +108,8 @@ class Restorer:
             parts.feed(Restored(record.id, record.placement, hello_within_s=hello_s))
             parts.store.add_event(record.id, time.time(), "restored", {"was": record.state})
             return None
-        why = "the daemon was stopped" if clean else "the daemon restarted"
-        return f"{why} while it was {record.state}"
+        cause = RelaunchCause.DAEMON_STOPPED if clean else RelaunchCause.DAEMON_RESTARTED
+        return Relaunch(cause, record.state)
 
     def _facts(self, record: JobRecord, finished: int | None) -> StoredJob:
         parts = self._parts
@@ -187,7 +189,7 @@ class Restorer:
         stored = parts.store.job(job_id)
         if stored is not None and stored.pid is not None:
             stop_group(stored.pid, grace_s=2.0)
-        self._actions.set_state(job_id, JobState.CANCELLED, f"cancelled by {by} while restoring")
+        self._end(job_id, JobState.CANCELLED, Restoring(RestoreEnd.CANCELLED, by=by))
         return True
 
     def hello_missed(self, job_id: str) -> None:
@@ -204,10 +206,9 @@ class Restorer:
             return
         if action is RestoreAction.ENDED_UNSEEN:
             parts.feed(Released(job_id))
-            self._actions.set_state(job_id, JobState.COMPLETED, ENDED_UNSEEN)
+            self._end(job_id, JobState.COMPLETED, Restoring(RestoreEnd.ENDED_UNSEEN))
             return
-        why = "its agent did not say hello to the restarted daemon"
-        self.relaunch(job_id, why, count=not self._clean)
+        self.relaunch(job_id, Relaunch(RelaunchCause.NO_HELLO), count=not self._clean)
 
     def reattach(self, message: AgentMessage) -> None:
         """The first word from a restored running job's agent: adopt it if it runs."""
@@ -218,14 +219,15 @@ class Restorer:
             return  # sent before the reconnect; its hello follows
         report = AgentReport(message.state, message.workers, message.pid)
         if not adopts(report, record.pid):
-            self.relaunch(job_id, f"its agent came back {message.state}", count=not self._clean)
+            came_back = Relaunch(RelaunchCause.CAME_BACK, message.state)
+            self.relaunch(job_id, came_back, count=not self._clean)
             return
         parts.launcher.adopt(job_id, message.pid)
         allocation = Allocation(message.workers, message.share)
         request = parts.jobs.request(record)
         parts.feed(Reattached(request, allocation, message.iteration, record.placement))
 
-    def relaunch(self, job_id: str, why: str, *, count: bool = True) -> None:
+    def relaunch(self, job_id: str, why: Relaunch, *, count: bool = True) -> None:
         """Stop whatever is left of the job's agent and submit it to the core again, to
         start from its last checkpoint; `count` it against its restarts unless it was
         stopped cleanly."""
@@ -238,11 +240,12 @@ class Restorer:
         restarts = restarts_after_relaunch(record.job_state, record.restarts, count=count)
         if not may_relaunch(restarts, parts.jobs.request(record).max_restarts):
             parts.store.update_job(job_id, time.time(), pid=None, placement=())
-            self._actions.set_state(job_id, JobState.FAILED, f"{why}; no restarts left")
+            self._end(job_id, JobState.FAILED, Restoring(RestoreEnd.NO_RESTARTS_LEFT, why))
             return
         parts.store.update_job(
             job_id, time.time(), state="submitted", pid=None, restarts=restarts, placement=()
         )
-        parts.store.add_event(job_id, time.time(), "restored", {"was": record.state, "why": why})
+        said = {"was": record.state, "why": relaunch_words(why)}
+        parts.store.add_event(job_id, time.time(), "restored", said)
         parts.jobs.records[job_id] = record
         parts.feed(JobSubmitted(parts.jobs.request(record)))

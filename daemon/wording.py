@@ -9,6 +9,7 @@ daemon/exitreason.py (their words reach the core as opaque `said` text)."""
 
 from typing import assert_never
 
+from daemon.restorereasons import Relaunch, RelaunchCause, RestoreEnd, Restoring
 from scheduler.exits import AfterEnd
 from scheduler.messages import (
     CurveRefused,
@@ -78,6 +79,39 @@ def moved_words(reason: StateReason, ending: Ending | None, restarts: int, wait_
         failure = ending_words(ending) if ending is not None else ""
         return f"restart {restarts} in {wait_s:g} s: {failure}"
     return _MOVED[reason]
+
+
+def restoring_words(reason: Restoring) -> str:
+    """How a daemon's restart ended a job (daemon/restore.py)."""
+    match reason.end:
+        case RestoreEnd.UNRESTORABLE:
+            return f"cannot be restored: {reason.said}"
+        case RestoreEnd.FINISHED_WHILE_DOWN:
+            return "finished while the daemon was down"
+        case RestoreEnd.ENDED_UNSEEN:
+            return ENDED_UNSEEN
+        case RestoreEnd.CANCELLED:
+            return f"cancelled by {reason.by} while restoring"
+        case RestoreEnd.NO_RESTARTS_LEFT:
+            assert reason.relaunch is not None
+            return f"{relaunch_words(reason.relaunch)}; no restarts left"
+        case _ as unreachable:
+            assert_never(unreachable)
+
+
+def relaunch_words(relaunch: Relaunch) -> str:
+    """Why a restored job had to start again."""
+    match relaunch.cause:
+        case RelaunchCause.DAEMON_STOPPED:
+            return f"the daemon was stopped while it was {relaunch.state}"
+        case RelaunchCause.DAEMON_RESTARTED:
+            return f"the daemon restarted while it was {relaunch.state}"
+        case RelaunchCause.NO_HELLO:
+            return "its agent did not say hello to the restarted daemon"
+        case RelaunchCause.CAME_BACK:
+            return f"its agent came back {relaunch.state}"
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def stopped_words(by: str) -> str:

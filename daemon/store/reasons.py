@@ -7,8 +7,11 @@ core said it, never words (issue 38). One of
   (`StopReason.ASKED`);
 - `FailedAfterEnd`: its work after its final step failed or overran (`AfterEnd`), with the
   daemon's account of the exit (opaque, as `Ending.said` is);
+- `Restoring`: a daemon's restart ended it (daemon/restorereasons.py: it cannot come back,
+  it finished or ended unseen while no daemon ran, it was cancelled while restoring, or it
+  had to start again with no restarts left);
 - `Worded`: a reason known in words only: one an older state file's events held (the
-  migration to schema 9 keeps their text), or one the daemon's restorer says in text.
+  migration to schema 9 keeps their text).
 
 The column holds the record as JSON (`encode`, `decode`), NULL when nothing is said.
 `reason_words` hands each record to daemon/wording.py, where every word of it is.
@@ -18,7 +21,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, assert_never
 
-from daemon.wording import after_end_words, moved_words, stopped_words
+from daemon.restorereasons import Relaunch, RelaunchCause, RestoreEnd, Restoring
+from daemon.wording import after_end_words, moved_words, restoring_words, stopped_words
 from scheduler.exits import AfterEnd
 from scheduler.messages import (
     Ending,
@@ -72,13 +76,13 @@ class FailedAfterEnd:
 
 @dataclass(frozen=True)
 class Worded:
-    """A reason known only in words (a file of schema 8 or older; the restorer's)."""
+    """A reason known only in words (a file of schema 8 or older)."""
 
     KIND: ClassVar[str] = "text"
     text: str
 
 
-JobReason = Moved | StoppedAfterEnd | FailedAfterEnd | Worded
+JobReason = Moved | StoppedAfterEnd | FailedAfterEnd | Restoring | Worded
 
 
 def reason_words(reason: JobReason | None) -> str:
@@ -92,6 +96,8 @@ def reason_words(reason: JobReason | None) -> str:
             return stopped_words(by)
         case FailedAfterEnd():
             return after_end_words(reason.after, reason.said, reason.since_s, reason.limit_s)
+        case Restoring():
+            return restoring_words(reason)
         case Worded(text=text):
             return text
         case _ as unreachable:
@@ -102,7 +108,7 @@ def encode(reason: object) -> str | None:
     """The column's JSON of `reason` (a `JobReason` or None); TypeError for anything else."""
     if reason is None:
         return None
-    if not isinstance(reason, Moved | StoppedAfterEnd | FailedAfterEnd | Worded):
+    if not isinstance(reason, Moved | StoppedAfterEnd | FailedAfterEnd | Restoring | Worded):
         raise TypeError(f"not a job's reason: {reason!r}")
     return json.dumps({"kind": reason.KIND, **asdict(reason)})
 
@@ -131,10 +137,22 @@ def decode(column: str | None) -> JobReason | None:
                 float(since) if since is not None else None,
                 float(data["limit_s"]),
             )
+        case Restoring.KIND:
+            return _restoring(data)
         case Worded.KIND:
             return Worded(str(data["text"]))
         case kind:
             raise ValueError(f"unknown kind of job reason: {kind!r}")
+
+
+def _restoring(data: dict[str, Any]) -> Restoring:
+    relaunch = data["relaunch"]
+    return Restoring(
+        RestoreEnd(data["end"]),
+        Relaunch(RelaunchCause(relaunch["cause"]), str(relaunch["state"])) if relaunch else None,
+        str(data["by"]),
+        str(data["said"]),
+    )
 
 
 def _ending(data: dict[str, Any]) -> Ending:

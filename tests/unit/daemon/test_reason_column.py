@@ -11,6 +11,7 @@ import pytest
 from agents.protocol import FailedMessage, FinishedMessage, Hello
 from daemon.api.views import job_view
 from daemon.config import NodeConfig
+from daemon.restorereasons import Relaunch, RelaunchCause, RestoreEnd, Restoring
 from daemon.store import JobRecord, Store, reason_words
 from daemon.store.reasons import (
     FailedAfterEnd,
@@ -177,6 +178,9 @@ EVERY_KIND: list[JobReason] = [
     StoppedAfterEnd("alice"),
     FailedAfterEnd(AfterEnd.FAILED, "exited with code 1; stderr ends:\nValueError", 3.2, 600.0),
     FailedAfterEnd(AfterEnd.OVERRAN, "", None, 90.0),
+    Restoring(RestoreEnd.NO_RESTARTS_LEFT, Relaunch(RelaunchCause.DAEMON_RESTARTED, "running")),
+    Restoring(RestoreEnd.CANCELLED, by="bob"),
+    Restoring(RestoreEnd.UNRESTORABLE, said="unknown model 'Resnet99'"),
     Worded("the daemon restarted while it was running; no restarts left"),
 ]
 
@@ -209,3 +213,24 @@ def test_only_a_reason_is_written_as_one(tmp_path: Path) -> None:
     store.update_job("a", 3.0, reason=None)  # nothing said
     found = store.job("a")
     assert found is not None and found.reason is None and store.reason("a") == ""
+
+
+def test_a_restart_that_ends_a_job_keeps_why_typed(tmp_path: Path) -> None:
+    """A job whose agent died with the daemon, and no restarts left: failed by the restore,
+    its reason the restore's own, typed, and worded as before."""
+
+    async def scenario() -> None:
+        driver = Driver(tmp_path, NOW)
+        driver.at(1.0).submit("a", iterations=500, max_restarts=0)
+        driver.at(1.5).tick()
+        driver.agent(Hello(job="a", gen=1, pid=driver.launcher.live["a"]))
+        driver.launcher.live.clear()  # the node lost it with the daemon
+        driver.at(3.0).restart()
+        assert driver.state("a") == "failed"
+        relaunch = Relaunch(RelaunchCause.DAEMON_RESTARTED, "running")
+        assert reason_of(driver, "a") == Restoring(RestoreEnd.NO_RESTARTS_LEFT, relaunch)
+        said = "the daemon restarted while it was running; no restarts left"
+        assert served(driver, "a") == said == last_why(driver, "a", "state")
+        await driver.close()
+
+    asyncio.run(scenario())
