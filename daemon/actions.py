@@ -7,7 +7,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any, assert_never
 
 from agents.protocol import (
@@ -125,12 +124,12 @@ class Actions:
     def _launch(self, command: Launch) -> None:
         """Start the job's processes; a launch that raised goes to the core as it was
         carried out (`LaunchFailed`, its checkpoint filled in), which decides what it means."""
-        job_id = command.job_id
-        resume_from = command.resume_from or self._parts.held.resume_from.pop(job_id, "")
         try:
-            self._starter.start(job_id, command.gen, command.allocation, resume_from)
+            self._starter.start(
+                command.job_id, command.gen, command.allocation, command.resume_from
+            )
         except Exception as error:
-            self._starter.launch_failed(replace(command, resume_from=resume_from), error)
+            self._starter.launch_failed(command, error)
 
     def _resume(self, command: Resume) -> None:
         job_id, gen, allocation = command.job_id, command.gen, command.allocation
@@ -212,10 +211,6 @@ class Actions:
             held.pace.forget(job_id)
             held.said.pop(job_id, None)  # what its script last said is stored
             parts.tpm.sampler.forget(job_id)
-
-    def resume_from(self, job_id: str, checkpoint: str) -> None:
-        """Start the job's next launch from `checkpoint` (a job restored after a restart)."""
-        self._parts.held.resume_from[job_id] = checkpoint
 
     # ---- agents' messages that need more than the core ----------------------------------
 

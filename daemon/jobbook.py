@@ -43,7 +43,15 @@ class JobBook:
         # An earlier daemon's start counts against its time limit (a restored job).
         first = stored.started_at if stored is not None else None
         ran_before = max(0.0, time.time() - first) if first is not None else 0.0
-        return replace(request, tenant=record.tenant, hot_resize=hot, ran_before_s=ran_before)
+        # A restored job goes on from its newest checkpoint: the core's launches name it.
+        checkpoint = stored.checkpoint if stored is not None else ""
+        return replace(
+            request,
+            tenant=record.tenant,
+            hot_resize=hot,
+            ran_before_s=ran_before,
+            checkpoint=checkpoint,
+        )
 
     def simulated(self, settings: JobSettings) -> bool:
         """Whether the job runs as a simulated agent (a zoo job under `agent_mode =

@@ -24,11 +24,9 @@ from scheduler.scheduler import Scheduler
 @dataclass
 class Held:
     """What the daemon keeps of each job between commands: its effects' bookkeeping (the
-    CPUs it is pinned to, the figures last stored), what the views show, and, still the
-    daemon's choice, the checkpoint a restored job starts from when the core's `Launch`
-    names none (`resume_from`: the core should name it)."""
+    CPUs it is pinned to, the figures last stored) and what the views show. No decision:
+    the checkpoint a launch starts from is the core's (`Launch.resume_from`)."""
 
-    resume_from: dict[str, str] = field(default_factory=dict)  # restored job -> checkpoint
     pinned: dict[str, tuple[int, ...]] = field(default_factory=dict)  # `node.cpu_sets`: its CPUs
     # job -> where its script last said it ends, and the samples its steps take
     said: dict[str, tuple[int, int]] = field(default_factory=dict)

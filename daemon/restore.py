@@ -101,8 +101,6 @@ class Restorer:
         if action is RestoreAction.ENDED_UNSEEN:
             self._end(record.id, JobState.COMPLETED, Restoring(RestoreEnd.ENDED_UNSEEN))
             return None
-        if record.checkpoint:
-            self._actions.resume_from(record.id, record.checkpoint)
         if action is RestoreAction.AWAIT_HELLO:
             hello_s = parts.config.reattach_timeout_s
             parts.feed(Restored(record.id, record.placement, hello_within_s=hello_s))

@@ -54,6 +54,7 @@ def submit(core: Core, request: JobRequest, now: float, out: list[Command]) -> N
         last_heard=now,
         restarts=request.restarts,
         seq=len(core.jobs),
+        checkpoint=request.checkpoint,
     )
     core.jobs[request.id] = core.live[request.id] = job
     if core.admission is not None:

@@ -57,3 +57,6 @@ class JobRequest:
     # The seconds since its first start, when an earlier daemon started it (a job restored
     # after a restart): its time limit counts them.
     ran_before_s: float = 0.0
+    # Where it goes on from when launched: a restored job's newest checkpoint ("": the
+    # start); its launches name it (`Launch.resume_from`) until it pauses with a newer one.
+    checkpoint: str = ""
