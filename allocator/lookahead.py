@@ -32,6 +32,15 @@ candidate fills by rates, and twins whose split differs by a worker end apart; o
 that bends early the one a worker short may end 5 % later (issue 16, item 6: two AlexNets
 at 20 and 21 workers ended 36 s apart, the node's last 31 s on one of them).
 
+A plan predicts a few candidates' hundreds of finishes, and after each the fill hands the
+freed processes out one worker per GPU at a time: that fill is where a plan's time goes. So
+it reads every job's rate at its workers per GPU and the node's total of processes from a
+table the plan fills in as it goes (allocator/ratetable.py) instead of rating each trial split,
+with the same choices; a finish whose freed processes no job left could pay its pause for
+is not filled at all (`_may_grow`); and a split is predicted once per plan (with no job
+running, `keep` is `greedy`'s split and `balance`'s is its own unmoved run). The plans are
+those of rating every split (bench/bench_allocator.py times them).
+
 A job without `remaining_samples` cannot be looked ahead for: the request is then planned
 by the marginal gains of the smooth curves alone (the `greedy` candidate).
 
@@ -43,25 +52,21 @@ gains the node cannot give.
 """
 
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
-import numpy.typing as npt
 
 from allocator.baselines import NO_SPARE_NOTE, balance
-from allocator.contention import ContentionCurve
-from allocator.cpunode import CoreBudget
 from allocator.errors import InvalidRequest
+from allocator.jobarrays import DEFAULT_PAUSE_COST_S, KNEE_SHARPNESS, BoolArray, JobArrays
 from allocator.knapsack import FloatArray, IntArray
+from allocator.ratetable import fill_on_table
 from allocator.throughput import make_plan, with_overhead
 from allocator.types import AllocationPlan, AllocationRequest
 
-BoolArray = npt.NDArray[np.bool_]
+# The knee and the pause a plan assumes are the jobs' (allocator/jobarrays.py), named here too.
+__all__ = ["DEFAULT_PAUSE_COST_S", "KNEE_GAIN", "KNEE_SHARPNESS", "lookahead", "predict_finishes"]
 
-# The sharpness p of the knee. A job whose loaders deliver exactly its GPU's rate runs at
-# 2^(-1/p) of it: 0.917 at 8. This is the simulator's calibrated truth (workloads/truth.py),
-# not yet learned from a job's own telemetry.
-KNEE_SHARPNESS = 8.0
 # A worker is given to a job only while it buys at least this share of the job's rate: past
 # the knee, workers that buy almost nothing stay free for the next arrival, which would
 # otherwise have to pause the job to take them back.
@@ -69,8 +74,6 @@ KNEE_GAIN = 0.01
 # Predicted scores closer than this (relative) are equal, and the earlier candidate wins: no
 # prediction here is better than 1 % (issue 16's demo: heartbeats of one job vary by 20 %).
 _TIE = 0.01
-# Before a job has been paused once: the scheduler's default (paper Sec. IV-B).
-DEFAULT_PAUSE_COST_S = 16.0
 # Fluid-model predictions the refinement may spend: a plan's time grows with them
 # (bench/bench_allocator.py times `lookahead`, docs/results.md).
 _REFINE_BUDGET = 32
@@ -92,7 +95,7 @@ def _lookahead(request: AllocationRequest, shared: IntArray) -> AllocationPlan:
     if request.node.cpu_workers <= request.floor_processes:
         ones = [1] * len(request.jobs)
         return make_plan("lookahead", request, ones, [NO_SPARE_NOTE], knee_sharpness=KNEE_SHARPNESS)
-    jobs = _Jobs.of(request)
+    jobs = JobArrays.of(request)
     candidates = _candidates(jobs)
     if any(job.remaining_samples is None for job in request.jobs):
         chosen = candidates["greedy"]
@@ -102,10 +105,11 @@ def _lookahead(request: AllocationRequest, shared: IntArray) -> AllocationPlan:
             "lookahead", request, [int(d) for d in chosen], notes, knee_sharpness=KNEE_SHARPNESS
         )
     candidates["balance"] = shared
-    finishes = {name: predict_finishes(jobs, split) for name, split in candidates.items()}
+    predict = _Predictions(jobs)
+    finishes = {name: predict(split) for name, split in candidates.items()}
     scores = {name: _score(jobs, ends) for name, ends in finishes.items()}
     start = min(scores, key=scores.__getitem__)
-    refined, ends = _refine(jobs, candidates[start], finishes[start])
+    refined, ends = _refine(jobs, candidates[start], finishes[start], predict)
     candidates["refined"], finishes["refined"] = refined, ends
     scores["refined"] = _score(jobs, ends)
     # The first candidate within the tie margin of the best: keeping running jobs as they
@@ -120,7 +124,7 @@ def _lookahead(request: AllocationRequest, shared: IntArray) -> AllocationPlan:
     # Balance's makespan as if its split were the one running: what a run under `balance`
     # would take from here, not what a move to it now would (its pauses are in the
     # candidate's score, not in the figure reported).
-    unmoved = predict_finishes(jobs, shared, moved=False)
+    unmoved = predict(shared, moved=False)
     return replace(
         plan,
         predicted_makespan_s=float(finishes[name].max()),
@@ -128,7 +132,7 @@ def _lookahead(request: AllocationRequest, shared: IntArray) -> AllocationPlan:
     )
 
 
-def _budget_note(jobs: "_Jobs") -> list[str]:
+def _budget_note(jobs: "JobArrays") -> list[str]:
     """The plan's word that its splits were weighed on the node's one budget of cores."""
     if jobs.cores is None:
         return []
@@ -138,67 +142,8 @@ def _budget_note(jobs: "_Jobs") -> list[str]:
     ]
 
 
-@dataclass(frozen=True)
-class _Jobs:
-    """Per-job constants as arrays, in request order, and the node they share."""
-
-    gpus: IntArray
-    cost: FloatArray  # c_i, seconds per sample per worker
-    peak: FloatArray  # B_i * mu_i: what the GPUs allow
-    remaining: FloatArray  # samples left (1 where unknown: only `greedy` is used then)
-    current: IntArray  # workers per GPU now; 0 for a job not running
-    pause_cost: FloatArray  # seconds a change of workers stops the job
-    sharpness: FloatArray  # p of each job's knee: its own where known, else KNEE_SHARPNESS
-    overhead: FloatArray  # each job's waits no worker shortens, seconds per sample
-    capacity: int
-    contention: ContentionCurve
-    regrow_delay: float  # seconds from a finish to the plan that hands its processes on
-    # On a node that trains on its CPUs, the cores every split shares (allocator/cpunode.py).
-    cores: CoreBudget | None = None
-
-    @classmethod
-    def of(cls, request: AllocationRequest) -> "_Jobs":
-        jobs = request.jobs
-        planned = cls(
-            gpus=np.array([job.gpus for job in jobs], dtype=np.int64),
-            cost=np.array([job.sample_cost_s for job in jobs]),
-            peak=np.array([job.max_samples_per_s for job in jobs]),
-            remaining=np.array([max(1.0, job.remaining_samples or 0.0) for job in jobs]),
-            current=np.array([job.current_workers_per_gpu or 0 for job in jobs], dtype=np.int64),
-            pause_cost=np.array(
-                [
-                    DEFAULT_PAUSE_COST_S if job.pause_cost_s is None else job.pause_cost_s
-                    for job in jobs
-                ]
-            ),
-            sharpness=np.array([job.knee_sharpness or KNEE_SHARPNESS for job in jobs]),
-            overhead=np.array([job.overhead_s for job in jobs]),
-            capacity=request.node.cpu_workers,
-            contention=request.node.contention,
-            regrow_delay=request.regrow_delay_s,
-        )
-        running = planned.current > 0
-        now = planned.rates(np.where(running, planned.current, 1), running)
-        cores = CoreBudget.of(request, now, running)
-        return planned if cores is None else replace(planned, cores=cores)
-
-    def rates(self, splits: IntArray, alive: BoolArray) -> FloatArray:
-        """Samples/s of every job under each split (rows), counting the loader processes of
-        the `alive` jobs only."""
-        splits_2d = np.atleast_2d(splits)
-        processes = (splits_2d * alive) @ self.gpus
-        efficiency = self.contention.efficiencies(np.maximum(processes, 1))[:, None]
-        loading = np.maximum(self.gpus * splits_2d * efficiency / self.cost, 1e-12)
-        power = -self.sharpness
-        steady: FloatArray = (loading**power + self.peak**power) ** (1.0 / power)
-        rates = with_overhead(steady, self.overhead)
-        if self.cores is not None:
-            rates = self.cores.spend(rates, alive)
-        return rates if splits.ndim == 2 else rates[0]
-
-
 def _fill(
-    jobs: _Jobs,
+    jobs: JobArrays,
     split: IntArray,
     alive: BoolArray,
     growable: BoolArray,
@@ -207,9 +152,20 @@ def _fill(
     """Hand the processes the alive jobs leave free to the `growable` ones, one worker per GPU
     at a time, the most total samples/s per process first (each job's samples/s times its
     `weight`, where given), while the worker buys at least `KNEE_GAIN` of its job's rate and
-    the total rises."""
-    split = split.copy()
+    the total rises. Growing jobs must be alive. On the rate table where the jobs' rates
+    are its (allocator/ratetable.py); else by rating every trial split."""
+    if jobs.table is not None and not (growable & ~alive).any() and split.min() >= 1:
+        return fill_on_table(jobs.table, split, alive, growable, weight=weight, knee_gain=KNEE_GAIN)
     weight = np.ones(len(split)) if weight is None else weight
+    return _fill_by_rating(jobs, split, alive, growable, weight)
+
+
+def _fill_by_rating(
+    jobs: JobArrays, split: IntArray, alive: BoolArray, growable: BoolArray, weight: FloatArray
+) -> IntArray:
+    """`_fill` by rating every trial split in full: on a CPU node, whose rates are not the
+    table's (allocator/ratetable.py), and the reference the table's fill is tested against."""
+    split = split.copy()
     indices = np.flatnonzero(growable)
     if not len(indices):
         return split
@@ -231,7 +187,7 @@ def _fill(
         split[indices[int(np.argmax(np.where(worth, total, -np.inf)))]] += 1
 
 
-def _candidates(jobs: _Jobs) -> dict[str, IntArray]:
+def _candidates(jobs: JobArrays) -> dict[str, IntArray]:
     """The splits worth predicting, by name, in order of preference among equals."""
     count = len(jobs.gpus)
     everyone = np.ones(count, dtype=bool)
@@ -262,7 +218,7 @@ def _candidates(jobs: _Jobs) -> dict[str, IntArray]:
     return out
 
 
-def predict_finishes(jobs: _Jobs, split: IntArray, *, moved: bool = True) -> FloatArray:
+def predict_finishes(jobs: JobArrays, split: IntArray, *, moved: bool = True) -> FloatArray:
     """Seconds from now until each job finishes under `split`, in a fluid model: running jobs
     whose workers change first pause (unless not `moved`: as if they ran with it already);
     `regrow_delay` after a finish (the scheduler's completion window) the processes freed go
@@ -276,16 +232,20 @@ def predict_finishes(jobs: _Jobs, split: IntArray, *, moved: bool = True) -> Flo
     alive = np.ones(count, dtype=bool)
     finishes = np.zeros(count)
     clock, regrow_at = 0.0, np.inf  # when the plan after the first unserved finish comes
+    known: FloatArray | None = None  # the rates of `split` and `alive`, where known
     while alive.any():
-        rates = jobs.rates(split, alive)
-        if not (np.isfinite(rates[alive]).all() and (rates[alive] > 0.0).all()):
+        rates = jobs.rates(split, alive) if known is None else known
+        known = None
+        live = rates[alive]
+        # Every rate positive and finite (a NaN fails the first test, an infinity the second).
+        if not (live.min() > 0.0 and live.max() < np.inf):
             raise InvalidRequest("jobs", _NO_RATE)  # a NaN would never finish: no endless loop
         until = np.where(alive, stalled + left / rates, np.inf)
-        first = int(np.argmin(until))
+        first = int(until.argmin())
         to_finish, to_plan = float(until[first]), regrow_at - clock
         step = min(to_finish, to_plan)
-        left = np.where(alive, left - np.clip(step - stalled, 0.0, None) * rates, left)
-        stalled = np.clip(stalled - step, 0.0, None)
+        left = np.where(alive, left - np.maximum(step - stalled, 0.0) * rates, left)
+        stalled = np.maximum(stalled - step, 0.0)
         clock += step
         if to_finish <= to_plan:
             finishes[first], alive[first], left[first] = clock, False, 0.0
@@ -293,18 +253,70 @@ def predict_finishes(jobs: _Jobs, split: IntArray, *, moved: bool = True) -> Flo
             if clock < regrow_at or not alive.any():
                 continue  # the jobs left run as they are until the plan
         regrow_at = np.inf
-        before = jobs.rates(split, alive)
-        grown = _fill(jobs, split, alive, alive)
-        after = jobs.rates(grown, alive)
-        for index in np.flatnonzero(grown != split):
-            saved = left[index] / before[index] - left[index] / after[index]
-            if saved > jobs.pause_cost[index]:
-                split[index] = grown[index]
-                stalled[index] += jobs.pause_cost[index]
+        known = _regrow(jobs, split, alive, left, stalled)
     return finishes
 
 
-def _refine(jobs: _Jobs, split: IntArray, finishes: FloatArray) -> tuple[IntArray, FloatArray]:
+def _regrow(
+    jobs: JobArrays, split: IntArray, alive: BoolArray, left: FloatArray, stalled: FloatArray
+) -> FloatArray | None:
+    """The plan after a finish: the `alive` jobs grow by `_fill` where the growth saves more
+    than the job's pause over its `left` samples (then it pauses: `stalled`); in place. The
+    rates of the split where no job grew (the fluid model's next step needs them), else None."""
+    before = jobs.rates(split, alive)
+    if not _may_grow(jobs, split, alive, left, before):
+        return before
+    grown = _fill(jobs, split, alive, alive)
+    after = jobs.rates(grown, alive)
+    unchanged = True
+    for index in np.flatnonzero(grown != split):
+        saved = left[index] / before[index] - left[index] / after[index]
+        if saved > jobs.pause_cost[index]:
+            split[index] = grown[index]
+            stalled[index] += jobs.pause_cost[index]
+            unchanged = False
+    return before if unchanged else None
+
+
+def _may_grow(
+    jobs: JobArrays, split: IntArray, alive: BoolArray, left: FloatArray, before: FloatArray
+) -> bool:
+    """False where no job left could save its pause even with every free process, at the
+    node's contention as it is now, on its curve's hard min (above the smooth knee): a
+    fill's growth is never more, so all of it would be refused and the fill need not be
+    worked out. (On a CPU node a job can run faster than its curve: there it always runs.)"""
+    processes = int((split * alive) @ jobs.gpus)
+    free = jobs.capacity - processes
+    if jobs.cores is not None or free < 0:
+        return True
+    efficiency = jobs.contention.efficiency(max(processes, 1))
+    loading = (split * jobs.gpus + free) * (efficiency / jobs.cost)  # free // g per GPU, or more
+    # A margin far above rounding: the rates the fill computes are never above this.
+    most = with_overhead(np.minimum(loading, jobs.peak), jobs.overhead) * (1.0 + 1e-9)
+    saved = left / before - left / most
+    return bool((saved[alive] > jobs.pause_cost[alive]).any())
+
+
+class _Predictions:
+    """`predict_finishes` for one plan's jobs, worked out once per distinct question: with no
+    job running, `keep` is `greedy`'s split and a move to `balance`'s split is no move."""
+
+    def __init__(self, jobs: JobArrays) -> None:
+        self.jobs = jobs
+        self.known: dict[bytes, FloatArray] = {}
+
+    def __call__(self, split: IntArray, moved: bool = True) -> FloatArray:
+        """The finishes of `split` (read only: the same array answers the same question)."""
+        pauses = (self.jobs.current > 0) & (split != self.jobs.current) & moved
+        key = split.astype(np.int64).tobytes() + pauses.tobytes()
+        if key not in self.known:
+            self.known[key] = predict_finishes(self.jobs, split, moved=moved)
+        return self.known[key]
+
+
+def _refine(
+    jobs: JobArrays, split: IntArray, finishes: FloatArray, predict: "_Predictions"
+) -> tuple[IntArray, FloatArray]:
     """Local search from `split`: give the job that finishes last a worker per GPU, from the
     free processes or else from the jobs that finish first and can spare one (`_moves`),
     taking the first move that lowers the predicted score, again from the new split; until
@@ -326,7 +338,7 @@ def _refine(jobs: _Jobs, split: IntArray, finishes: FloatArray) -> tuple[IntArra
             if budget == 0:
                 break
             budget -= 1
-            ends = predict_finishes(jobs, trial)
+            ends = predict(trial)
             trial_score = _score(jobs, ends)
             if trial_score < score:
                 split, finishes, score, improved = trial, ends, trial_score, True
@@ -334,7 +346,7 @@ def _refine(jobs: _Jobs, split: IntArray, finishes: FloatArray) -> tuple[IntArra
     return split, finishes
 
 
-def _moves(jobs: _Jobs, split: IntArray, finishes: FloatArray, last: int) -> Iterator[IntArray]:
+def _moves(jobs: JobArrays, split: IntArray, finishes: FloatArray, last: int) -> Iterator[IntArray]:
     """Splits that give `last` one worker per GPU: from the free processes if they suffice,
     then from donors in the order they finish (a worker per GPU from each, from the k-th
     and those after it until the processes freed cover `last`'s GPUs: a 4-GPU job needs
@@ -359,6 +371,6 @@ def _moves(jobs: _Jobs, split: IntArray, finishes: FloatArray, last: int) -> Ite
             return  # the donors after `first` cannot cover it; fewer never will
 
 
-def _score(jobs: _Jobs, finishes: FloatArray) -> float:
+def _score(jobs: JobArrays, finishes: FloatArray) -> float:
     """GPU-weighted mean finish plus the last finish, in seconds: lower is better."""
     return float(jobs.gpus @ finishes / jobs.gpus.sum() + finishes.max())

@@ -131,7 +131,9 @@ def test_the_job_that_would_end_last_gets_a_worker_another_can_spare(
     plan = lookahead(request)
     assert plan.workers() == {"slow": 4, "fast": 3, "short": 5}
     assert "refined" in plan.notes[0]
-    monkeypatch.setattr(lookahead_module, "_refine", lambda jobs, split, ends: (split, ends))
+    monkeypatch.setattr(
+        lookahead_module, "_refine", lambda jobs, split, ends, predict: (split, ends)
+    )
     unrefined = lookahead(request)
     assert unrefined.workers() == {"slow": 2, "fast": 4, "short": 6}
     assert plan.predicted_makespan_s is not None and unrefined.predicted_makespan_s is not None
