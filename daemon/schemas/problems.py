@@ -65,11 +65,14 @@ def own_words(message: str) -> str:
 # A measured curve given as anything but a table: pydantic says "a valid dictionary or
 # instance of ProfileBody", which names a class of ours, not what to write.
 _PROFILE_SHAPE = (
-    "a table of two lists, one rate per worker count: "
-    '{"workers_per_gpu": [1, 2, 4], "samples_per_s": [210, 400, 690]}'
+    "a table of two lists, one rate per worker count: workers_per_gpu = [1, 2, 4] and"
+    " samples_per_s = [210, 400, 690]"
 )
+# What pydantic calls a value that is no table, as a model (a request file, JSON) or from
+# attributes (a job body).
+_NOT_A_TABLE = ("model_type", "model_attributes_type", "dict_type")
 
 
 def _profile_shape(kind: str, path: Sequence[str]) -> str | None:
     """What a `profile` that is not a table should be, for its problem's message."""
-    return _PROFILE_SHAPE if kind == "model_type" and path[-1:] == ["profile"] else None
+    return _PROFILE_SHAPE if kind in _NOT_A_TABLE and path[-1:] == ["profile"] else None

@@ -67,7 +67,7 @@ def test_a_profile_that_is_not_a_table_is_told_its_shape(tmp_path: Path) -> None
     run = stoker("allocate", write(tmp_path, request))
     assert run.code == 2
     assert "jobs[0].profile: give a table of two lists" in run.stderr, run.stderr
-    assert '{"workers_per_gpu": [1, 2, 4], "samples_per_s": [210, 400, 690]}' in run.stderr
+    assert "workers_per_gpu = [1, 2, 4] and samples_per_s = [210, 400, 690]" in run.stderr
     assert "ProfileBody" not in run.stderr
 
 

@@ -33,3 +33,18 @@ def test_a_validators_own_message_comes_without_pydantics_kind_before_it() -> No
     assert problem["field"] == "model"
     assert problem["message"].startswith("model: unknown model 'AlexNet'"), problem
     assert describe_validation_error(refused.value).startswith("model: unknown model")
+
+
+def test_a_profile_that_is_not_a_table_is_told_its_shape_in_a_job_body() -> None:
+    with pytest.raises(ValidationError) as refused:
+        JobSubmission.model_validate({"name": "x", "command": ["true"], "profile": [1, 2, 4]})
+    (said,) = [
+        request_problem(tuple(error["loc"]), error["type"], error["msg"])
+        for error in refused.value.errors()
+        if error["loc"][-1:] == ("profile",)
+    ]
+    assert said == {
+        "field": "profile",
+        "message": "give a table of two lists, one rate per worker count: workers_per_gpu ="
+        " [1, 2, 4] and samples_per_s = [210, 400, 690]",
+    }
