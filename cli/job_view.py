@@ -154,9 +154,18 @@ def _workers(job: dict[str, Any]) -> str:
     per_gpu = job["workers_per_gpu"]
     if job.get("unmanaged"):  # its DataLoaders' own counts, which stoker neither sets nor sees
         return "its script's own (it runs without the SDK: stoker cannot see or change them)"
+    planned = job.get("planned_workers_per_gpu")  # absent from an older daemon's reply
+    if per_gpu is None and planned is not None:
+        return f"{_processes(planned)} per GPU planned, taken up when its agent says hello"
     if per_gpu is None:
         return "none yet (not planned)"
-    return f"{per_gpu} loader process{'es' if per_gpu != 1 else ''} per GPU"
+    if planned is not None:
+        return f"{_processes(per_gpu)} per GPU, resizing to {planned}"
+    return f"{_processes(per_gpu)} per GPU"
+
+
+def _processes(count: int) -> str:
+    return f"{count} loader process{'es' if count != 1 else ''}"
 
 
 def _rates(job: dict[str, Any]) -> str:

@@ -48,6 +48,7 @@ class LiveJob:
     script_batch_size: int | None = None  # the samples a step of its script takes; None: unsaid
     phase: str = ""  # what its script says it is doing (setup, training, evaluation, ...)
     stalled: bool = False  # no step and no new phase for its stall limit
+    planned: Allocation | None = None  # given by a round, not taken up by its agent yet
 
     @property
     def holds_gpus(self) -> bool:

@@ -75,6 +75,7 @@ class Views:
             script_batch_size=status.script_batch_size,
             phase=status.phase,
             stalled=status.stalled,
+            planned=status.planned,
             seconds_left=held.pace.seconds_left(status.id, total) if total and running else None,
         )
 

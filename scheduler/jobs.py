@@ -115,6 +115,9 @@ class JobStatus:
     script_batch_size: int | None = None
     phase: str = ""  # what its script says it is doing: setup, training, evaluation, ...
     stalled: bool = False  # no step and no new phase for its stall limit
+    # The allocation a round gave it and its agent has not taken up yet: a job launched
+    # (until its hello), or told to pause and resize (until it has resumed); None otherwise.
+    planned: Allocation | None = None
 
 
 @dataclass

@@ -166,6 +166,7 @@ class Scheduler:
             script_batch_size=job.said_batch,
             phase=job.phase,
             stalled=job.stalled,
+            planned=job.planned if job.planned != job.allocation else None,
         )
 
     def jobs(self) -> Mapping[str, JobStatus]:

@@ -10,7 +10,7 @@ from daemon.continuing import lineage_of
 from daemon.eventlog import EXITED_EVENT
 from daemon.schemas import CurveView, JobView
 from daemon.service import Service
-from daemon.snapshot import NodeSnapshot
+from daemon.snapshot import LiveJob, NodeSnapshot
 from daemon.store import JobRecord, reason_words
 from daemon.tenants import ADMIN
 from daemon.wording import waiting_words
@@ -63,6 +63,7 @@ def job_view(
         seconds_left=live.seconds_left if live is not None else None,
         gpu_indices=service.views.gpus_held(fresh, live),
         workers_per_gpu=allocation.workers_per_gpu if allocation is not None else None,
+        planned_workers_per_gpu=_planned_workers(live),
         predicted_samples_per_s=live.predicted_samples_per_s if live else None,
         measured_samples_per_s=live.measured_samples_per_s if live else None,
         prediction_error=live.relative_error if live else None,
@@ -92,6 +93,13 @@ def _exit(service: Service, record: JobRecord, exiting: bool) -> dict[str, Any]:
     after = exited.get("after_end")
     failed = after in (AfterEnd.FAILED.value, AfterEnd.OVERRAN.value)
     return {"exit_code": int(code) if code is not None else None, "failed_after_end": failed}
+
+
+def _planned_workers(live: LiveJob | None) -> int | None:
+    """The workers a round gave the job that its agent has not taken up yet."""
+    if live is None or live.planned is None or live.state.final:
+        return None
+    return live.planned.workers_per_gpu
 
 
 def _reason(service: Service, record: JobRecord) -> str:

@@ -103,6 +103,13 @@ class JobView(BaseModel):
     )
     gpu_indices: list[int]
     workers_per_gpu: int | None
+    planned_workers_per_gpu: int | None = Field(
+        None,
+        description=(
+            "the workers per GPU a round gave it that its agent has not taken up yet: a job"
+            " launched, until its hello; one told to pause and resize, until it has resumed"
+        ),
+    )
     predicted_samples_per_s: float | None = Field(
         description="what the plan predicted for the job at its allocation"
     )

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agents.datafiles import make_dataset
@@ -22,6 +23,14 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def serve(tmp_path: Path) -> Iterator[Callable[..., Daemon]]:
     yield from daemon_factory(tmp_path)
+
+
+def settled(client: httpx.Client, first_id: str, second_id: str) -> bool:
+    """The second job launched (its arrival's round, which may pause the first to shrink
+    it, is over) and the first running with heartbeats at its allocation."""
+    first, second = (client.get(f"/v1/jobs/{job}").json() for job in (first_id, second_id))
+    launched = second["state"] in ("starting", "running")
+    return launched and first["state"] == "running" and first["prediction_error"] is not None
 
 
 def test_submit_list_and_cancel_with_the_state_dirs_token(
@@ -43,10 +52,8 @@ def test_submit_list_and_cancel_with_the_state_dirs_token(
     )
     assert command.code == 0, command.stderr
     with daemon.client() as client:
-        wait_for(
-            "its first heartbeats",
-            lambda: client.get(f"/v1/jobs/{job_id}").json()["prediction_error"] is not None,
-        )
+        second_id = str(command.json()["id"])
+        wait_for("the round to settle", lambda: settled(client, job_id, second_id))
     listed = stoker("jobs", *where)
     assert job_id in listed.stdout and "mdResnet12" in listed.stdout
     assert f"{command.json()['id']}  " in listed.stdout and "  sleep  " in listed.stdout
