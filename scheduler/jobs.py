@@ -140,8 +140,9 @@ class PlanPurpose(Enum):
     REPLAN = "replan"  # the open round's flexible jobs, on what is left (`finish_round`)
 
 
-# What a plan was made on, which must still hold when it comes: each planned job's id,
-# state and allocation, and the room planned (loader processes, decoder capacity).
+# What a plan was made on: each planned job's id, state and allocation, and what the jobs
+# it does not plan hold of the node (loader processes, decoder share), which must not grow
+# before it is used (scheduler/planning.py `still_planned`).
 PlanBasis = tuple[tuple[tuple[str, JobState, Allocation | None], ...], int, float]
 
 

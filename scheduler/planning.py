@@ -8,11 +8,14 @@ the plan (`work_out`, a pure function: the daemon in a worker thread, the simula
 and hands it back (`PlanMade`). One plan is in flight at a time, and while it is no round
 starts or ends (`Core.planning`).
 
-What a plan was made on may change while it is made: a job ends, a pause comes in, a
-starting job begins to run. The plan is then no longer the node's, so it is not used: the
-core asks again, on what is there now. It is checked against its basis (each planned job's
-state and allocation, and the room planned), not against what jobs learned meanwhile: a
-plan made on a heartbeat-old curve is still a plan for these jobs on this room.
+What a plan was made on may change while it is made: a job ends, a starting job begins to
+run, an agent re-attaches. A planned job that ended or moved meanwhile is left out of the
+round (the round its change brings plans what it freed), and the plan is used for the
+others: on a busy node something changes during every long plan, and a plan thrown away
+at each change would starve the jobs waiting for it. Only where the jobs it does not plan
+hold more of the node than when it was asked for (an agent re-attached) does it no longer
+fit: the core then asks again, on what is there now (`still_planned`). What jobs learned
+meanwhile does not count: a plan made on a heartbeat-old curve is still a plan for them.
 """
 
 from dataclasses import replace
@@ -65,7 +68,7 @@ def ask(
         core.plan_tickets,
         purpose,
         tuple(job.request.id for job in jobs),
-        basis(jobs, node),
+        basis(core, jobs),
         arriving,
         round_gen,
     )
@@ -109,10 +112,40 @@ def made(outcome: PlanOutcome) -> AllocationPlan:
     return outcome.plan
 
 
-def basis(jobs: list[Job], node: NodeSpec) -> PlanBasis:
-    """What a plan of `jobs` on `node` is made on (`PendingPlan.basis`)."""
+def basis(core: Core, jobs: list[Job]) -> PlanBasis:
+    """What a plan of `jobs` is made on (`PendingPlan.basis`)."""
     planned = tuple((job.request.id, job.state, _held(job)) for job in jobs)
-    return planned, node.cpu_workers, node.decoder_capacity
+    return (planned, *_held_outside(core, {job.request.id for job in jobs}))
+
+
+def still_planned(core: Core, pending: PendingPlan) -> list[Job] | None:
+    """The jobs the plan still holds for, in its order: those in the state and with the
+    allocation it was made on. A job that ended or moved meanwhile (finished, cancelled,
+    lost, sent back for a relaunch) is left out: the round its change brings plans what it
+    freed. None where the plan no longer fits: the jobs it does not plan (those left out
+    among them) hold more of the node than when it was asked for (one re-attached)."""
+    then = {job_id: (state, held) for job_id, state, held in pending.basis[0]}
+    kept = [
+        core.jobs[job_id]
+        for job_id in pending.jobs
+        if (core.jobs[job_id].state, _held(core.jobs[job_id])) == then[job_id]
+    ]
+    processes, shares = _held_outside(core, {job.request.id for job in kept})
+    if processes > pending.basis[1] or shares > pending.basis[2] + 1e-9:
+        return None
+    return kept
+
+
+def _held_outside(core: Core, planned: set[str]) -> tuple[int, float]:
+    """The loader processes and decoder share of the jobs holding resources that are not
+    in `planned`."""
+    outside = [
+        job
+        for job in core.live.values()
+        if job.state.holds_resources and job.request.id not in planned
+    ]
+    processes = sum(job.request.gpus * workers_of(holding(job)) for job in outside)
+    return processes, sum(share_of(holding(job)) for job in outside)
 
 
 def _held(job: Job) -> Allocation | None:

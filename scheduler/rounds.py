@@ -108,9 +108,10 @@ def plan_made(core: Core, event: PlanMade, now: float, out: list[Command]) -> No
         return
     match pending.purpose:
         case PlanPurpose.ROUND:
-            planned = _round_jobs(core, pending.arriving)
-            if _still(core, pending, planned, planning.node_left(core)):
-                _take_buffers(core, pending.arriving, now, out)
+            planned = planning.still_planned(core, pending)
+            if planned:
+                taken = {job.request.id for job in planned}
+                _take_buffers(core, tuple(a for a in pending.arriving if a in taken), now, out)
                 start_round(core, planned, planning.made(event.outcome), now, out)
         case PlanPurpose.BESIDE:
             _beside_planned(core, pending, event.outcome, now, out)
@@ -118,14 +119,6 @@ def plan_made(core: Core, event: PlanMade, now: float, out: list[Command]) -> No
             _replanned(core, pending, event.outcome, now, out)
         case _ as unreachable:
             assert_never(unreachable)
-
-
-def _still(core: Core, pending: PendingPlan, jobs: list[Job], node: NodeSpec) -> bool:
-    """Whether the plan asked for is still the node's: its arrivals still waiting, and its
-    jobs, their states and allocations, and the room as they were."""
-    waiting = set(core.arrivals)
-    arrived = all(job_id in waiting for job_id in pending.arriving)
-    return arrived and planning.basis(jobs, node) == pending.basis
 
 
 def _waits(core: Core, now: float, held: bool) -> bool:
@@ -190,14 +183,13 @@ def _beside_planned(
     core: Core, pending: PendingPlan, outcome: PlanOutcome, now: float, out: list[Command]
 ) -> None:
     """Start the arrivals beside the running jobs on their plan, if it fits what is left."""
-    arriving = [core.jobs[job_id] for job_id in pending.arriving]
-    left = core.node.cpu_workers - core.loader_processes()
-    same = tuple(core.arrivals) == pending.arriving
-    if not (same and _still(core, pending, arriving, _room_beside(core, left))):
+    arriving = planning.still_planned(core, pending)
+    if not arriving or core.round is not None:
         return
     if outcome.plan is None and isinstance(outcome.error, InvalidRequest):
         return
     plan = planning.made(outcome)
+    left = core.node.cpu_workers - core.loader_processes()
     asked = sum(
         j.request.gpus * planned_allocation(plan, j.request.id).workers_per_gpu for j in arriving
     )
@@ -205,12 +197,17 @@ def _beside_planned(
         return
     held = any(job.state.holds_resources for job in core.live.values())
     rebalance_due = core.arrivals_due if held else None
-    core.arrivals, core.arrivals_due = [], None
+    taken = {job.request.id for job in arriving}
+    # Arrivals that came while the plan was made keep their window (it serves the
+    # rebalance too).
+    core.arrivals = [job_id for job_id in core.arrivals if job_id not in taken]
+    if not core.arrivals:
+        core.arrivals_due = None
     core.tried_beside = None  # only the tries that failed are remembered
     for job in arriving:
         core.move(job, JobState.PENDING, out)
     start_round(core, arriving, plan, now, out)
-    if rebalance_due is not None and core.completions_due is None:
+    if rebalance_due is not None and core.completions_due is None and not core.arrivals:
         core.completions_due = rebalance_due
 
 
@@ -306,9 +303,8 @@ def _replanned(
     current = core.round
     if current is None or current.gen != pending.round_gen:
         return
-    flexible = _flexible(core, current)
-    node = planning.node_left(core, also_fixed=(JobState.RUNNING,))
-    if not _still(core, pending, flexible, node):
+    flexible = planning.still_planned(core, pending)
+    if flexible is None:
         finish_round(core, now, out)  # planned again, on what is there now
         return
     if outcome.plan is not None:
