@@ -41,6 +41,7 @@ from scheduler.messages import (
     LaunchRetrying,
     Pause,
     Placed,
+    PlanAbandoned,
     Planned,
     PlanNeeded,
     Queued,
@@ -101,7 +102,7 @@ class Actions:
                 self._send(CancelMessage(job=job_id))
             case StopProcesses() | StepsKept() | ExitNoted():
                 reaping.carry_out(parts, command)
-            case HelloMissed() | PlanNeeded():
+            case HelloMissed() | PlanNeeded() | PlanAbandoned():
                 pass  # the restorer's and the planner's, after the others (Service.feed)
             case (
                 StateChanged()

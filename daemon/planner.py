@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from daemon.items import Item, PlanDone
 from daemon.metrics import Metrics
-from scheduler.messages import PlanMade, PlanNeeded, PlanOutcome
+from scheduler.messages import PlanAbandoned, PlanMade, PlanNeeded, PlanOutcome
 from scheduler.planning import work_out
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,24 @@ class Planner:
             self._timed(needed, asked)
             self._feed(PlanMade(needed.ticket, outcome))
             return
-        self._run(needed, asked, self._pool_for(needed))
+        try:
+            self._run(needed, asked, self._pool_for(needed))
+        except Exception as error:  # the core waits for an answer: never leave it without one
+            log.exception("planning could not start")
+            failed = PlanOutcome(None, error=RuntimeError(f"planning could not start: {error}"))
+            self._put(PlanDone(needed.ticket, failed))
+
+    def abandon(self, given_up: PlanAbandoned) -> None:
+        """The core gave a plan up (`scheduler.plan_timeout_s`): stop the process that was
+        making it, so that the plan asked for next starts in a new one. (A plan in the
+        thread cannot be stopped; a plan of fewer jobs than `PROCESS_FROM_JOBS` takes
+        milliseconds.)"""
+        log.warning(
+            "a plan of %d jobs was not made in %.0f s: given up, and asked for again",
+            given_up.jobs,
+            given_up.waited_s,
+        )
+        self._stop_process()
 
     def _pool_for(self, needed: PlanNeeded) -> Executor:
         if len(needed.work.request.jobs) < PROCESS_FROM_JOBS:
@@ -91,7 +108,7 @@ class Planner:
         loop = asyncio.get_running_loop()
         try:
             done = loop.run_in_executor(pool, work_out, needed.work)
-        except BrokenExecutor as error:  # its process died while idle
+        except (BrokenExecutor, OSError) as error:  # its process died idle, or cannot start
             self._lost_process(error)
             pool = self._thread
             done = loop.run_in_executor(pool, work_out, needed.work)
@@ -104,8 +121,8 @@ class Planner:
         pool: Executor,
         made: "asyncio.Future[PlanOutcome]",
     ) -> None:
-        if made.cancelled():  # the daemon is stopping
-            return
+        if made.cancelled() or pool not in (self._thread, self._process):
+            return  # the daemon is stopping, or the plan was given up and its process stopped
         failure = made.exception()
         if failure is not None and pool is self._process:
             # It died while planning (killed, out of memory): the core still waits for this
@@ -121,20 +138,31 @@ class Planner:
         self._timed(needed, asked)
         self._put(PlanDone(needed.ticket, made.result()))
 
-    def _lost_process(self, error: BaseException) -> None:
-        """The planning process is gone: the next big plan starts a new one."""
-        log.warning("the planning process failed (%s); planning in a thread", error)
-        if self._process is not None:
-            self._process.shutdown(wait=False, cancel_futures=True)
-            self._process = None
-
     def _timed(self, needed: PlanNeeded, asked: float) -> None:
         made = time.monotonic()
         self.timings.append(PlanTiming(asked, made, len(needed.work.request.jobs)))
         self._metrics.plan_time.observe(made - asked)
 
+    def _lost_process(self, error: BaseException) -> None:
+        """The planning process is gone: the next big plan starts a new one."""
+        log.warning("the planning process failed (%s); planning in a thread", error)
+        self._stop_process()
+
+    def _stop_process(self) -> None:
+        """Stop the planning process, whatever it is doing; the next big plan starts a new
+        one. `shutdown` alone waits for the plan being made: terminate its worker first
+        (the executor keeps its processes in `_processes`; Python 3.14 has a public
+        `terminate_workers`)."""
+        pool, self._process = self._process, None
+        if pool is None:
+            return
+        workers: dict[int, multiprocessing.process.BaseProcess] = getattr(pool, "_processes", {})
+        for worker in list(workers.values()):
+            worker.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+
     def close(self) -> None:
-        """Make no more plans; the one being made is dropped with the daemon."""
+        """Make no more plans; the one being made is dropped with the daemon (its process
+        stopped; one in the thread ends with its plan)."""
         self._thread.shutdown(wait=False, cancel_futures=True)
-        if self._process is not None:
-            self._process.shutdown(wait=False, cancel_futures=True)
+        self._stop_process()

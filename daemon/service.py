@@ -60,6 +60,7 @@ from scheduler.messages import (
     HelloMissed,
     JobCancelled,
     ModelRefitted,
+    PlanAbandoned,
     PlanMade,
     PlanNeeded,
     StopRequested,
@@ -343,6 +344,8 @@ class Service:
                 self._hello_missed(command)
             elif isinstance(command, PlanNeeded):
                 self.planner.make(command)
+            elif isinstance(command, PlanAbandoned):
+                self.planner.abandon(command)
         return refusal
 
     def _hello_missed(self, command: HelloMissed) -> None:

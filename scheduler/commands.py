@@ -294,6 +294,16 @@ class PlanNeeded:
 
 
 @dataclass(frozen=True)
+class PlanAbandoned:
+    """The plan asked for with `ticket` was not made within `plan_timeout_s` (`waited_s`):
+    the core no longer waits for it and asks again; whatever was making it may be stopped."""
+
+    ticket: int
+    jobs: int
+    waited_s: float
+
+
+@dataclass(frozen=True)
 class PlanOutcome:
     """A plan made: the plan and the jobs put back on their priors, or what the policy
     raised on the priors alone (`error`, with no plan)."""
@@ -329,5 +339,6 @@ Command = (
     | ExitCommand
     | HelloMissed
     | PlanNeeded
+    | PlanAbandoned
     | Record
 )

@@ -29,6 +29,10 @@ class SchedulerConfig:
     start_when_free: bool = True
     completion_window_s: float = 30.0
     pause_timeout_s: float = 60.0  # then jobs still pausing keep their old allocation
+    # A plan asked for and not made by then is given up and asked for again (the daemon
+    # stops the process that was making it first): a policy that hangs must not leave the
+    # jobs waiting for it forever (scheduler/planning.py).
+    plan_timeout_s: float = 120.0
     # A running job whose link is silent this long is lost. The SDK's link speaks every
     # heartbeat period from a thread of its own, whatever the script does (a setup, an
     # evaluation, a save), so only a dead or hung process goes silent; a job may set its own.
@@ -133,6 +137,7 @@ class SchedulerConfig:
                 raise InvalidRequest(f"scheduler.{name}", "must not be negative")
         for name in (
             "pause_timeout_s",
+            "plan_timeout_s",
             "heartbeat_timeout_s",
             "stall_timeout_s",
             "launch_timeout_s",

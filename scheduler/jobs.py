@@ -155,6 +155,7 @@ class PendingPlan:
     purpose: PlanPurpose
     jobs: tuple[str, ...]
     basis: PlanBasis
+    asked_at: float
     arriving: tuple[str, ...] = ()
     round_gen: int | None = None
 

@@ -22,7 +22,14 @@ from dataclasses import replace
 
 from allocator import AllocationPlan, AllocationRequest, JobSpec, NodeSpec, allocate
 from scheduler import learning
-from scheduler.commands import Allocation, Command, PlanNeeded, PlanOutcome, PlanWork
+from scheduler.commands import (
+    Allocation,
+    Command,
+    PlanAbandoned,
+    PlanNeeded,
+    PlanOutcome,
+    PlanWork,
+)
 from scheduler.core import Core
 from scheduler.curves import JobCurve
 from scheduler.events import PlanMade
@@ -47,6 +54,7 @@ def ask(
     node: NodeSpec,
     out: list[Command],
     *,
+    now: float,
     arriving: tuple[str, ...] = (),
     round_gen: int | None = None,
 ) -> None:
@@ -69,10 +77,30 @@ def ask(
         purpose,
         tuple(job.request.id for job in jobs),
         basis(core, jobs),
+        now,
         arriving,
         round_gen,
     )
     out.append(PlanNeeded(core.plan_tickets, PlanWork(request, core.config.policy, priors)))
+
+
+def deadline(core: Core) -> float | None:
+    """When the plan in flight is given up (`abandon_late`); None while none is."""
+    pending = core.planning
+    return None if pending is None else pending.asked_at + core.config.plan_timeout_s
+
+
+def abandon_late(core: Core, now: float, out: list[Command]) -> PendingPlan | None:
+    """Give up the plan in flight if it is past its deadline: the core no longer waits for
+    it (its answer, should it still come, answers nothing) and says so; the plan given up,
+    for its purpose to be asked for again."""
+    due = deadline(core)
+    pending = core.planning
+    if due is None or pending is None or now < due:
+        return None
+    core.planning = None
+    out.append(PlanAbandoned(pending.ticket, len(pending.jobs), now - pending.asked_at))
+    return pending
 
 
 def work_out(work: PlanWork) -> PlanOutcome:

@@ -71,7 +71,7 @@ def maybe_start_round(core: Core, now: float, out: list[Command]) -> None:
         return
     learning.relearn_contention(core)
     node = planning.node_left(core)
-    planning.ask(core, PlanPurpose.ROUND, planned, node, out, arriving=arriving)
+    planning.ask(core, PlanPurpose.ROUND, planned, node, out, now=now, arriving=arriving)
 
 
 def _round_jobs(core: Core, arriving: tuple[str, ...]) -> list[Job]:
@@ -164,7 +164,7 @@ def start_beside_running(core: Core, now: float, out: list[Command]) -> None:
     core.tried_beside = tried
     node = _room_beside(core, left)
     learning.relearn_contention(core)
-    planning.ask(core, PlanPurpose.BESIDE, arriving, node, out, arriving=tried[0])
+    planning.ask(core, PlanPurpose.BESIDE, arriving, node, out, now=now, arriving=tried[0])
 
 
 def _room_beside(core: Core, left: int) -> NodeSpec:
@@ -283,7 +283,7 @@ def finish_round(core: Core, now: float, out: list[Command]) -> None:
     flexible = _flexible(core, current)
     if current.stale and flexible:
         node = planning.node_left(core, also_fixed=(JobState.RUNNING,))
-        planning.ask(core, PlanPurpose.REPLAN, flexible, node, out, round_gen=current.gen)
+        planning.ask(core, PlanPurpose.REPLAN, flexible, node, out, now=now, round_gen=current.gen)
         return
     _end_round(core, current, now, out)
 
@@ -340,6 +340,15 @@ def give_up_on_stragglers(core: Core, current: Round, now: float, out: list[Comm
         core.move(job, JobState.RUNNING, out, StateReason.PAUSE_TIMED_OUT)
     current.stale = True
     finish_round(core, now, out)
+
+
+def give_up_late_plan(core: Core, now: float, out: list[Command]) -> None:
+    """A plan past `plan_timeout_s` is given up (scheduler/planning.py): a round that
+    waits for its replan asks again at once; a round's or arrivals' plan is asked for again
+    when `maybe_start_round` next finds its window closed."""
+    pending = planning.abandon_late(core, now, out)
+    if pending is not None and pending.purpose is PlanPurpose.REPLAN and core.round is not None:
+        finish_round(core, now, out)
 
 
 def leave_round(

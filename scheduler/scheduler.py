@@ -25,6 +25,7 @@ from scheduler import (
     launches,
     learning,
     lifecycle,
+    planning,
     processes,
     reattach,
     reports,
@@ -272,13 +273,16 @@ class Scheduler:
     def next_deadline(self) -> float | None:
         """The earliest time at which a Tick would change something, if any."""
         core = self._core
+        times: list[float] = []
         if core.round is None:
-            due = (core.arrivals_due, core.completions_due, core.held_until)
-            times = [t for t in due if t is not None]
             times.extend(core.backing_off.values())
-        else:  # windows that close meanwhile are served when the round ends, not by a Tick
-            # (a round waiting for no pause waits for its replan: `PlanMade` ends it)
-            times = [core.round.deadline] if core.round.waiting else []
+        if core.round is None and core.planning is None:
+            due = (core.arrivals_due, core.completions_due, core.held_until)
+            times.extend(t for t in due if t is not None)
+        elif core.round is not None and core.round.waiting:
+            times.append(core.round.deadline)
+        # Else windows that closed are served when the round ends or the plan in flight
+        # comes, not by a Tick (a round waiting for no pause waits for its replan).
         watched = core.watched.values()
         times.extend(job.last_heard + timers.silence_allowed(core, job) for job in watched)
         times.extend(
@@ -292,6 +296,9 @@ class Scheduler:
             if job.first_ran is not None and job.request.time_limit_s is not None
         )
         times.extend(watches.deadlines(core))
+        plan_due = planning.deadline(core)
+        if plan_due is not None:
+            times.append(plan_due)
         times.extend(launches.deadlines(core))
         times.extend(reattach.deadlines(core))
         return min(times, default=None)

@@ -1,9 +1,10 @@
-"""What time alone decides, on a `Tick`: a round's pause timeout, a job's time limit, a
-running job's link silent too long (lost), a running job without progress past its stall
-limit (stalled), a launched job that never said hello (a command then runs unmanaged,
-anything else has failed), an ended job's processes past their time
-(scheduler/watches.py), and a launch the node was short for, tried again
-(scheduler/launches.py). The limits themselves are here too, for the deadlines."""
+"""What time alone decides, on a `Tick`: a plan not made in time (given up and asked for
+again), a round's pause timeout, a job's time limit, a running job's link silent too long
+(lost), a running job without progress past its stall limit (stalled), a launched job that
+never said hello (a command then runs unmanaged, anything else has failed), an ended job's
+processes past their time (scheduler/watches.py), and a launch the node was short for,
+tried again (scheduler/launches.py). The limits themselves are here too, for the
+deadlines."""
 
 from scheduler import launches, lifecycle, rounds, watches
 from scheduler.commands import Command, RanUnmanaged, Stalled
@@ -14,6 +15,7 @@ from scheduler.states import JobState
 
 
 def tick(core: Core, now: float, out: list[Command]) -> None:
+    rounds.give_up_late_plan(core, now, out)
     current = core.round
     if current is not None and now >= current.deadline and current.waiting:
         rounds.give_up_on_stragglers(core, current, now, out)

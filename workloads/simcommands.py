@@ -22,6 +22,7 @@ from scheduler.messages import (
     LaunchRetrying,
     Pause,
     Placed,
+    PlanAbandoned,
     Planned,
     PlanNeeded,
     Queued,
@@ -76,6 +77,7 @@ def carry_out(node: SimNode, command: Command) -> None:
             | (StepsKept() | ExitNoted())
             | HelloMissed()  # the restart's, after the others (`Simulation._deliver`)
             | PlanNeeded()  # made after the others, and its plan delivered (the same)
+            | PlanAbandoned()  # a simulated plan is made at once: never late
         ):
             _count(node, command)  # a cancel ends the job at its final state
         case _ as unreachable:
@@ -83,7 +85,8 @@ def carry_out(node: SimNode, command: Command) -> None:
 
 
 def _count(
-    node: SimNode, record: Cancel | StepsKept | ExitNoted | HelloMissed | PlanNeeded | Record
+    node: SimNode,
+    record: Cancel | StepsKept | ExitNoted | HelloMissed | PlanNeeded | PlanAbandoned | Record,
 ) -> None:
     """A job's final state ends it on the node; the node's tally of the core's rounds:
     plans made, changes the gate kept from jobs; the other records change nothing on it."""

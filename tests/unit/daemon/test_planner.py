@@ -11,7 +11,7 @@ from bench.bench_allocator import make_request
 from daemon.items import Item, PlanDone
 from daemon.metrics import Metrics
 from daemon.planner import PROCESS_FROM_JOBS, Planner
-from scheduler.messages import PlanMade, PlanNeeded, PlanWork
+from scheduler.messages import PlanAbandoned, PlanMade, PlanNeeded, PlanWork
 from scheduler.planning import work_out
 
 
@@ -78,3 +78,24 @@ def test_a_hand_held_planner_feeds_the_plan_back_at_once() -> None:
     ask = needed(5, 3)
     planner.make(ask)
     assert fed == [PlanMade(5, work_out(ask.work))] and queue.empty()
+
+
+def test_a_plan_given_up_stops_its_process_and_the_next_starts_a_new_one() -> None:
+    async def scenario() -> None:
+        queue: asyncio.Queue[Item] = asyncio.Queue()
+        planner = Planner(queue.put_nowait, lambda _: None, Metrics(), off_loop=True)
+        try:
+            await made_off_loop(planner, queue, needed(1, PROCESS_FROM_JOBS))
+            (first,) = multiprocessing.active_children()
+            planner.abandon(PlanAbandoned(2, PROCESS_FROM_JOBS, 120.0))
+            first.join(30.0)
+            assert not first.is_alive()
+            ask = needed(3, PROCESS_FROM_JOBS)
+            done = await made_off_loop(planner, queue, ask)
+            assert done.outcome == work_out(ask.work)
+            (second,) = multiprocessing.active_children()
+            assert second.pid != first.pid
+        finally:
+            planner.close()
+
+    asyncio.run(scenario())

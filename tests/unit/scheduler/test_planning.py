@@ -15,6 +15,7 @@ from scheduler.messages import (
     JobSubmitted,
     Launch,
     Pause,
+    PlanAbandoned,
     PlanMade,
     Planned,
     PlanNeeded,
@@ -159,4 +160,34 @@ def test_a_replan_in_flight_after_a_pause_timeout_is_not_a_deadline_passed() -> 
     deadline = core.next_deadline()
     assert deadline is None or deadline > 7.0  # nothing to tick for while it is made
     (launch,) = only(made(core, replan, 7.1), Launch)
+    assert launch.job_id == "b"
+
+
+def test_a_plan_not_made_in_time_is_given_up_and_asked_for_again() -> None:
+    core = scheduler(cpu_workers=64, plans_inline=False)
+    first = asked(core.handle(JobSubmitted(job("a")), 0.0))
+    timeout = core.config.plan_timeout_s
+    assert core.next_deadline() == timeout  # nothing else to wait for: the plan's deadline
+    assert not only(core.handle(Tick(), timeout - 1.0), PlanAbandoned)
+    out = core.handle(Tick(), timeout)
+    (given_up,) = only(out, PlanAbandoned)
+    assert (given_up.ticket, given_up.jobs, given_up.waited_s) == (first.ticket, 1, timeout)
+    again = asked(out)  # at once: its window closed long ago
+    assert again.ticket != first.ticket and planned_ids(again) == ["a"]
+    assert core.handle(PlanMade(first.ticket, work_out(first.work)), timeout + 1.0) == []
+    assert only(made(core, again, timeout + 2.0), Launch)
+
+
+def test_a_replan_not_made_in_time_is_asked_for_again_and_the_round_ends_on_it() -> None:
+    core = scheduler(cpu_workers=12, window_s=1.0, pause_timeout_s=5.0, plans_inline=False)
+    running(core, ["a"], 0.0)
+    core.handle(JobSubmitted(job("b")), 1.0)
+    made(core, asked(core.handle(Tick(), 2.0)), 2.0)  # a is told to shrink, never answers
+    replan = asked(core.handle(Tick(), 7.0))
+    late = 7.0 + core.config.plan_timeout_s
+    out = core.handle(Tick(), late)
+    assert only(out, PlanAbandoned)
+    again = asked(out)
+    assert planned_ids(again) == ["b"] and again.ticket != replan.ticket
+    (launch,) = only(made(core, again, late + 0.1), Launch)
     assert launch.job_id == "b"
