@@ -54,10 +54,14 @@ def curve_problem(workers_per_gpu: Sequence[float], samples_per_s: Sequence[floa
         return f"workers_per_gpu must be positive and increasing, at most {MAX_WORKERS}"
     if not all(math.isfinite(r) and 0 < r <= MAX_SAMPLES_PER_S for r in samples_per_s):
         return f"samples_per_s must be positive numbers, at most {MAX_SAMPLES_PER_S:g}"
-    if any(b < a for a, b in itertools.pairwise(samples_per_s)):
+    falls = [index for index, (a, b) in enumerate(itertools.pairwise(samples_per_s)) if b < a]
+    if falls:
+        at = falls[0]
         return (
-            "samples_per_s must not fall as workers grow (a job alone never loads slower "
-            "with more workers); average repeated measurements first"
+            f"samples_per_s must not fall as workers grow, but falls from {samples_per_s[at]:g}"
+            f" at {workers_per_gpu[at]:g} workers to {samples_per_s[at + 1]:g} at"
+            f" {workers_per_gpu[at + 1]:g} (a job alone never loads slower with more"
+            " workers); average repeated measurements first"
         )
     return None
 

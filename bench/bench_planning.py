@@ -1,14 +1,16 @@
-"""REST latency while the core plans 128 jobs (issue 39, item 3: plans never block the
-event loop; goal: p99 under 50 ms while a plan is made).
+"""How fast the daemon's REST API answers while it makes a plan for 128 jobs. The daemon
+makes its plans off its event loop (daemon/planner.py), so a read should be answered as
+fast as when it is idle. Goal: p99 under 50 ms while a plan is made.
 
 The daemon is the real ASGI app with its real service, store, writer and planner, served
 by uvicorn on a local socket from a thread of this process. Its jobs' processes are not
 started (`_NoJobProcesses`): this times the planner, not 128 jobs on two cores. 128 jobs
 are submitted within one arrival window, so that one round plans them all with the default
 policy, `lookahead`, each job saying its work left; a client process of its own reads one
-job again and again meanwhile, as REST users do. Reads answered while no plan was in flight
-are the baseline; on the event loop (before this item) every read that came during a plan
-waited for the rest of it, so the plan's own time is what the loop would have stalled.
+job again and again meanwhile, as REST users do. Reads answered before the plan was asked
+for are the idle baseline. A daemon that planned on its event loop would answer no read
+while the plan is made: the plan's own time ("plan") is how long such a daemon would stall
+(the first big plan's includes starting the planning process).
 
 Run: .venv/bin/python -m bench.bench_planning [--runs N]
 Prints a table and saves bench/out/planning.json. The check in CI:
@@ -18,6 +20,7 @@ tests/integration/test_planning_off_loop.py.
 import argparse
 import contextlib
 import json
+import logging
 import statistics
 import subprocess
 import sys
@@ -194,6 +197,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=JOBS)
     args = parser.parse_args()
+    logging.getLogger("daemon").setLevel(logging.ERROR)  # its start-up advice is not the bench's
     runs = []
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="stoker-bench-planning-") as workdir:
@@ -206,6 +210,9 @@ def main() -> None:
             f" max {during.max_ms:6.1f} ms | idle: p50 {idle.p50_ms:5.1f}"
             f" p99 {idle.p99_ms:5.1f} ms"
         )
+    worst = max(run.while_planning.p99_ms for run in runs)
+    met = "met" if worst < P99_GOAL_S * 1e3 else "NOT met"
+    print(f"goal p99 < {P99_GOAL_S * 1e3:.0f} ms while planning: {met} (worst run {worst:.1f} ms)")
     path = save(
         "planning",
         {"goal": "REST p99 < 50 ms while a plan is made", "runs": [asdict(r) for r in runs]},

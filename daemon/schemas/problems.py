@@ -23,6 +23,8 @@ def request_problem(
     job's command given as one string, a variable's value `given` as a number)."""
     path = [str(part) for part in loc if part != "body"]
     message = own_words(message)
+    if path:  # ours name their field already ("model: unknown model ..."): the field says it
+        message = message.removeprefix(f"{path[-1]}: ")
     if kind == "extra_forbidden" and len(path) == 1:
         known = difflib.get_close_matches(path[0], fields, n=1)
         if known:

@@ -114,7 +114,16 @@ def encode(reason: object) -> str | None:
 
 
 def decode(column: str | None) -> JobReason | None:
-    """The reason the column's JSON holds (see `encode`); None for NULL."""
+    """The reason the column's JSON holds (see `encode`); None for NULL. A row this daemon
+    cannot read (written by hand, or damaged) is told as it is, not raised: one bad row must
+    not fail a listing of every job."""
+    try:
+        return _decoded(column)
+    except (ValueError, KeyError, TypeError) as error:
+        return Worded(f"(a reason this daemon cannot read: {error}; stored: {str(column)[:200]})")
+
+
+def _decoded(column: str | None) -> JobReason | None:
     if column is None:
         return None
     data: dict[str, Any] = json.loads(column)

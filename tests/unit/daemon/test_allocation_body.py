@@ -77,6 +77,10 @@ def test_a_measured_curve_is_planned_on_its_fit() -> None:
         ),
         ({"workers_per_gpu": [2, 1], "samples_per_s": [1, 2]}, "positive and increasing"),
         ({"workers_per_gpu": [1, 2], "samples_per_s": [500, 300]}, "must not fall"),
+        (
+            {"workers_per_gpu": [1, 2, 4, 8], "samples_per_s": [210, 400, 300, 100]},
+            "falls from 400 at 2 workers to 300 at 4",
+        ),
         ({"workers_per_gpu": [1, 2], "samples_per_s": [300, 1e300]}, "at most 1e"),
         ({"workers_per_gpu": [1, 1e9], "samples_per_s": [300, 400]}, "at most 4096"),
     ],

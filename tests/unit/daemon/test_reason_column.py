@@ -234,3 +234,10 @@ def test_a_restart_that_ends_a_job_keeps_why_typed(tmp_path: Path) -> None:
         await driver.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("column", ['{"kind": "new-in-some-future"}', "not json", '{"kind": 1}'])
+def test_a_reason_this_daemon_cannot_read_is_told_not_raised(column: str) -> None:
+    read = decode(column)
+    assert isinstance(read, Worded) and read.text.startswith("(a reason this daemon cannot read")
+    assert column[:20] in read.text
