@@ -312,7 +312,8 @@ def _replanned(
             job.planned = planned_allocation(outcome.plan, job.request.id)
         out.append(Replanned(current.gen, outcome.plan))
     _end_round(core, current, now, out)
-    planning.made(outcome)
+    if outcome.error is not None:  # said once the round has ended on the plan it had
+        raise outcome.error
 
 
 def _end_round(core: Core, current: Round, now: float, out: list[Command]) -> None:
