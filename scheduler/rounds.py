@@ -67,7 +67,7 @@ def maybe_start_round(core: Core, now: float, out: list[Command]) -> None:
     arriving = tuple(core.arrivals)
     planned = _round_jobs(core, arriving)
     if not planned:
-        _take_buffers(core, arriving, now, out)
+        _take_buffers(core, arriving, arriving, now, out)
         return
     learning.relearn_contention(core)
     node = planning.node_left(core)
@@ -89,14 +89,22 @@ def _round_jobs(core: Core, arriving: tuple[str, ...]) -> list[Job]:
     )
 
 
-def _take_buffers(core: Core, arriving: tuple[str, ...], now: float, out: list[Command]) -> None:
-    """The round takes the arrivals it planned and closes both windows. Arrivals that came
-    while its plan was made wait for a window of their own."""
+def _take_buffers(
+    core: Core,
+    served: tuple[str, ...],
+    taken: tuple[str, ...],
+    now: float,
+    out: list[Command],
+) -> None:
+    """The round serves the arrivals that were waiting when its plan was asked for
+    (`served`: out of the buffer, whether still there or ended since), takes those it
+    planned (`taken`), and closes both windows. Arrivals that came while its plan was made
+    wait for a window of their own."""
     core.held_until = None
     core.completions_due = None
-    core.arrivals = [job_id for job_id in core.arrivals if job_id not in arriving]
+    core.arrivals = [job_id for job_id in core.arrivals if job_id not in served]
     core.arrivals_due = now + core.config.arrival_window_s if core.arrivals else None
-    for job_id in arriving:
+    for job_id in taken:
         core.move(core.jobs[job_id], JobState.PENDING, out)
 
 
@@ -110,8 +118,9 @@ def plan_made(core: Core, event: PlanMade, now: float, out: list[Command]) -> No
         case PlanPurpose.ROUND:
             planned = planning.still_planned(core, pending)
             if planned:
-                taken = {job.request.id for job in planned}
-                _take_buffers(core, tuple(a for a in pending.arriving if a in taken), now, out)
+                kept = {job.request.id for job in planned}
+                taken = tuple(a for a in pending.arriving if a in kept)
+                _take_buffers(core, pending.arriving, taken, now, out)
                 start_round(core, planned, planning.made(event.outcome), now, out)
         case PlanPurpose.BESIDE:
             _beside_planned(core, pending, event.outcome, now, out)
@@ -197,10 +206,9 @@ def _beside_planned(
         return
     held = any(job.state.holds_resources for job in core.live.values())
     rebalance_due = core.arrivals_due if held else None
-    taken = {job.request.id for job in arriving}
     # Arrivals that came while the plan was made keep their window (it serves the
-    # rebalance too).
-    core.arrivals = [job_id for job_id in core.arrivals if job_id not in taken]
+    # rebalance too); those it was asked for are served, started or ended since.
+    core.arrivals = [job_id for job_id in core.arrivals if job_id not in pending.arriving]
     if not core.arrivals:
         core.arrivals_due = None
     core.tried_beside = None  # only the tries that failed are remembered
