@@ -80,11 +80,13 @@ class JobArrays:
         )
         return replace(planned, table=table)
 
-    def rates(self, splits: IntArray, alive: BoolArray) -> FloatArray:
+    def rates(self, splits: IntArray, alive: BoolArray, total: int | None = None) -> FloatArray:
         """Samples/s of every job under each split (rows), counting the loader processes of
-        the `alive` jobs only."""
+        the `alive` jobs only (`total` of them, of one split, where the caller knows it)."""
         if self.table is not None and splits.ndim == 1:  # the fluid model's one split
-            one = self.table.rates_of(splits, int((splits * alive) @ self.gpus))
+            if total is None:
+                total = int((splits * alive) @ self.gpus)
+            one = self.table.rates_of(splits, total)
             if one is not None:
                 return one
         splits_2d = np.atleast_2d(splits)

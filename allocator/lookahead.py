@@ -34,10 +34,11 @@ at 20 and 21 workers ended 36 s apart, the node's last 31 s on one of them).
 
 A plan predicts a few candidates' hundreds of finishes, and after each the fill hands the
 freed processes out one worker per GPU at a time: that fill is where a plan's time goes. So
-it reads every job's rate at its workers per GPU and the node's total of processes from a
-table the plan fills in as it goes (allocator/ratetable.py) instead of rating each trial split,
-with the same choices; a finish whose freed processes no job left could pay its pause for
-is not filled at all (`_may_grow`); and a split is predicted once per plan (with no job
+it reads every job's rate from a table the plan fills in as it goes (allocator/ratetable.py,
+allocator/tablefill.py) instead of rating each trial split, with the same choices; a fill
+the plan has worked out before is looked up (a refinement's trials often meet the same
+splits); a finish whose freed processes no job left fits or could pay its pause for is not
+filled at all (allocator/regrowth.py); and a split is predicted once per plan (with no job
 running, `keep` is `greedy`'s split and `balance`'s is its own unmoved run). The plans are
 those of rating every split (bench/bench_allocator.py times them).
 
@@ -60,8 +61,10 @@ from allocator.baselines import NO_SPARE_NOTE, balance
 from allocator.errors import InvalidRequest
 from allocator.jobarrays import DEFAULT_PAUSE_COST_S, KNEE_SHARPNESS, BoolArray, JobArrays
 from allocator.knapsack import FloatArray, IntArray
-from allocator.ratetable import fill_on_table
-from allocator.throughput import make_plan, with_overhead
+from allocator.ratetable import RateTable
+from allocator.regrowth import may_grow
+from allocator.tablefill import fill_key, fill_on_table, remembered_fill
+from allocator.throughput import make_plan
 from allocator.types import AllocationPlan, AllocationRequest
 
 # The knee and the pause a plan assumes are the jobs' (allocator/jobarrays.py), named here too.
@@ -225,48 +228,88 @@ def predict_finishes(jobs: JobArrays, split: IntArray, *, moved: bool = True) ->
     to the jobs left (`_fill`), a job growing only if that saves more than its pause over
     its remaining work."""
     count = len(split)
-    left = jobs.remaining.copy()
+    left = jobs.remaining.astype(np.float64)  # a copy, updated in place
     split = split.copy()
     changed = (jobs.current > 0) & (split != jobs.current) & moved
     stalled = np.where(changed, jobs.pause_cost, 0.0)
+    pausing = bool(changed.any())  # whether any job is stalled: else `stalled` is all 0
     alive = np.ones(count, dtype=bool)
+    running = count
+    # The fills' table, where they fill on it (`_fill`): growth only adds to `split`.
+    table = jobs.table if jobs.table is not None and split.min() >= 1 else None
+    processes = int(split @ jobs.gpus)  # the alive jobs' loader processes
     finishes = np.zeros(count)
     clock, regrow_at = 0.0, np.inf  # when the plan after the first unserved finish comes
     known: FloatArray | None = None  # the rates of `split` and `alive`, where known
-    while alive.any():
-        rates = jobs.rates(split, alive) if known is None else known
+    while running:
+        rates = jobs.rates(split, alive, processes) if known is None else known
         known = None
-        live = rates[alive]
-        # Every rate positive and finite (a NaN fails the first test, an infinity the second).
-        if not (live.min() > 0.0 and live.max() < np.inf):
-            raise InvalidRequest("jobs", _NO_RATE)  # a NaN would never finish: no endless loop
-        until = np.where(alive, stalled + left / rates, np.inf)
+        # Every rate positive and finite (a NaN fails the first test, an infinity the second),
+        # unless read off a table all of whose rates are.
+        if not (table is not None and table.all_positive and processes <= jobs.capacity):
+            live = rates[alive]
+            if not (live.min() > 0.0 and live.max() < np.inf):
+                raise InvalidRequest("jobs", _NO_RATE)  # a NaN would never finish: no endless loop
+        # While no job is stalled, `stalled` adds 0 and `step - stalled` is `step`: the same
+        # doubles for fewer operations. (The samples of a finished job are never read.)
+        if pausing:
+            until = np.where(alive, stalled + left / rates, np.inf)
+        else:
+            until = np.where(alive, left / rates, np.inf)
         first = int(until.argmin())
-        to_finish, to_plan = float(until[first]), regrow_at - clock
+        to_finish, to_plan = until.item(first), regrow_at - clock
         step = min(to_finish, to_plan)
-        left = np.where(alive, left - np.maximum(step - stalled, 0.0) * rates, left)
-        stalled = np.maximum(stalled - step, 0.0)
+        if pausing:
+            left -= np.maximum(step - stalled, 0.0) * rates
+            stalled = np.maximum(stalled - step, 0.0)
+            pausing = bool(stalled.any())
+        else:
+            left -= step * rates
         clock += step
         if to_finish <= to_plan:
             finishes[first], alive[first], left[first] = clock, False, 0.0
+            running -= 1
+            processes -= split.item(first) * jobs.gpus.item(first)
             regrow_at = min(regrow_at, clock + jobs.regrow_delay)
-            if clock < regrow_at or not alive.any():
+            if clock < regrow_at or not running:
                 continue  # the jobs left run as they are until the plan
         regrow_at = np.inf
-        known = _regrow(jobs, split, alive, left, stalled)
+        known = _regrow(jobs, split, alive, left, stalled, table=table, processes=processes)
+        if known is None:  # some job grew, and pauses
+            pausing, processes = True, int((split * alive) @ jobs.gpus)
     return finishes
 
 
 def _regrow(
-    jobs: JobArrays, split: IntArray, alive: BoolArray, left: FloatArray, stalled: FloatArray
+    jobs: JobArrays,
+    split: IntArray,
+    alive: BoolArray,
+    left: FloatArray,
+    stalled: FloatArray,
+    *,
+    table: RateTable | None,
+    processes: int,
 ) -> FloatArray | None:
     """The plan after a finish: the `alive` jobs grow by `_fill` where the growth saves more
     than the job's pause over its `left` samples (then it pauses: `stalled`); in place. The
-    rates of the split where no job grew (the fluid model's next step needs them), else None."""
-    before = jobs.rates(split, alive)
-    if not _may_grow(jobs, split, alive, left, before):
-        return before
-    grown = _fill(jobs, split, alive, alive)
+    rates of the split where no job grew (the fluid model's next step needs them), else None.
+    A fill the plan has worked out before is looked up on the rate `table` (None where the
+    fill rates every split); else `may_grow` may show it need not be worked out. The alive
+    jobs run `processes` loader processes."""
+    before = jobs.rates(split, alive, processes)
+    key, grown = b"", None
+    if table is not None:
+        key = fill_key(split, alive, alive, KNEE_GAIN)
+        grown = remembered_fill(table, key, split)
+    if grown is None:
+        if not may_grow(jobs, split, alive, left, before, processes=processes):
+            return before
+        if table is None:
+            grown = _fill(jobs, split, alive, alive)
+        else:
+            grown = fill_on_table(
+                table, split, alive, alive, weight=None, knee_gain=KNEE_GAIN, key=key
+            )
     after = jobs.rates(grown, alive)
     unchanged = True
     for index in np.flatnonzero(grown != split):
@@ -276,25 +319,6 @@ def _regrow(
             stalled[index] += jobs.pause_cost[index]
             unchanged = False
     return before if unchanged else None
-
-
-def _may_grow(
-    jobs: JobArrays, split: IntArray, alive: BoolArray, left: FloatArray, before: FloatArray
-) -> bool:
-    """False where no job left could save its pause even with every free process, at the
-    node's contention as it is now, on its curve's hard min (above the smooth knee): a
-    fill's growth is never more, so all of it would be refused and the fill need not be
-    worked out. (On a CPU node a job can run faster than its curve: there it always runs.)"""
-    processes = int((split * alive) @ jobs.gpus)
-    free = jobs.capacity - processes
-    if jobs.cores is not None or free < 0:
-        return True
-    efficiency = jobs.contention.efficiency(max(processes, 1))
-    loading = (split * jobs.gpus + free) * (efficiency / jobs.cost)  # free // g per GPU, or more
-    # A margin far above rounding: the rates the fill computes are never above this.
-    most = with_overhead(np.minimum(loading, jobs.peak), jobs.overhead) * (1.0 + 1e-9)
-    saved = left / before - left / most
-    return bool((saved[alive] > jobs.pause_cost[alive]).any())
 
 
 class _Predictions:

@@ -7,24 +7,28 @@ import numpy as np
 import pytest
 
 import allocator.lookahead as lookahead_module
-from allocator import AllocationRequest, ContentionCurve
+from allocator import AllocationRequest, ContentionCurve, InvalidRequest
 from allocator.jobarrays import JobArrays
 from allocator.lookahead import KNEE_SHARPNESS, lookahead, predict_finishes
+from allocator.ratetable import RateTable
 from tests.unit.allocator.builders import make_job, make_request
 
 
-def random_request(seed: int, *, jobs: int = 10, running: bool = False) -> AllocationRequest:
-    """Jobs on 1, 2 or 4 GPUs, some bending early, some with waits no worker shortens, on a
-    node with twice their GPUs in loader processes, whose contention sets in at 0.6 of its
-    capacity and falls to 0.7 at 1.3 of it (the bench's node, bench/bench_allocator.py)."""
+def random_request(
+    seed: int, *, jobs: int = 10, running: bool = False, gpus: tuple[int, ...] = (1, 2, 4)
+) -> AllocationRequest:
+    """Jobs on 1, 2 or 4 GPUs (or `gpus`), some bending early, some with waits no worker
+    shortens, on a node with twice their GPUs in loader processes, whose contention sets in
+    at 0.6 of its capacity and falls to 0.7 at 1.3 of it (the bench's node,
+    bench/bench_allocator.py)."""
     rng = random.Random(seed)
     specs = []
     for index in range(jobs):
-        gpus = rng.choice((1, 2, 4))
+        on = rng.choice(gpus)
         job = make_job(
             f"j{index}",
-            gpus=gpus,
-            batch_size=rng.choice((64, 128, 256)) * gpus,
+            gpus=on,
+            batch_size=rng.choice((64, 128, 256)) * on,
             step_time_s=rng.uniform(0.03, 0.4),
             sample_cost_s=rng.uniform(0.004, 0.02),
             remaining_samples=rng.uniform(1e4, 1e6),
@@ -71,12 +75,17 @@ def test_the_table_grows_as_splits_ask_for_more_workers() -> None:
         )
 
 
+@pytest.mark.parametrize("gpus", [(1, 2, 4), (1,), (2,)])
 @pytest.mark.parametrize("seed", range(40))
-def test_the_fill_on_the_table_gives_the_workers_the_plain_greedy_gives(seed: int) -> None:
+def test_the_fill_on_the_table_gives_the_workers_the_plain_greedy_gives(
+    seed: int, gpus: tuple[int, ...]
+) -> None:
     """From random splits, for random jobs alive and growing, weighted or not, across the
     node's contention: each worker goes to the job the greedy's rating of every trial split
-    picks (`_fill_by_rating`), and the fill stops where it stops."""
-    jobs = JobArrays.of(random_request(seed, jobs=12))
+    picks (`_fill_by_rating`), and the fill stops where it stops. (Jobs on as many GPUs each
+    take a shorter step, one sum's difference being every job's.) Asked again, the fill the
+    plan remembers is the one it worked out."""
+    jobs = JobArrays.of(random_request(seed, jobs=12, gpus=gpus))
     rng = np.random.default_rng(seed)
     count = len(jobs.gpus)
     for _ in range(6):
@@ -89,6 +98,8 @@ def test_the_fill_on_the_table_gives_the_workers_the_plain_greedy_gives(seed: in
             jobs, split, alive, growable, np.ones(count) if weight is None else weight
         )
         assert fast.tolist() == plain.tolist()
+        again = lookahead_module._fill(jobs, split, alive, growable, weight)
+        assert again.tolist() == fast.tolist()
 
 
 def test_the_fill_on_the_table_stops_at_the_knee_on_a_node_without_contention() -> None:
@@ -116,13 +127,14 @@ def test_on_a_cpu_node_the_fill_rates_every_split() -> None:
 def test_a_finish_whose_freed_processes_no_job_can_use_changes_nothing(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The fluid model skips the fill where no job could save its pause (`_may_grow`): the
-    finishes are those of always filling."""
-    jobs = JobArrays.of(random_request(seed, jobs=8, running=True))
+    """The fluid model skips the fill where no job could save its pause (`may_grow`): the
+    finishes are those of always filling (on a table of its own, which remembers no fill)."""
+    request = random_request(seed, jobs=8, running=True)
+    jobs = JobArrays.of(request)
     split = lookahead_module._candidates(jobs)["greedy"]
     skipping = predict_finishes(jobs, split)
-    monkeypatch.setattr(lookahead_module, "_may_grow", lambda *_: True)
-    assert predict_finishes(jobs, split).tolist() == skipping.tolist()
+    monkeypatch.setattr(lookahead_module, "may_grow", lambda *_, **__: True)
+    assert predict_finishes(JobArrays.of(request), split).tolist() == skipping.tolist()
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -142,3 +154,22 @@ def test_plans_are_those_of_rating_every_split(seed: int, monkeypatch: pytest.Mo
     assert fast.predicted_makespan_s == plain.predicted_makespan_s
     assert fast.balance_makespan_s == plain.balance_makespan_s
     assert fast.knee_sharpness == KNEE_SHARPNESS
+
+
+def test_a_rate_out_of_range_is_refused_though_read_off_the_table() -> None:
+    """The fluid model checks the rates it reads unless every rate of the table is positive
+    and finite: a job whose rate is not still stops the prediction, rather than never
+    finishing."""
+    jobs = JobArrays.of(random_request(1, jobs=4))
+    peak = jobs.peak.copy()
+    peak[2] = np.nan
+    table = RateTable(
+        jobs.gpus, jobs.cost, peak, jobs.sharpness, jobs.overhead, jobs.capacity, jobs.contention
+    )
+    broken = replace(jobs, peak=peak, table=table)
+    with pytest.raises(InvalidRequest):
+        predict_finishes(broken, np.ones(4, dtype=np.int64))
+    assert not table.all_positive
+    assert jobs.table is not None
+    predict_finishes(jobs, np.ones(4, dtype=np.int64))
+    assert jobs.table.all_positive
