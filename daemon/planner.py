@@ -150,7 +150,7 @@ class Planner:
 
     def _stop_process(self) -> None:
         """Stop the planning process, whatever it is doing; the next big plan starts a new
-        one. `shutdown` alone waits for the plan being made: terminate its worker first
+        one. `shutdown` alone waits for the plan being made: kill its worker first
         (the executor keeps its processes in `_processes`; Python 3.14 has a public
         `terminate_workers`)."""
         pool, self._process = self._process, None
@@ -158,7 +158,7 @@ class Planner:
             return
         workers: dict[int, multiprocessing.process.BaseProcess] = getattr(pool, "_processes", {})
         for worker in list(workers.values()):
-            worker.terminate()
+            worker.kill()  # SIGKILL: it keeps nothing, and SIGTERM may be ignored (inherited)
         pool.shutdown(wait=False, cancel_futures=True)
 
     def close(self) -> None:
