@@ -12,7 +12,12 @@ with the loop: measured on the 2-core machine with `lookahead` planning 128 jobs
 thread, REST reads waited 20 to 40 ms at p99 for it, and several hundred ms while the
 policy ran long NumPy calls that hold the lock. A process shares nothing, but costs about
 0.2 s of CPU to start (an interpreter with NumPy), which a plan of a few jobs (a few
-milliseconds) does not repay. tests/integration/test_planning_off_loop.py is the check."""
+milliseconds) does not repay. tests/integration/test_planning_off_loop.py is the check.
+
+Every plan asked for is answered: one that cannot start in the process is made in the
+thread, and anything else comes back as an error. A plan the core gives up
+(`PlanAbandoned`, past `scheduler.plan_timeout_s`) has its process killed, so that the next
+starts in a new one; so does a daemon that stops."""
 
 import asyncio
 import logging

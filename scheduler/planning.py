@@ -4,9 +4,10 @@ A policy may take a while on a node of many jobs (`lookahead` predicts every can
 finishes), and for that long a daemon that planned on its event loop answered no REST call
 and read no heartbeat. So the core does not call the policy: it asks for a plan
 (`PlanNeeded`, with all the plan is made of) and goes on taking events; its adapter makes
-the plan (`work_out`, a pure function: the daemon in a worker thread, the simulator at once)
-and hands it back (`PlanMade`). One plan is in flight at a time, and while it is no round
-starts or ends (`Core.planning`).
+the plan (`work_out`, a pure function: the daemon off its event loop, daemon/planner.py; the
+simulator at once) and hands it back (`PlanMade`). One plan is in flight at a time, and
+while it is no round starts or ends (`Core.planning`). One not made within
+`plan_timeout_s` is given up (`PlanAbandoned`) and asked for again.
 
 What a plan was made on may change while it is made: a job ends, a starting job begins to
 run, an agent re-attaches. A planned job that ended or moved meanwhile is left out of the
