@@ -143,7 +143,7 @@ def made(outcome: PlanOutcome) -> AllocationPlan:
 
 def basis(core: Core, jobs: list[Job]) -> PlanBasis:
     """What a plan of `jobs` is made on (`PendingPlan.basis`)."""
-    planned = tuple((job.request.id, job.state, _held(job)) for job in jobs)
+    planned = tuple((job.request.id, job.state, holding(job)) for job in jobs)
     return (planned, *_held_outside(core, {job.request.id for job in jobs}))
 
 
@@ -157,7 +157,7 @@ def still_planned(core: Core, pending: PendingPlan) -> list[Job] | None:
     kept = [
         core.jobs[job_id]
         for job_id in pending.jobs
-        if (core.jobs[job_id].state, _held(core.jobs[job_id])) == then[job_id]
+        if (core.jobs[job_id].state, holding(core.jobs[job_id])) == then[job_id]
     ]
     processes, shares = _held_outside(core, {job.request.id for job in kept})
     if processes > pending.basis[1] or shares > pending.basis[2] + 1e-9:
@@ -175,10 +175,6 @@ def _held_outside(core: Core, planned: set[str]) -> tuple[int, float]:
     ]
     processes = sum(job.request.gpus * workers_of(holding(job)) for job in outside)
     return processes, sum(share_of(holding(job)) for job in outside)
-
-
-def _held(job: Job) -> Allocation | None:
-    return job.allocation if job.state is JobState.RUNNING else job.planned
 
 
 def node_left(core: Core, also_fixed: tuple[JobState, ...] = ()) -> NodeSpec:
